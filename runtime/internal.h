@@ -1,0 +1,225 @@
+/*
+ * internal.h: what the runtime's modules and its backends share, and the user never sees.
+ *
+ * The runtime is layered: the public calls (api.c) check arguments, apply scaling and compression,
+ * and pick an algorithm (decision.c); each algorithm (one file each) is written against the
+ * point-to-point ops of a backend (rh_backend_ops), which is the only part that knows the target.
+ */
+#ifndef REHEARSAL_INTERNAL_H
+#define REHEARSAL_INTERNAL_H
+
+#include "rehearsal.h"
+
+#include <stdbool.h>
+
+/* ---- cluster description (target-independent) --------------------------------------------- */
+
+/* A GPU cluster as a scenario describes it.  Used by the simulator to build its platform and by
+ * the cost model to pick algorithms.  Units: seconds, bytes per second, FLOP per second. */
+typedef struct rh_cluster {
+  int nodes;
+  int *gpus_per_node;     /* nodes entries; owned by whoever filled the struct */
+  double gpu_flops;       /* sustained training FLOP/s of one GPU */
+  double intra_bw;        /* GPU <-> node switch, per direction, per GPU */
+  double intra_lat;       /* GPU <-> node switch, one hop */
+  double intra_backbone_bw; /* shared node fabric limit; 0 = non-blocking switch (NVSwitch) */
+  int nics_per_node;
+  double nic_bw;          /* one NIC, per direction */
+  double nic_lat;         /* node <-> network switch, one hop */
+  double reduce_bw;       /* bytes/s a GPU reduces locally; 0 = reduction is free (fused) */
+  bool exact_network;     /* true: analytic CM02 network; false: SimGrid's default LV08 */
+} rh_cluster;
+
+/* Latency and bandwidth of the path between two ranks' GPUs as the platform models it: two hops
+ * inside a node; GPU, node uplink, switch, node downlink, GPU across nodes. */
+void rh_cluster_path(const rh_cluster *cl, int node_a, int node_b, double *lat, double *bw);
+int rh_cluster_size(const rh_cluster *cl);
+
+/* ---- topology ---------------------------------------------------------------------------- */
+
+/* A set of ranks that runs a collective among themselves, and this rank's index in it. */
+typedef struct rh_group {
+  int n;
+  int me;
+  const int *ranks; /* world ranks, n entries; not owned */
+  uint32_t id;      /* unique per group in the job; backends key shared objects on it */
+} rh_group;
+
+/* Horovod's rank assignment, built once per job and shared read-only by every rank. */
+typedef struct rh_topology {
+  int size;
+  int nodes;
+  int max_local_size;
+  int *node_of;        /* size entries */
+  int *local_rank_of;  /* size entries */
+  int *cross_rank_of;  /* size entries */
+  int *node_first;     /* nodes entries: first world rank on the node */
+  int *node_size;      /* nodes entries */
+  int *cross_size_of;  /* max_local_size entries: hosts that have this local rank */
+  int **cross_ranks;   /* max_local_size lists: world ranks with this local rank, host order */
+  int *identity;       /* size entries: 0..size-1, so a node's ranks are &identity[first] */
+} rh_topology;
+
+/* Builds the topology for `nodes` hosts with the given slot counts (each >= 1). */
+rh_status rh_topology_init(rh_topology *t, const int *gpus_per_node, int nodes);
+void rh_topology_free(rh_topology *t);
+/* True when every node has the same number of ranks. */
+bool rh_topology_uniform(const rh_topology *t);
+
+/* ---- settings ---------------------------------------------------------------------------- */
+
+typedef enum rh_setting_kind { RH_KIND_ENUM, RH_KIND_BYTES, RH_KIND_SECONDS } rh_setting_kind;
+
+typedef struct rh_setting_def {
+  const char *name;    /* scenario key under `collective:` */
+  const char *env;     /* environment variable */
+  rh_setting_kind kind;
+  double default_value;
+  const char *const *choices; /* RH_KIND_ENUM: NULL-terminated names, value = index */
+  const char *doc;
+} rh_setting_def;
+
+typedef struct rh_settings {
+  double value[RH_SETTING_COUNT];
+} rh_settings;
+
+extern const rh_setting_def rh__setting_defs[RH_SETTING_COUNT];
+
+/* Fills the defaults, then applies the environment.  On a malformed environment value returns
+ * RH_ERR_INVALID and writes a message naming the variable into err. */
+rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen);
+/* Parses `text` for setting id (an enum name, or a number).  RH_ERR_INVALID if it does not fit. */
+rh_status rh_settings_parse(rh_setting_id id, const char *text, double *out);
+/* Index of `name` among the settings, or -1. */
+int rh_settings_find(const char *name);
+
+enum { RH_ALGO_AUTO = 0, RH_ALGO_RING = 1, RH_ALGO_HIERARCHICAL = 2 };
+enum { RH_BCAST_AUTO = 0, RH_BCAST_RING = 1, RH_BCAST_TREE = 2 };
+enum { RH_GRAIN_AUTO = 0, RH_GRAIN_FINE = 1, RH_GRAIN_COARSE = 2 };
+enum { RH_WIRE_NONE = 0, RH_WIRE_FP16 = 1 };
+
+/* ---- backend ----------------------------------------------------------------------------- */
+
+typedef struct rh_p2p rh_p2p;   /* a backend's point-to-point request */
+typedef struct rh_task rh_task; /* a backend's background task */
+
+/* One target.  Every wait takes a timeout and reports a dead peer as a status, so a failure
+ * never hangs or aborts the job.  Backends are selected at build time. */
+typedef struct rh_backend_ops {
+  const char *name;
+  /* Posts a send of `bytes` from `buf` to world rank `peer`.  buf NULL: timing-only message.
+   * The backend copies or pins buf; the caller may reuse it once the request is waited. */
+  rh_status (*isend)(rh_ctx *ctx, int peer, uint32_t tag, const void *buf, size_t bytes,
+                     rh_p2p **out);
+  /* Posts a receive of `bytes` into `buf` (NULL: timing-only) from world rank `peer`. */
+  rh_status (*irecv)(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_t bytes, rh_p2p **out);
+  /* Waits for all n requests (NULL entries skipped) until `timeout` seconds pass; releases every
+   * request whatever the outcome.  Returns the first failure. */
+  rh_status (*waitall)(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeout);
+  double (*now)(const rh_ctx *ctx);
+  rh_status (*compute)(rh_ctx *ctx, double flops);
+  /* Charges the time of reducing `bytes` locally; NULL when reduction time is not modelled. */
+  rh_status (*reduce_cost)(rh_ctx *ctx, size_t bytes);
+  /* Zero-cost rendezvous of the group's ranks in modelled time (simulators only; NULL
+   * elsewhere).  Lets an algorithm simulate one step of a uniform pattern and skip the rest. */
+  rh_status (*model_sync)(rh_ctx *ctx, const rh_group *g, uint32_t tag);
+  rh_status (*sleep)(rh_ctx *ctx, double seconds);
+  /* Runs fn(arg) in the background on this rank; the tasks of one rank run one at a time in
+   * spawn order.  join waits for it (timeout in seconds, negative: no limit) and releases the
+   * task; it returns fn's status. */
+  rh_status (*spawn)(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_task **out);
+  rh_status (*join)(rh_ctx *ctx, rh_task *task, double timeout);
+} rh_backend_ops;
+
+/* ---- per-rank context -------------------------------------------------------------------- */
+
+struct rh_ctx {
+  int rank;
+  const rh_topology *topo;
+  const rh_settings *settings;
+  const rh_cluster *cluster; /* for the cost model; may be NULL on real hardware */
+  const rh_backend_ops *ops;
+  void *backend;             /* the backend's per-rank state */
+  uint32_t seq;              /* collectives issued by this rank so far */
+  rh_group world, node, cross;
+};
+
+/* ---- launching -------------------------------------------------------------------------- */
+
+typedef struct rh_launch_config {
+  const rh_cluster *cluster;   /* the cluster to model (simulator), or NULL */
+  const rh_settings *settings;
+  const char *platform_file;   /* simulator: keep the generated platform here; NULL: temporary */
+} rh_launch_config;
+
+typedef struct rh_launch_result {
+  double end_time;  /* simulated (or wall) seconds when the last rank returned */
+  int failed_ranks; /* ranks whose function returned non-zero or never returned */
+} rh_launch_result;
+
+/* Runs fn on every rank of the target selected at build time.  Returns 0 when every rank
+ * returned 0, 1 otherwise; fills res when non-NULL.  The simulator can run once per process. */
+int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res);
+
+/* Fills a context for `rank`; the pointers must outlive it. */
+void rh_ctx_init(rh_ctx *ctx, int rank, const rh_topology *topo, const rh_settings *settings,
+                 const rh_cluster *cluster, const rh_backend_ops *ops, void *backend);
+
+/* ---- data -------------------------------------------------------------------------------- */
+
+/* dst[i] = dst[i] op src[i]; op is SUM, MIN or MAX (AVERAGE reduces as SUM). */
+void rh__reduce(void *dst, const void *src, size_t count, rh_dtype dtype, rh_op op);
+/* buf[i] *= factor, in the element's own type (int32 truncates toward zero). */
+void rh__scale(void *buf, size_t count, rh_dtype dtype, double factor);
+/* Converts between float32/float64 and fp16. */
+void rh__to_half(uint16_t *dst, const void *src, size_t count, rh_dtype from);
+void rh__from_half(void *dst, const uint16_t *src, size_t count, rh_dtype to);
+
+/* ---- algorithms -------------------------------------------------------------------------- */
+
+/* One collective's working state, as the algorithms see it.  `buf` NULL means timing-only. */
+typedef struct rh_coll {
+  rh_ctx *ctx;
+  uint32_t tag;
+  void *buf;
+  size_t count;
+  rh_dtype dtype; /* the type on the wire */
+  rh_op op;       /* SUM, MIN or MAX */
+  double timeout; /* seconds per wait */
+  bool coarse;    /* may simulate one step of a uniform pattern and skip the rest */
+} rh_coll;
+
+/* Splits `count` elements into n blocks (the first count % n get one more). */
+void rh__blocks(size_t count, int n, size_t *counts, size_t *offsets);
+
+/* Ring phases over the group g on blocks (counts/offsets in elements, n = g->n entries).  After
+ * reduce-scatter, group index i holds the reduced block (i + 1) % n; allgather starts from that. */
+rh_status rh__ring_reduce_scatter(const rh_coll *c, const rh_group *g, const size_t *counts,
+                                  const size_t *offsets);
+rh_status rh__ring_allgather(const rh_coll *c, const rh_group *g, const size_t *counts,
+                             const size_t *offsets, int shift);
+
+rh_status rh__allreduce_ring(const rh_coll *c);
+rh_status rh__allreduce_hierarchical(const rh_coll *c);
+rh_status rh__bcast_ring(const rh_coll *c, int root);
+rh_status rh__bcast_tree(const rh_coll *c, int root);
+/* c->buf is the whole output; this rank's block is already in place. */
+rh_status rh__allgatherv_ring(const rh_coll *c, const size_t *counts);
+rh_status rh__barrier_dissemination(const rh_coll *c);
+
+/* ---- decision ---------------------------------------------------------------------------- */
+
+typedef enum rh_algo {
+  RH_ALG_ALLREDUCE_RING,
+  RH_ALG_ALLREDUCE_HIERARCHICAL,
+  RH_ALG_BCAST_RING,
+  RH_ALG_BCAST_TREE,
+} rh_algo;
+
+/* Predicted seconds of an algorithm for `bytes` on this job's cluster (alpha-beta model). */
+double rh__predict(const rh_ctx *ctx, rh_algo algo, size_t bytes);
+/* The algorithm the settings ask for, or the cheapest one when they say auto. */
+rh_algo rh__choose_allreduce(const rh_ctx *ctx, size_t bytes);
+rh_algo rh__choose_bcast(const rh_ctx *ctx, size_t bytes);
+
+#endif /* REHEARSAL_INTERNAL_H */

@@ -1,0 +1,178 @@
+/*
+ * rehearsal.h: the whole public API of the rehearsal collective runtime.
+ *
+ * A training program is one function that runs on every rank.  It talks to the other ranks only
+ * through the calls below, so the same program runs on a simulated cluster (one SimGrid actor per
+ * rank, all in one process) and on real machines (one process per rank).  Nothing here names a
+ * backend type; per-rank state lives in the rh_ctx handed to the rank function.
+ */
+#ifndef REHEARSAL_H
+#define REHEARSAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+/* One status type for every call.  RH_OK is zero, errors are negative.  A peer that died is an
+ * ordinary status (RH_ERR_PEER_DEAD), never an abort of the process. */
+typedef enum rh_status {
+  RH_OK = 0,
+  RH_ERR_INVALID = -1,     /* an argument is out of range or inconsistent */
+  RH_ERR_NOMEM = -2,       /* an allocation failed */
+  RH_ERR_TIMEOUT = -3,     /* a wait ran past its deadline (a peer is hung or absent) */
+  RH_ERR_PEER_DEAD = -4,   /* a peer rank, its host or the link to it died */
+  RH_ERR_MISMATCH = -5,    /* ranks issued different collectives (shape, type, op, root) */
+  RH_ERR_BACKEND = -6,     /* the backend library reported an error it has no mapping for */
+  RH_ERR_UNSUPPORTED = -7, /* the operation is not available on this target or for this type */
+  RH_ERR_IO = -8,          /* a file could not be read or written */
+} rh_status;
+
+/* A static, human-readable string for a status; never NULL. */
+const char *rh_status_string(rh_status status);
+
+/* ---- types -------------------------------------------------------------------------------- */
+
+typedef enum rh_dtype {
+  RH_FLOAT32 = 0,
+  RH_FLOAT64 = 1,
+  RH_FLOAT16 = 2, /* IEEE 754 binary16, stored as uint16_t */
+  RH_INT32 = 3,
+  RH_DTYPE_COUNT
+} rh_dtype;
+
+typedef enum rh_op {
+  RH_SUM = 0,
+  RH_AVERAGE = 1, /* sum, then a postscale of 1/size (Horovod's definition) */
+  RH_MIN = 2,
+  RH_MAX = 3,
+  RH_OP_COUNT
+} rh_op;
+
+/* Size in bytes of one element, or 0 for an invalid type. */
+size_t rh_dtype_size(rh_dtype dtype);
+const char *rh_dtype_name(rh_dtype dtype);
+const char *rh_op_name(rh_op op);
+
+/* IEEE binary16 conversions, round to nearest even. */
+uint16_t rh_float_to_half(float value);
+float rh_half_to_float(uint16_t half);
+
+/* ---- ranks -------------------------------------------------------------------------------- */
+
+typedef struct rh_ctx rh_ctx;
+
+/* Horovod's meaning: ranks fill hosts in listed order; local_rank is the slot on the host;
+ * cross_rank is the index of the host among the hosts that have this local_rank. */
+int rh_rank(const rh_ctx *ctx);
+int rh_size(const rh_ctx *ctx);
+int rh_local_rank(const rh_ctx *ctx);
+int rh_local_size(const rh_ctx *ctx);
+int rh_cross_rank(const rh_ctx *ctx);
+int rh_cross_size(const rh_ctx *ctx);
+
+/* Seconds since the job started: simulated time on the simulator, wall time on real hardware. */
+double rh_time(const rh_ctx *ctx);
+
+/* Spends `flops` floating-point operations on this rank's GPU (simulated: the GPU's modelled
+ * rate; real: a synthetic kernel).  Blocks until done. */
+rh_status rh_compute(rh_ctx *ctx, double flops);
+
+/* ---- collectives ---------------------------------------------------------------------------- */
+
+/* Every rank must issue the same collectives in the same order with the same count, type, op,
+ * scale factors and root.  Buffers are host memory owned by the caller.
+ *
+ * Timing-only form: pass NULL for every buffer of a call (count still counts).  The collective then
+ * moves the same simulated bytes but carries and reduces no numbers; this is how messages too big
+ * to hold are modelled. */
+
+typedef enum rh_compression {
+  RH_COMPRESS_DEFAULT = 0, /* whatever the settings say (RH_COMPRESSION) */
+  RH_COMPRESS_NONE = 1,
+  RH_COMPRESS_FP16 = 2, /* float32/float64 tensors are cast to fp16 for the wire and back */
+} rh_compression;
+
+typedef struct rh_reduce_opts {
+  double prescale;            /* multiplies each rank's input before the reduction (1.0 = none) */
+  double postscale;           /* multiplies the result (1.0 = none); RH_AVERAGE multiplies 1/size too */
+  rh_compression compression; /* RH_COMPRESS_DEFAULT follows the settings */
+  const char *name;           /* optional tensor name for messages; may be NULL */
+} rh_reduce_opts;
+
+#define RH_REDUCE_OPTS_INIT {1.0, 1.0, RH_COMPRESS_DEFAULT, NULL}
+
+/* Reduces `count` elements across all ranks into `recv` on every rank.  `send == recv` is allowed
+ * (in place).  opts may be NULL.  Blocks until this rank's result is complete. */
+rh_status rh_allreduce(rh_ctx *ctx, const void *send, void *recv, size_t count, rh_dtype dtype,
+                       rh_op op, const rh_reduce_opts *opts);
+
+/* Copies `count` elements of `buf` on rank `root` into `buf` on every rank.  Blocks. */
+rh_status rh_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root);
+
+/* Gathers `count` elements from every rank into `recv` (size * count elements, in rank order). */
+rh_status rh_allgather(rh_ctx *ctx, const void *send, size_t count, void *recv, rh_dtype dtype);
+
+/* Unequal sizes: rank i contributes counts[i] elements (counts is the same array on every rank);
+ * recv holds the sum of counts, in rank order. */
+rh_status rh_allgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
+                        rh_dtype dtype);
+
+/* Returns once every rank has entered. */
+rh_status rh_barrier(rh_ctx *ctx);
+
+/* ---- non-blocking forms --------------------------------------------------------------------- */
+
+/* A request runs its collective in the background (a helper actor on the simulator, a progress
+ * thread on real hardware) while the caller goes on.  The requests of one rank run one at a time,
+ * in the order they were issued, as on Horovod's background thread and NCCL's stream.  The caller keeps the buffers alive and
+ * untouched until rh_wait returns.  rh_wait frees the request, whatever it returns. */
+typedef struct rh_request rh_request;
+
+rh_status rh_iallreduce(rh_ctx *ctx, const void *send, void *recv, size_t count, rh_dtype dtype,
+                        rh_op op, const rh_reduce_opts *opts, rh_request **out);
+rh_status rh_ibroadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
+                        rh_request **out);
+rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
+                         rh_dtype dtype, rh_request **out);
+
+/* Blocks until the request's collective finished on this rank or the collective timeout
+ * (RH_TIMEOUT) passed; returns its status and frees the request. */
+rh_status rh_wait(rh_request *req);
+
+/* ---- settings ------------------------------------------------------------------------------ */
+
+/* Settings have a name, an environment variable (RH_<NAME>), a default, and may be overridden by a
+ * scenario file.  Values are read at launch; a rank reads them with rh_setting. */
+typedef enum rh_setting_id {
+  RH_SETTING_ALGORITHM = 0,   /* allreduce algorithm: auto, ring, hierarchical */
+  RH_SETTING_BCAST_ALGORITHM, /* broadcast algorithm: auto, ring, tree */
+  RH_SETTING_FUSION_THRESHOLD, /* bytes fused into one allreduce */
+  RH_SETTING_COMPRESSION,     /* none or fp16 */
+  RH_SETTING_TIMEOUT,         /* seconds a collective may wait for a peer */
+  RH_SETTING_GRAIN,           /* simulation grain: auto, fine, coarse */
+  RH_SETTING_PIPELINE_CHUNK,  /* bytes per pipelined chunk in ring broadcast */
+  RH_SETTING_COUNT
+} rh_setting_id;
+
+/* The value of a setting as a number (enumerated settings give their index). */
+double rh_setting(const rh_ctx *ctx, rh_setting_id id);
+
+/* ---- launching ------------------------------------------------------------------------------ */
+
+/* The training program: runs on every rank; returns 0 on success. */
+typedef int (*rh_rank_fn)(rh_ctx *ctx, void *arg);
+
+/* Runs `fn` on every rank and returns 0 if every rank returned 0, else 1 (or 2 for bad input).
+ * Simulator: the cluster comes from `--scenario FILE` in argv (or RH_SCENARIO); one actor per GPU.
+ * Real hardware: one process per rank, launched by mpirun or srun. */
+int rh_main(int argc, char **argv, rh_rank_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* REHEARSAL_H */

@@ -1,0 +1,108 @@
+/*
+ * ring.c: the two ring phases every ring algorithm is made of, over any group of ranks.
+ *
+ * Reduce-scatter, example on 4 ranks, blocks a..d; step s sends block (me - s) to the right and
+ * reduces block (me - s - 1) arriving from the left:
+ *
+ *   step 0:  r0 -a-> r1   r1 -b-> r2   r2 -c-> r3   r3 -d-> r0
+ *   step 1:  r0 -d-> r1   r1 -a-> r2   r2 -b-> r3   r3 -c-> r0
+ *   step 2:  r0 -c-> r1   r1 -d-> r2   r2 -a-> r3   r3 -b-> r0
+ *   after:   r0 owns b    r1 owns c    r2 owns d    r3 owns a       (index i owns i + 1)
+ *
+ * Allgather then circulates the owned blocks the same way with copies instead of reductions.
+ * Coarse grain: when the steps are identical (timing-only, equal blocks), one step is simulated
+ * between two zero-cost rendezvous and the remaining steps are charged as that step's duration.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+void rh__blocks(size_t count, int n, size_t *counts, size_t *offsets) {
+  size_t base = count / (size_t)n, extra = count % (size_t)n, off = 0;
+  for (int i = 0; i < n; i++) {
+    counts[i] = base + ((size_t)i < extra ? 1 : 0);
+    offsets[i] = off;
+    off += counts[i];
+  }
+}
+
+static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+static bool equal_blocks(const size_t *counts, int n) {
+  for (int i = 1; i < n; i++)
+    if (counts[i] != counts[0]) return false;
+  return true;
+}
+
+/* Whether this phase may run at the coarse grain. */
+static bool use_coarse(const rh_coll *c, const rh_group *g, const size_t *counts) {
+  if (c->buf || !c->ctx->ops->model_sync || g->n < 3) return false;
+  int grain = (int)rh_setting(c->ctx, RH_SETTING_GRAIN);
+  if (grain == RH_GRAIN_FINE) return false;
+  return grain == RH_GRAIN_COARSE || equal_blocks(counts, g->n);
+}
+
+/* One ring step: send block `sb` right, receive block `rb` from the left into `tmp` (reduce) or
+ * in place (copy). */
+static rh_status ring_step(const rh_coll *c, const rh_group *g, const size_t *counts,
+                           const size_t *offsets, int sb, int rb, void *tmp, bool reduce) {
+  rh_ctx *ctx = c->ctx;
+  size_t esz = rh_dtype_size(c->dtype);
+  int right = g->ranks[mod(g->me + 1, g->n)], left = g->ranks[mod(g->me - 1, g->n)];
+  char *base = c->buf;
+  rh_p2p *req[2] = {NULL, NULL};
+  rh_status st = ctx->ops->isend(ctx, right, c->tag, base ? base + offsets[sb] * esz : NULL,
+                                 counts[sb] * esz, &req[0]);
+  if (st == RH_OK) {
+    void *dst = base ? (reduce ? tmp : base + offsets[rb] * esz) : NULL;
+    st = ctx->ops->irecv(ctx, left, c->tag, dst, counts[rb] * esz, &req[1]);
+  }
+  rh_status wst = ctx->ops->waitall(ctx, req, 2, c->timeout);
+  if (st == RH_OK) st = wst;
+  if (st != RH_OK || !reduce) return st;
+  if (base) rh__reduce(base + offsets[rb] * esz, tmp, counts[rb], c->dtype, c->op);
+  if (ctx->ops->reduce_cost) st = ctx->ops->reduce_cost(ctx, counts[rb] * esz);
+  return st;
+}
+
+/* Runs steps 0..n-2 of a phase, at the fine or the coarse grain. */
+static rh_status ring_phase(const rh_coll *c, const rh_group *g, const size_t *counts,
+                            const size_t *offsets, int first_send, bool reduce) {
+  int n = g->n;
+  if (n < 2) return RH_OK;
+  rh_ctx *ctx = c->ctx;
+  void *tmp = NULL;
+  if (c->buf && reduce) {
+    size_t maxc = 0;
+    for (int i = 0; i < n; i++)
+      if (counts[i] > maxc) maxc = counts[i];
+    tmp = malloc(maxc * rh_dtype_size(c->dtype) + 1);
+    if (!tmp) return RH_ERR_NOMEM;
+  }
+  rh_status st = RH_OK;
+  if (use_coarse(c, g, counts)) {
+    st = ctx->ops->model_sync(ctx, g, c->tag);
+    double t0 = ctx->ops->now(ctx);
+    if (st == RH_OK)
+      st = ring_step(c, g, counts, offsets, mod(first_send, n), mod(first_send - 1, n), tmp,
+                     reduce);
+    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, c->tag);
+    if (st == RH_OK) st = ctx->ops->sleep(ctx, (double)(n - 2) * (ctx->ops->now(ctx) - t0));
+  } else {
+    for (int s = 0; s < n - 1 && st == RH_OK; s++)
+      st = ring_step(c, g, counts, offsets, mod(first_send - s, n), mod(first_send - s - 1, n),
+                     tmp, reduce);
+  }
+  free(tmp);
+  return st;
+}
+
+rh_status rh__ring_reduce_scatter(const rh_coll *c, const rh_group *g, const size_t *counts,
+                                  const size_t *offsets) {
+  return ring_phase(c, g, counts, offsets, g->me, true);
+}
+
+rh_status rh__ring_allgather(const rh_coll *c, const rh_group *g, const size_t *counts,
+                             const size_t *offsets, int shift) {
+  return ring_phase(c, g, counts, offsets, g->me + shift, false);
+}

@@ -1,0 +1,102 @@
+/*
+ * settings.c: every tunable of the runtime in one table, with its scenario key, environment
+ * variable, default and a one-line description.  The environment overrides the defaults, and a
+ * scenario's `collective:` section overrides both.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const algorithm_choices[] = {"auto", "ring", "hierarchical", NULL};
+static const char *const bcast_choices[] = {"auto", "ring", "tree", NULL};
+static const char *const compression_choices[] = {"none", "fp16", NULL};
+static const char *const grain_choices[] = {"auto", "fine", "coarse", NULL};
+
+const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
+    [RH_SETTING_ALGORITHM] = {"algorithm", "RH_ALGORITHM", RH_KIND_ENUM, RH_ALGO_AUTO,
+                              algorithm_choices,
+                              "allreduce algorithm; auto picks the cheapest by the cost model"},
+    [RH_SETTING_BCAST_ALGORITHM] = {"broadcast", "RH_BROADCAST", RH_KIND_ENUM, RH_BCAST_AUTO,
+                                    bcast_choices, "broadcast algorithm; auto picks by cost"},
+    [RH_SETTING_FUSION_THRESHOLD] = {"fusion_threshold", "RH_FUSION_THRESHOLD", RH_KIND_BYTES,
+                                     128.0 * 1024 * 1024, NULL,
+                                     "bytes of gradients fused into one allreduce (Horovod's)"},
+    [RH_SETTING_COMPRESSION] = {"compression", "RH_COMPRESSION", RH_KIND_ENUM, RH_WIRE_NONE,
+                                compression_choices, "wire compression of float gradients"},
+    [RH_SETTING_TIMEOUT] = {"timeout", "RH_TIMEOUT", RH_KIND_SECONDS, 600.0, NULL,
+                            "seconds a collective waits for a peer before it fails"},
+    [RH_SETTING_GRAIN] = {"grain", "RH_GRAIN", RH_KIND_ENUM, RH_GRAIN_AUTO, grain_choices,
+                          "simulation grain; coarse simulates one step of a uniform ring"},
+    [RH_SETTING_PIPELINE_CHUNK] = {"pipeline_chunk", "RH_PIPELINE_CHUNK", RH_KIND_BYTES,
+                                   4.0 * 1024 * 1024, NULL,
+                                   "bytes per chunk of a pipelined ring broadcast"},
+};
+
+int rh_settings_find(const char *name) {
+  for (int i = 0; i < RH_SETTING_COUNT; i++)
+    if (strcmp(rh__setting_defs[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Accepts a plain number or one with a unit: B, KiB, MiB, GiB, KB, MB, GB for bytes; s, ms, us
+ * for seconds. */
+static rh_status parse_quantity(rh_setting_kind kind, const char *text, double *out) {
+  errno = 0;
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || errno || !isfinite(v) || v < 0) return RH_ERR_INVALID;
+  while (*end == ' ') end++;
+  double unit = 1;
+  if (*end) {
+    static const struct { const char *s; double f; rh_setting_kind k; } units[] = {
+        {"B", 1, RH_KIND_BYTES},         {"KiB", 1024.0, RH_KIND_BYTES},
+        {"MiB", 1048576.0, RH_KIND_BYTES}, {"GiB", 1073741824.0, RH_KIND_BYTES},
+        {"KB", 1e3, RH_KIND_BYTES},       {"MB", 1e6, RH_KIND_BYTES},
+        {"GB", 1e9, RH_KIND_BYTES},       {"s", 1, RH_KIND_SECONDS},
+        {"ms", 1e-3, RH_KIND_SECONDS},    {"us", 1e-6, RH_KIND_SECONDS}};
+    size_t i;
+    for (i = 0; i < sizeof units / sizeof units[0]; i++)
+      if (units[i].k == kind && strcmp(units[i].s, end) == 0) break;
+    if (i == sizeof units / sizeof units[0]) return RH_ERR_INVALID;
+    unit = units[i].f;
+  }
+  *out = v * unit;
+  return RH_OK;
+}
+
+rh_status rh_settings_parse(rh_setting_id id, const char *text, double *out) {
+  if ((int)id < 0 || id >= RH_SETTING_COUNT || !text) return RH_ERR_INVALID;
+  const rh_setting_def *d = &rh__setting_defs[id];
+  if (d->kind == RH_KIND_ENUM) {
+    for (int i = 0; d->choices[i]; i++)
+      if (strcmp(d->choices[i], text) == 0) {
+        *out = i;
+        return RH_OK;
+      }
+    return RH_ERR_INVALID;
+  }
+  return parse_quantity(d->kind, text, out);
+}
+
+rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen) {
+  for (int i = 0; i < RH_SETTING_COUNT; i++) s->value[i] = rh__setting_defs[i].default_value;
+  for (int i = 0; i < RH_SETTING_COUNT; i++) {
+    const char *v = getenv(rh__setting_defs[i].env);
+    if (!v || !*v) continue;
+    if (rh_settings_parse((rh_setting_id)i, v, &s->value[i]) != RH_OK) {
+      snprintf(err, errlen, "environment variable %s: cannot use \"%s\"", rh__setting_defs[i].env,
+               v);
+      return RH_ERR_INVALID;
+    }
+  }
+  return RH_OK;
+}
+
+double rh_setting(const rh_ctx *ctx, rh_setting_id id) {
+  if ((int)id < 0 || id >= RH_SETTING_COUNT) return 0;
+  return ctx->settings->value[id];
+}

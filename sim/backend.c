@@ -1,0 +1,361 @@
+/*
+ * backend.c: the SimGrid backend.  Each rank is an actor on its GPU's host; messages go through
+ * mailboxes named by (source, destination, tag) with the asynchronous calls only, because the
+ * blocking ones abort the process when a peer dies.  Real payloads are copied at send time and
+ * copied out at the receiver; timing-only messages carry nothing but their simulated size.
+ * SimGrid errors are mapped to rh_status here and nowhere else.
+ */
+#include "internal.h"
+#include "platform.h"
+
+#include <simgrid/engine.h>
+#include <simgrid/actor.h>
+#include <simgrid/barrier.h>
+#include <simgrid/comm.h>
+#include <simgrid/host.h>
+#include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- job and rank state ---------------------------------------------------------------------- */
+
+/* A zero-cost rendezvous of one group for one collective (coarse grain). */
+typedef struct sync_point {
+  uint32_t group, tag;
+  int arrived, left, n;
+  sg_bar_t bar;
+} sync_point;
+
+typedef struct sim_job {
+  const rh_cluster *cluster;
+  const rh_settings *settings;
+  rh_topology topo;
+  rh_rank_fn fn;
+  void *arg;
+  sync_point *syncs;
+  size_t nsyncs, capsyncs;
+  double end_time;
+} sim_job;
+
+typedef struct sim_rank {
+  rh_ctx ctx;
+  sim_job *job;
+  sg_host_t host;
+  struct rh_task *last_task; /* the newest background task not yet finished */
+  int result;
+  bool done;
+} sim_rank;
+
+struct rh_p2p {
+  sg_comm_t comm;
+  void *payload; /* send: the copy handed over; recv: filled on completion */
+  void *dst;     /* recv: where the payload goes; NULL for timing-only */
+  size_t bytes;
+  bool is_recv;
+};
+
+struct rh_task {
+  rh_status (*fn)(void *);
+  void *arg;
+  rh_status status;
+  sg_sem_t done;      /* released when fn returned */
+  sg_sem_t turn;      /* released when this task may start (its predecessor finished) */
+  sg_sem_t next_turn; /* the successor's turn, if one was spawned before this one finished */
+  sim_rank *owner;
+};
+
+static sim_rank *rank_of(const rh_ctx *ctx) { return (sim_rank *)ctx->backend; }
+
+/* SimGrid refuses a NULL payload: timing-only and empty messages carry this token instead. */
+static char no_payload;
+
+static rh_status map_error(sg_error_t e) {
+  switch (e) {
+  case SG_OK: return RH_OK;
+  case SG_ERROR_TIMEOUT: return RH_ERR_TIMEOUT;
+  case SG_ERROR_HOST:
+  case SG_ERROR_NETWORK:
+  case SG_ERROR_CANCELED: return RH_ERR_PEER_DEAD;
+  default: return RH_ERR_BACKEND;
+  }
+}
+
+static sg_mailbox_t mailbox(int src, int dst, uint32_t tag) {
+  char name[48];
+  snprintf(name, sizeof name, "%d>%d#%u", src, dst, tag);
+  return sg_mailbox_by_name(name);
+}
+
+/* ---- point to point ------------------------------------------------------------------------- */
+
+static rh_status sim_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf, size_t bytes,
+                           rh_p2p **out) {
+  rh_p2p *r = calloc(1, sizeof *r);
+  if (!r) return RH_ERR_NOMEM;
+  if (buf && bytes) {
+    r->payload = malloc(bytes);
+    if (!r->payload) {
+      free(r);
+      return RH_ERR_NOMEM;
+    }
+    memcpy(r->payload, buf, bytes);
+  }
+  r->bytes = bytes;
+  r->comm = sg_mailbox_put_async(mailbox(ctx->rank, peer, tag), r->payload ? r->payload : &no_payload,
+                                 (long)bytes);
+  *out = r;
+  return RH_OK;
+}
+
+static rh_status sim_irecv(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_t bytes,
+                           rh_p2p **out) {
+  rh_p2p *r = calloc(1, sizeof *r);
+  if (!r) return RH_ERR_NOMEM;
+  r->is_recv = true;
+  r->dst = buf;
+  r->bytes = bytes;
+  r->comm = sg_mailbox_get_async(mailbox(peer, ctx->rank, tag), &r->payload);
+  *out = r;
+  return RH_OK;
+}
+
+static rh_status sim_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeout) {
+  (void)ctx;
+  rh_status first = RH_OK;
+  double deadline = timeout >= 0 ? simgrid_get_clock() + timeout : -1;
+  for (size_t i = 0; i < n; i++) {
+    rh_p2p *r = reqs[i];
+    if (!r) continue;
+    sg_error_t e;
+    if (first != RH_OK) {
+      e = sg_comm_wait_for(r->comm, 0); /* releases the comm after an earlier failure */
+    } else if (deadline < 0) {
+      e = sg_comm_wait(r->comm);
+    } else {
+      double left = deadline - simgrid_get_clock();
+      e = sg_comm_wait_for(r->comm, left > 0 ? left : 0);
+    }
+    rh_status st = map_error(e);
+    if (r->is_recv) {
+      bool carried = st == RH_OK && r->payload && r->payload != (void *)&no_payload;
+      if (carried && r->dst) memcpy(r->dst, r->payload, r->bytes);
+      if (carried) free(r->payload); /* the receiver owns a delivered payload */
+    } else if (st != RH_OK) {
+      free(r->payload); /* never delivered */
+    }
+    if (first == RH_OK) first = st;
+    free(r);
+    reqs[i] = NULL;
+  }
+  return first;
+}
+
+/* ---- time ------------------------------------------------------------------------------------- */
+
+static double sim_now(const rh_ctx *ctx) {
+  (void)ctx;
+  return simgrid_get_clock();
+}
+
+static rh_status sim_compute(rh_ctx *ctx, double flops) {
+  (void)ctx;
+  if (flops > 0) sg_actor_execute(flops);
+  return RH_OK;
+}
+
+static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
+  (void)ctx;
+  if (seconds > 0) sg_actor_sleep_for(seconds);
+  return RH_OK;
+}
+
+static rh_status sim_reduce_cost(rh_ctx *ctx, size_t bytes) {
+  double bw = ctx->cluster ? ctx->cluster->reduce_bw : 0;
+  if (bw > 0 && bytes > 0) sg_actor_sleep_for((double)bytes / bw);
+  return RH_OK;
+}
+
+static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, uint32_t tag) {
+  sim_job *job = rank_of(ctx)->job;
+  sync_point *sp = NULL;
+  for (size_t i = 0; i < job->nsyncs; i++) {
+    sync_point *s = &job->syncs[i];
+    if (s->group == g->id && s->tag == tag && s->arrived < s->n) {
+      sp = s;
+      break;
+    }
+  }
+  if (!sp) {
+    if (job->nsyncs == job->capsyncs) {
+      size_t cap = job->capsyncs ? 2 * job->capsyncs : 16;
+      sync_point *grown = realloc(job->syncs, cap * sizeof *grown);
+      if (!grown) return RH_ERR_NOMEM;
+      job->syncs = grown;
+      job->capsyncs = cap;
+    }
+    sp = &job->syncs[job->nsyncs++];
+    *sp = (sync_point){.group = g->id, .tag = tag, .n = g->n, .bar = sg_barrier_init((unsigned)g->n)};
+  }
+  sp->arrived++;
+  sg_bar_t bar = sp->bar;
+  uint32_t gid = g->id;
+  sg_barrier_wait(bar);
+  /* The array may have moved while this actor waited: find the entry again by its barrier. */
+  for (size_t i = 0; i < job->nsyncs; i++) {
+    sync_point *s = &job->syncs[i];
+    if (s->bar == bar && s->group == gid) {
+      if (++s->left == s->n) {
+        sg_barrier_destroy(s->bar);
+        job->syncs[i] = job->syncs[--job->nsyncs];
+      }
+      break;
+    }
+  }
+  return RH_OK;
+}
+
+/* ---- background tasks ----------------------------------------------------------------------- */
+
+static void task_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  rh_task *t = sg_actor_self_get_data();
+  sg_sem_acquire(t->turn);
+  sg_sem_destroy(t->turn);
+  t->status = t->fn(t->arg);
+  if (t->next_turn) sg_sem_release(t->next_turn);
+  if (t->owner->last_task == t) t->owner->last_task = NULL;
+  sg_sem_release(t->done);
+}
+
+static rh_status sim_spawn(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_task **out) {
+  rh_task *t = calloc(1, sizeof *t);
+  if (!t) return RH_ERR_NOMEM;
+  t->fn = fn;
+  t->arg = arg;
+  t->done = sg_sem_init(0);
+  t->owner = rank_of(ctx);
+  rh_task *prev = t->owner->last_task;
+  t->turn = sg_sem_init(prev ? 0 : 1);
+  if (prev) prev->next_turn = t->turn;
+  t->owner->last_task = t;
+  char name[32];
+  snprintf(name, sizeof name, "rank%d-bg", ctx->rank);
+  sg_actor_t a = sg_actor_init(name, rank_of(ctx)->host);
+  sg_actor_set_data(a, t);
+  sg_actor_start(a, task_main, 0, NULL);
+  *out = t;
+  return RH_OK;
+}
+
+static rh_status sim_join(rh_ctx *ctx, rh_task *t, double timeout) {
+  (void)ctx;
+  rh_status st;
+  if (timeout < 0) {
+    sg_sem_acquire(t->done);
+    st = t->status;
+  } else {
+    st = sg_sem_acquire_timeout(t->done, timeout) ? RH_ERR_TIMEOUT : t->status;
+  }
+  if (st == RH_ERR_TIMEOUT) return st; /* the task still runs and owns its state */
+  sg_sem_destroy(t->done);
+  free(t);
+  return st;
+}
+
+static const rh_backend_ops sim_ops = {
+    .name = "simgrid",
+    .isend = sim_isend,
+    .irecv = sim_irecv,
+    .waitall = sim_waitall,
+    .now = sim_now,
+    .compute = sim_compute,
+    .reduce_cost = sim_reduce_cost,
+    .model_sync = sim_model_sync,
+    .sleep = sim_sleep,
+    .spawn = sim_spawn,
+    .join = sim_join,
+};
+
+/* ---- launch ----------------------------------------------------------------------------------- */
+
+static void rank_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  sim_rank *r = sg_actor_self_get_data();
+  r->result = r->job->fn(&r->ctx, r->job->arg);
+  r->done = true;
+  double now = simgrid_get_clock();
+  if (now > r->job->end_time) r->job->end_time = now;
+}
+
+static bool launched;
+
+int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res) {
+  if (launched) {
+    fprintf(stderr, "rehearsal: the simulator runs one job per process\n");
+    return 1;
+  }
+  launched = true;
+  const rh_cluster *cl = cfg->cluster;
+  sim_job job = {.cluster = cl, .settings = cfg->settings, .fn = fn, .arg = arg};
+  if (rh_topology_init(&job.topo, cl->gpus_per_node, cl->nodes) != RH_OK) return 1;
+
+  char tmpl[] = "/tmp/rehearsal-platform-XXXXXX";
+  const char *path = cfg->platform_file;
+  FILE *f;
+  if (path) {
+    f = fopen(path, "w");
+  } else {
+    int fd = mkstemp(tmpl);
+    f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    path = tmpl;
+  }
+  if (!f || rh_sim_platform_write(cl, f) != RH_OK || fclose(f) != 0) {
+    fprintf(stderr, "rehearsal: cannot write the platform file %s\n", path);
+    rh_topology_free(&job.topo);
+    return 1;
+  }
+
+  char a0[] = "rehearsal", a1[] = "--log=root.thres:critical",
+       a2[] = "--cfg=contexts/stack-size:1024", a3[] = "--cfg=network/model:CM02",
+       a4[] = "--cfg=network/crosstraffic:0", a5[] = "--cfg=network/TCP-gamma:0";
+  char *argv[] = {a0, a1, a2, a3, a4, a5, NULL};
+  int argc = cl->exact_network ? 6 : 3;
+  argv[argc] = NULL;
+  simgrid_init(&argc, argv);
+  simgrid_load_platform(path);
+  if (!cfg->platform_file) unlink(path);
+
+  int size = job.topo.size;
+  sim_rank *ranks = calloc((size_t)size, sizeof *ranks);
+  if (!ranks) {
+    rh_topology_free(&job.topo);
+    return 1;
+  }
+  for (int r = 0; r < size; r++) {
+    char name[32];
+    snprintf(name, sizeof name, "rank%d", r);
+    ranks[r].job = &job;
+    ranks[r].host = sg_host_by_name(name);
+    ranks[r].result = 1;
+    rh_ctx_init(&ranks[r].ctx, r, &job.topo, cfg->settings, cl, &sim_ops, &ranks[r]);
+    sg_actor_t a = sg_actor_init(name, ranks[r].host);
+    sg_actor_set_data(a, &ranks[r]);
+    sg_actor_start(a, rank_main, 0, NULL);
+  }
+  simgrid_run();
+
+  int failed = 0;
+  for (int r = 0; r < size; r++)
+    if (!ranks[r].done || ranks[r].result != 0) failed++;
+  if (res) *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed};
+  free(ranks);
+  free(job.syncs);
+  rh_topology_free(&job.topo);
+  return failed ? 1 : 0;
+}

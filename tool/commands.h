@@ -1,0 +1,17 @@
+/*
+ * commands.h: the subcommands of the `rehearsal` program.  Each takes the arguments after its
+ * name and returns the process exit code: 0 success, 1 the job failed or a check did not hold,
+ * 2 bad input (usage, scenario).
+ */
+#ifndef REHEARSAL_COMMANDS_H
+#define REHEARSAL_COMMANDS_H
+
+int rh_cmd_run(int argc, char **argv);
+int rh_cmd_collective(int argc, char **argv);
+int rh_cmd_platform(int argc, char **argv);
+
+/* Writes `text` to DIR/NAME through a temporary file and a rename, creating DIR if needed, so a
+ * reader never sees half a file.  Returns 0, or prints the reason and returns 1. */
+int rh_write_output(const char *dir, const char *name, const char *text);
+
+#endif

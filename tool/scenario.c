@@ -1,0 +1,516 @@
+/*
+ * scenario.c: loads a scenario with libyaml's document API and walks it against one schema table.
+ * The schema says, for every key, its type, whether it is required, its range and where the value
+ * goes; unknown keys, duplicate keys, wrong types, missing fields and impossible values each get
+ * their own message with the line of the offending node.
+ */
+#include "scenario.h"
+
+#include <yaml.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- schema ------------------------------------------------------------------------------- */
+
+typedef enum {
+  T_MAP,     /* nested mapping: children */
+  T_INT,     /* integer in [min, max] */
+  T_NUM,     /* real number in [min, max] (min_open: > min) */
+  T_STR,     /* string */
+  T_ENUM,    /* one of choices; stored as index */
+  T_SLOTS,   /* cluster.gpus_per_node: an integer, or a list of integers */
+  T_LAYERS,  /* model.layers: list of {name, parameters} */
+  T_SETTING, /* a runtime setting (rh_settings_parse) */
+} ftype;
+
+typedef struct field {
+  const char *key;
+  ftype type;
+  bool required;
+  double min, max;
+  bool min_open;
+  double scale;              /* stored value = parsed value * scale (units in key names) */
+  size_t offset;             /* in rh_scenario */
+  const struct field *kids;  /* T_MAP */
+  const char *const *choices; /* T_ENUM */
+  int setting;               /* T_SETTING */
+} field;
+
+#define END {NULL, T_MAP, false, 0, 0, false, 0, 0, NULL, NULL, 0}
+#define OFF(m) offsetof(rh_scenario, m)
+#define NUM(k, req, lo, open, hi, sc, m) {k, T_NUM, req, lo, hi, open, sc, OFF(m), NULL, NULL, 0}
+#define INT(k, req, lo, hi, m) {k, T_INT, req, lo, hi, false, 1, OFF(m), NULL, NULL, 0}
+#define STR(k, req, m) {k, T_STR, req, 0, 0, false, 1, OFF(m), NULL, NULL, 0}
+#define MAP(k, req, kids) {k, T_MAP, req, 0, 0, false, 1, 0, kids, NULL, 0}
+
+static const char *const network_models[] = {"exact", "realistic", NULL};
+
+static const field gpu_fields[] = {
+    NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops),
+    NUM("reduce_GBps", false, 0, false, 1e9, 1e9, cluster.reduce_bw),
+    END};
+static const field intra_fields[] = {
+    NUM("bandwidth_GBps", true, 0, true, 1e9, 1e9, cluster.intra_bw),
+    NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.intra_lat),
+    NUM("backbone_GBps", false, 0, false, 1e9, 1e9, cluster.intra_backbone_bw),
+    END};
+static const field network_fields[] = {
+    INT("nics_per_node", false, 1, 64, cluster.nics_per_node),
+    NUM("nic_Gbps", true, 0, true, 1e9, 1e9 / 8, cluster.nic_bw),
+    NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.nic_lat),
+    END};
+static const field cluster_fields[] = {
+    INT("nodes", true, 1, 65536, cluster.nodes),
+    {"gpus_per_node", T_SLOTS, true, 1, 1024, false, 1, 0, NULL, NULL, 0},
+    MAP("gpu", true, gpu_fields),
+    MAP("intra", true, intra_fields),
+    MAP("network", false, network_fields),
+    {"network_model", T_ENUM, false, 0, 0, false, 1, OFF(network_model), NULL, network_models, 0},
+    END};
+static const field model_fields[] = {
+    STR("name", false, model.name),
+    NUM("parameters", false, 1, false, 1e15, 1, model.parameters),
+    NUM("forward_gflops_per_sample", true, 0, true, 1e12, 1e9, model.forward_flops),
+    {"layers", T_LAYERS, false, 0, 0, false, 1, 0, NULL, NULL, 0},
+    END};
+static const field data_fields[] = {
+    NUM("train_samples", true, 1, false, 1e15, 1, data.train),
+    NUM("validation_samples", false, 0, false, 1e15, 1, data.validation),
+    END};
+static const field recipe_fields[] = {
+    NUM("batch_per_worker", true, 1, false, 1e9, 1, recipe.batch),
+    NUM("base_lr", false, 0, true, 1e6, 1, recipe.base_lr),
+    NUM("epochs", true, 1, false, 1e6, 1, recipe.epochs),
+    END};
+static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
+static const field top_fields[] = {
+    STR("name", true, name),
+    STR("description", false, description),
+    MAP("cluster", true, cluster_fields),
+    MAP("model", true, model_fields),
+    MAP("data", true, data_fields),
+    MAP("recipe", true, recipe_fields),
+    MAP("collective", false, collective_fields),
+    END};
+
+static void init_collective_fields(void) {
+  for (int i = 0; i < RH_SETTING_COUNT; i++)
+    collective_fields[i] = (field){rh__setting_defs[i].name, T_SETTING, false, 0, 0, false, 1, 0,
+                                   NULL, NULL, i};
+  collective_fields[RH_SETTING_COUNT] = (field)END;
+}
+
+/* ---- walking ----------------------------------------------------------------------------- */
+
+typedef struct walker {
+  yaml_document_t *doc;
+  rh_scenario *sc;
+  const char *path;
+  char *err;
+  size_t errlen;
+  bool failed;
+} walker;
+
+static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
+
+static void fail(walker *w, const yaml_node_t *n, const char *where, const char *fmt, ...) {
+  if (w->failed) return;
+  w->failed = true;
+  int len = snprintf(w->err, w->errlen, "%s:%d: %s: ", w->path, n ? line_of(n) : 1, where);
+  va_list ap;
+  va_start(ap, fmt);
+  if (len >= 0 && (size_t)len < w->errlen) vsnprintf(w->err + len, w->errlen - (size_t)len, fmt, ap);
+  va_end(ap);
+}
+
+static const char *type_word(const yaml_node_t *n) {
+  switch (n->type) {
+  case YAML_MAPPING_NODE: return "a mapping";
+  case YAML_SEQUENCE_NODE: return "a list";
+  default: return "a scalar";
+  }
+}
+
+static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+
+static bool parse_number(const char *s, double *out) {
+  if (!*s) return false;
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || errno || !isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+static void describe_range(char *buf, size_t len, const field *f, bool integer) {
+  const char *what = integer ? "an integer" : "a number";
+  if (f->max >= 1e9)
+    snprintf(buf, len, "%s %s %.17g", what, f->min_open ? ">" : ">=", f->min);
+  else
+    snprintf(buf, len, "%s from %.17g to %.17g", what, f->min, f->max);
+}
+
+/* Parses a number scalar for f, checking type and range. */
+static bool number_value(walker *w, const yaml_node_t *n, const field *f, const char *name,
+                         double *out) {
+  char range[96];
+  bool integer = f->type == T_INT || f->type == T_SLOTS;
+  describe_range(range, sizeof range, f, integer);
+  if (n->type != YAML_SCALAR_NODE) {
+    fail(w, n, name, "expected %s, got %s", range, type_word(n));
+    return false;
+  }
+  double v;
+  if (!parse_number(scalar(n), &v) || (integer && v != floor(v))) {
+    fail(w, n, name, "expected %s, got \"%s\"", range, scalar(n));
+    return false;
+  }
+  if (v < f->min || v > f->max || (f->min_open && v == f->min)) {
+    fail(w, n, name, "%s is out of range: expected %s", scalar(n), range);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+static char *dup_str(walker *w, const char *s) {
+  char *d = strdup(s);
+  if (!d && !w->failed) {
+    w->failed = true;
+    snprintf(w->err, w->errlen, "%s: out of memory", w->path);
+  }
+  return d;
+}
+
+static void walk_map(walker *w, const yaml_node_t *map, const field *fields, const char *prefix);
+
+/* Stores the raw form for check_whole(): [1, n] for one number, [-count, n0, n1, ...] for a list. */
+static void walk_slots(walker *w, const yaml_node_t *n, const field *f, const char *name) {
+  rh_cluster *cl = &w->sc->cluster;
+  free(cl->gpus_per_node);
+  cl->gpus_per_node = NULL;
+  if (n->type != YAML_SEQUENCE_NODE) {
+    double v;
+    if (!number_value(w, n, f, name, &v)) return;
+    cl->gpus_per_node = calloc(2, sizeof(int));
+    cl->gpus_per_node[0] = 1;
+    cl->gpus_per_node[1] = (int)v;
+    return;
+  }
+  int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+  if (count < 1) {
+    fail(w, n, name, "the list of GPUs per node is empty");
+    return;
+  }
+  cl->gpus_per_node = calloc((size_t)count + 1, sizeof(int));
+  cl->gpus_per_node[0] = -count;
+  for (int i = 0; i < count && !w->failed; i++) {
+    yaml_node_t *item = yaml_document_get_node(w->doc, n->data.sequence.items.start[i]);
+    char item_name[192];
+    snprintf(item_name, sizeof item_name, "%s[%d]", name, i);
+    double v;
+    if (number_value(w, item, f, item_name, &v)) cl->gpus_per_node[i + 1] = (int)v;
+  }
+}
+
+static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
+  if (n->type != YAML_SEQUENCE_NODE) {
+    fail(w, n, name, "expected a list of layers, got %s", type_word(n));
+    return;
+  }
+  int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+  if (count < 1) {
+    fail(w, n, name, "the list of layers is empty");
+    return;
+  }
+  rh_scenario *sc = w->sc;
+  sc->model.layers = calloc((size_t)count, sizeof(rh_layer));
+  sc->model.nlayers = count;
+  static const field pfield = {"parameters", T_NUM, true, 1, 1e15, false, 1, 0, NULL, NULL, 0};
+  for (int i = 0; i < count && !w->failed; i++) {
+    yaml_node_t *item = yaml_document_get_node(w->doc, n->data.sequence.items.start[i]);
+    char item_name[192];
+    snprintf(item_name, sizeof item_name, "%s[%d]", name, i);
+    if (item->type != YAML_MAPPING_NODE) {
+      fail(w, item, item_name, "expected a mapping with name and parameters, got %s",
+           type_word(item));
+      return;
+    }
+    const yaml_node_t *pnode = NULL;
+    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
+         p++) {
+      yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+      yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+      const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "?";
+      char sub[256];
+      snprintf(sub, sizeof sub, "%s.%s", item_name, key);
+      if (strcmp(key, "name") == 0 && v->type == YAML_SCALAR_NODE) {
+        free(sc->model.layers[i].name);
+        sc->model.layers[i].name = dup_str(w, scalar(v));
+      } else if (strcmp(key, "parameters") == 0) {
+        pnode = v;
+        number_value(w, v, &pfield, sub, &sc->model.layers[i].parameters);
+      } else {
+        fail(w, k, sub, "unknown key (expected name, parameters)");
+      }
+    }
+    if (!pnode) fail(w, item, item_name, "missing field 'parameters'");
+  }
+}
+
+static void walk_value(walker *w, const yaml_node_t *n, const field *f, const char *name) {
+  char *base = (char *)w->sc;
+  switch (f->type) {
+  case T_MAP:
+    if (n->type != YAML_MAPPING_NODE) {
+      fail(w, n, name, "expected a mapping, got %s", type_word(n));
+      return;
+    }
+    walk_map(w, n, f->kids, name);
+    return;
+  case T_INT: {
+    double v;
+    if (number_value(w, n, f, name, &v)) *(int *)(base + f->offset) = (int)v;
+    return;
+  }
+  case T_NUM: {
+    double v;
+    if (number_value(w, n, f, name, &v)) *(double *)(base + f->offset) = v * f->scale;
+    return;
+  }
+  case T_STR:
+    if (n->type != YAML_SCALAR_NODE || !*scalar(n)) {
+      fail(w, n, name, "expected a non-empty string, got %s", n->type == YAML_SCALAR_NODE ? "\"\"" : type_word(n));
+      return;
+    }
+    free(*(char **)(base + f->offset));
+    *(char **)(base + f->offset) = dup_str(w, scalar(n));
+    return;
+  case T_ENUM: {
+    if (n->type == YAML_SCALAR_NODE)
+      for (int i = 0; f->choices[i]; i++)
+        if (strcmp(f->choices[i], scalar(n)) == 0) {
+          *(int *)(base + f->offset) = i;
+          return;
+        }
+    char list[128] = "";
+    for (int i = 0; f->choices[i]; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", f->choices[i]);
+    fail(w, n, name, "expected one of %s, got %s%s%s", list,
+         n->type == YAML_SCALAR_NODE ? "\"" : "", n->type == YAML_SCALAR_NODE ? scalar(n) : type_word(n),
+         n->type == YAML_SCALAR_NODE ? "\"" : "");
+    return;
+  }
+  case T_SLOTS: walk_slots(w, n, f, name); return;
+  case T_LAYERS: walk_layers(w, n, name); return;
+  case T_SETTING: {
+    const rh_setting_def *d = &rh__setting_defs[f->setting];
+    double v;
+    if (n->type != YAML_SCALAR_NODE || rh_settings_parse((rh_setting_id)f->setting, scalar(n), &v)) {
+      char want[160];
+      if (d->kind == RH_KIND_ENUM) {
+        snprintf(want, sizeof want, "one of");
+        for (int i = 0; d->choices[i]; i++)
+          snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", i ? "," : "",
+                   d->choices[i]);
+      } else {
+        snprintf(want, sizeof want, "a non-negative %s",
+                 d->kind == RH_KIND_BYTES ? "size in bytes (units B, KiB, MiB, GiB, KB, MB, GB)"
+                                          : "duration in seconds (units s, ms, us)");
+      }
+      fail(w, n, name, "expected %s, got %s%s%s", want, n->type == YAML_SCALAR_NODE ? "\"" : "",
+           n->type == YAML_SCALAR_NODE ? scalar(n) : type_word(n),
+           n->type == YAML_SCALAR_NODE ? "\"" : "");
+      return;
+    }
+    if (d->kind != RH_KIND_ENUM && v <= 0) {
+      fail(w, n, name, "must be greater than zero");
+      return;
+    }
+    w->sc->settings.value[f->setting] = v;
+    return;
+  }
+  }
+}
+
+static void walk_map(walker *w, const yaml_node_t *map, const field *fields, const char *prefix) {
+  size_t nf = 0;
+  while (fields[nf].key) nf++;
+  bool seen[32] = {false};
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top && !w->failed;
+       p++) {
+    yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+    yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+    const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "?";
+    char name[160];
+    snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", key);
+    size_t i;
+    for (i = 0; i < nf; i++)
+      if (strcmp(fields[i].key, key) == 0) break;
+    if (i == nf) {
+      char list[512] = "";
+      for (size_t j = 0; j < nf; j++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", fields[j].key);
+      fail(w, k, name, "unknown key (expected one of: %s)", list);
+      return;
+    }
+    if (seen[i]) {
+      fail(w, k, name, "appears twice");
+      return;
+    }
+    seen[i] = true;
+    walk_value(w, v, &fields[i], name);
+  }
+  for (size_t i = 0; i < nf && !w->failed; i++)
+    if (fields[i].required && !seen[i]) {
+      char name[160];
+      snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", fields[i].key);
+      fail(w, map, name, "missing (required)");
+    }
+}
+
+/* ---- whole-scenario checks ---------------------------------------------------------------- */
+
+/* Finds the node of a dotted path (for the line of a cross-field error); the root if absent. */
+static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
+  const yaml_node_t *n = yaml_document_get_root_node(doc);
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *tok = strtok(buf, "."); tok && n; tok = strtok(NULL, ".")) {
+    if (n->type != YAML_MAPPING_NODE) return n;
+    const yaml_node_t *next = NULL;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+      yaml_node_t *k = yaml_document_get_node(doc, p->key);
+      if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), tok) == 0)
+        next = yaml_document_get_node(doc, p->value);
+    }
+    if (!next) return n;
+    n = next;
+  }
+  return n;
+}
+
+static void check_whole(walker *w) {
+  rh_scenario *sc = w->sc;
+  rh_cluster *cl = &sc->cluster;
+  /* gpus_per_node: expand one number to every node; a list must have one entry per node */
+  int *given = cl->gpus_per_node;
+  int *slots = calloc((size_t)cl->nodes, sizeof(int));
+  if (!slots) {
+    fail(w, NULL, "cluster", "out of memory");
+    return;
+  }
+  if (given[0] > 0) {
+    for (int i = 0; i < cl->nodes; i++) slots[i] = given[1];
+  } else if (-given[0] != cl->nodes) {
+    fail(w, node_at(w->doc, "cluster.gpus_per_node"), "cluster.gpus_per_node",
+         "lists %d nodes but cluster.nodes is %d", -given[0], cl->nodes);
+  } else {
+    memcpy(slots, given + 1, (size_t)cl->nodes * sizeof(int));
+  }
+  free(given);
+  cl->gpus_per_node = slots;
+  cl->exact_network = sc->network_model == 0;
+  if (w->failed) return;
+  if (cl->nodes > 1 && cl->nic_bw <= 0)
+    fail(w, node_at(w->doc, "cluster"), "cluster.network",
+         "missing: a cluster of %d nodes needs a network section with nic_Gbps", cl->nodes);
+  if (sc->model.nlayers == 0) {
+    if (sc->model.parameters <= 0) {
+      fail(w, node_at(w->doc, "model"), "model.parameters",
+           "missing: give the parameter count or a list of layers");
+      return;
+    }
+    sc->model.layers = calloc(1, sizeof(rh_layer));
+    sc->model.layers[0].name = strdup("all");
+    sc->model.layers[0].parameters = sc->model.parameters;
+    sc->model.nlayers = 1;
+  } else {
+    double sum = 0;
+    for (int i = 0; i < sc->model.nlayers; i++) sum += sc->model.layers[i].parameters;
+    if (sc->model.parameters > 0 && sum != sc->model.parameters)
+      fail(w, node_at(w->doc, "model.parameters"), "model.parameters",
+           "%.17g does not equal the sum of the layers' parameters (%.17g)", sc->model.parameters,
+           sum);
+    sc->model.parameters = sum;
+  }
+  if (!w->failed && rh_scenario_steps_per_epoch(sc) < 1)
+    fail(w, node_at(w->doc, "data.train_samples"), "data.train_samples",
+         "%.17g samples give no full step: %d workers x batch %.17g need %.17g per step",
+         sc->data.train, rh_scenario_size(sc), sc->recipe.batch,
+         sc->recipe.batch * rh_scenario_size(sc));
+}
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+int rh_scenario_size(const rh_scenario *sc) { return rh_cluster_size(&sc->cluster); }
+
+long rh_scenario_steps_per_epoch(const rh_scenario *sc) {
+  return (long)floor(sc->data.train / (sc->recipe.batch * rh_scenario_size(sc)));
+}
+
+rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t errlen) {
+  *sc = (rh_scenario){0};
+  init_collective_fields();
+  if (rh_settings_init(&sc->settings, err, errlen) != RH_OK) return RH_ERR_INVALID;
+  sc->cluster.intra_lat = 0.7e-6; /* NVLink/NVSwitch hop, NCCL's LL figure */
+  sc->cluster.nic_lat = 5e-6;
+  sc->cluster.nics_per_node = 1;
+  sc->recipe.base_lr = 0.01;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return RH_ERR_IO;
+  }
+  sc->path = strdup(path);
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_file(&parser, f);
+  walker w = {.doc = &doc, .sc = sc, .path = path, .err = err, .errlen = errlen};
+  if (!yaml_parser_load(&parser, &doc)) {
+    snprintf(err, errlen, "%s:%d: YAML syntax error: %s%s%s", path,
+             (int)parser.problem_mark.line + 1, parser.problem ? parser.problem : "unreadable",
+             parser.context ? " " : "", parser.context ? parser.context : "");
+    yaml_parser_delete(&parser);
+    fclose(f);
+    rh_scenario_free(sc);
+    return RH_ERR_INVALID;
+  }
+  yaml_node_t *root = yaml_document_get_root_node(&doc);
+  if (!root) {
+    snprintf(err, errlen, "%s:1: the file is empty (expected a scenario mapping)", path);
+    w.failed = true;
+  } else if (root->type != YAML_MAPPING_NODE) {
+    fail(&w, root, "scenario", "expected a mapping at the top level, got %s", type_word(root));
+  } else {
+    walk_map(&w, root, top_fields, "");
+    if (!w.failed) check_whole(&w);
+  }
+  yaml_document_delete(&doc);
+  yaml_parser_delete(&parser);
+  fclose(f);
+  if (w.failed) {
+    rh_scenario_free(sc);
+    return RH_ERR_INVALID;
+  }
+  return RH_OK;
+}
+
+void rh_scenario_free(rh_scenario *sc) {
+  free(sc->path);
+  free(sc->name);
+  free(sc->description);
+  free(sc->cluster.gpus_per_node);
+  free(sc->model.name);
+  for (int i = 0; i < sc->model.nlayers; i++) free(sc->model.layers[i].name);
+  free(sc->model.layers);
+  *sc = (rh_scenario){0};
+}
