@@ -22,12 +22,18 @@ static void ring_link(const rh_ctx *ctx, const rh_group *g, double *a, double *b
   *b = 1.0 / bw;
 }
 
-static double ring_allreduce_cost(const rh_ctx *ctx, const rh_group *g, double n, double share) {
+/* Ring allreduce over g where `streams` rings run at once through each node's uplink. */
+static double ring_allreduce_cost(const rh_ctx *ctx, const rh_group *g, double n, double streams) {
   if (g->n < 2) return 0;
   double a, b, p = g->n;
   ring_link(ctx, g, &a, &b);
-  double t = 2 * (p - 1) * a + 2 * n * (p - 1) / p * b * share;
-  if (ctx->cluster->reduce_bw > 0) t += n * (p - 1) / p / ctx->cluster->reduce_bw;
+  const rh_cluster *cl = ctx->cluster;
+  if (streams > 1 && ctx->topo->nodes > 1) {
+    double up = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1) / streams;
+    if (1.0 / up > b) b = 1.0 / up;
+  }
+  double t = 2 * (p - 1) * a + 2 * n * (p - 1) / p * b;
+  if (cl->reduce_bw > 0) t += n * (p - 1) / p / cl->reduce_bw;
   return t;
 }
 
@@ -40,9 +46,9 @@ double rh__predict(const rh_ctx *ctx, rh_algo algo, size_t bytes) {
   case RH_ALG_ALLREDUCE_HIERARCHICAL: {
     if (!rh_topology_uniform(ctx->topo)) return ring_allreduce_cost(ctx, &ctx->world, n, 1);
     double L = ctx->node.n;
-    /* reduce-scatter + allgather inside the node: one ring allreduce's worth of intra traffic */
     double t = ring_allreduce_cost(ctx, &ctx->node, n, 1);
-    /* L concurrent cross-node rings on n/L bytes each share the node's uplink */
+    /* L concurrent cross-node rings on n/L bytes each share the node's uplink; the intra
+     * phases are a reduce-scatter and an allgather, one ring allreduce's worth */
     t += ring_allreduce_cost(ctx, &ctx->cross, n / L, L);
     return t;
   }

@@ -1,0 +1,56 @@
+/*
+ * harness.c: see harness.h.
+ */
+#include "harness.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+rh_cluster rh_test_cluster(int nodes, int per_node, const int *slots) {
+  int *g = calloc((size_t)nodes, sizeof(int));
+  for (int i = 0; i < nodes; i++) g[i] = slots ? slots[i] : per_node;
+  return (rh_cluster){.nodes = nodes, .gpus_per_node = g, .gpu_flops = 1e13, .intra_bw = 150e9,
+                      .intra_lat = 0.7e-6, .nics_per_node = 2, .nic_bw = 12.5e9, .nic_lat = 5e-6,
+                      .exact_network = true};
+}
+
+int rh_test_simulate(const rh_cluster *cl, const rh_settings *s, rh_rank_fn fn, void *arg,
+                     double *end_time) {
+  double *shared = mmap(NULL, sizeof(double), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                        -1, 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    rh_launch_config cfg = {.cluster = cl, .settings = s};
+    rh_launch_result res = {0};
+    int rc = rh__launch(&cfg, fn, arg, &res);
+    *shared = res.end_time;
+    fflush(NULL);
+    _exit(rc);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (end_time) *end_time = *shared;
+  munmap(shared, sizeof(double));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) dup2(fd, 1);
+    int fe = open(err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fe >= 0) dup2(fe, 2);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}

@@ -1,0 +1,23 @@
+/*
+ * harness.h: helpers shared by the tests.  rh_test_simulate() runs one simulated job in a forked
+ * child, because SimGrid runs one job per process; the child's exit status says whether every
+ * rank returned 0.  rh_test_cluster() builds a cluster description for tests.
+ */
+#ifndef REHEARSAL_TEST_HARNESS_H
+#define REHEARSAL_TEST_HARNESS_H
+
+#include "internal.h"
+
+/* Cluster of `nodes` nodes with the given slots (NULL: `per_node` GPUs on each). */
+rh_cluster rh_test_cluster(int nodes, int per_node, const int *slots);
+
+/* Runs fn on every rank of cl with settings s in a child process; returns the child's exit code
+ * (0 when every rank returned 0).  When end_time is non-NULL it receives the job's end time. */
+int rh_test_simulate(const rh_cluster *cl, const rh_settings *s, rh_rank_fn fn, void *arg,
+                     double *end_time);
+
+/* Runs a command line (argv, NULL-terminated) and returns its exit code; its stderr goes to
+ * err_path when non-NULL. */
+int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path);
+
+#endif

@@ -1,0 +1,384 @@
+/*
+ * test_scenario.c: the scenario loader.  Every malformed file under tests/scenarios/bad/ has
+ * exactly one problem and must be rejected with one message "FILE:LINE: FIELD: what is wrong"
+ * that names the right line and field; the valid files under tests/scenarios/good/ and the
+ * shipped scenarios/default.yaml must load with their values converted to SI units.
+ * Runs from the project root, so the paths are relative to it.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "scenario.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BAD_DIR "tests/scenarios/bad"
+#define GOOD_DIR "tests/scenarios/good"
+
+/* Relative comparison for converted values (2.93 TFLOP/s * 1e12 is not exact in binary). */
+#define assert_close(actual, expected)                                                            \
+  do {                                                                                            \
+    double a_ = (actual), e_ = (expected);                                                        \
+    if (!(fabs(a_ - e_) <= 1e-12 * fabs(e_))) {                                                   \
+      print_error("%s = %.17g, expected %.17g\n", #actual, a_, e_);                              \
+      fail();                                                                                     \
+    }                                                                                             \
+  } while (0)
+
+/* ---- malformed scenarios ------------------------------------------------------------------ */
+
+typedef struct bad_case {
+  const char *name;   /* tests/scenarios/bad/NAME.yaml */
+  int line;           /* the line the message must name */
+  const char *field;  /* what follows "FILE:LINE: " up to ": "; NULL when the message has none */
+  const char *phrase; /* a distinctive part of the explanation */
+} bad_case;
+
+static const bad_case bad_cases[] = {
+    /* document level */
+    {"empty_file", 1, NULL, "the file is empty"},
+    {"yaml_syntax_error", 4, "YAML syntax error", "mapping values are not allowed"},
+    {"bad_indentation", 5, "YAML syntax error", "did not find expected key"},
+    {"tab_indentation", 7, "YAML syntax error", "cannot start any token"},
+    {"top_level_list", 2, "scenario", "expected a mapping at the top level, got a list"},
+    /* keys */
+    {"unknown_key", 8, "cluster.gpu.memory_GB", "unknown key (expected one of: tflops, reduce_GBps)"},
+    {"duplicate_key", 6, "cluster.nodes", "appears twice"},
+    /* a missing key is reported at the first line of the mapping that lacks it */
+    {"missing_nodes", 4, "cluster.nodes", "missing (required)"},
+    {"missing_section", 2, "data", "missing (required)"},
+    /* node types */
+    {"wrong_type_mapping_for_scalar", 5, "cluster.nodes", "got a mapping"},
+    {"scalar_for_mapping", 6, "cluster.gpu", "expected a mapping, got a scalar"},
+    {"list_for_string", 2, "name", "expected a non-empty string, got a list"},
+    {"empty_name", 2, "name", "expected a non-empty string, got \"\""},
+    /* numbers */
+    {"nodes_not_integer", 4, "cluster.nodes", "expected an integer from 1 to 65536, got \"1.5\""},
+    {"tflops_not_number", 7, "cluster.gpu.tflops", "expected a number > 0, got \"fast\""},
+    {"negative_bandwidth", 9, "cluster.intra.bandwidth_GBps", "-20 is out of range"},
+    {"zero_tflops", 7, "cluster.gpu.tflops", "0 is out of range: expected a number > 0"},
+    {"nodes_too_many", 4, "cluster.nodes", "100000 is out of range"},
+    {"epochs_zero", 21, "recipe.epochs", "0 is out of range"},
+    /* cluster.gpus_per_node as a list */
+    {"gpus_list_length_mismatch", 5, "cluster.gpus_per_node", "lists 3 nodes but cluster.nodes is 2"},
+    {"gpus_list_item_zero", 5, "cluster.gpus_per_node[1]", "0 is out of range: expected an integer from 1 to 1024"},
+    {"gpus_list_empty", 5, "cluster.gpus_per_node", "the list of GPUs per node is empty"},
+    /* enumerations */
+    {"bad_network_model", 14, "cluster.network_model", "expected one of exact, realistic, got \"fast\""},
+    /* collective settings */
+    {"bad_algorithm", 23, "collective.algorithm", "expected one of auto, ring, hierarchical, got \"butterfly\""},
+    {"bad_fusion_unit", 24, "collective.fusion_threshold", "size in bytes (units B, KiB, MiB, GiB, KB, MB, GB), got \"64Mb\""},
+    {"zero_timeout", 24, "collective.timeout", "must be greater than zero"},
+    {"negative_pipeline_chunk", 24, "collective.pipeline_chunk", "got \"-4MiB\""},
+    {"setting_not_scalar", 24, "collective.compression", "expected one of none, fp16, got a list"},
+    /* model.layers */
+    {"layers_sum_mismatch", 15, "model.parameters", "1000000 does not equal the sum of the layers' parameters (900000)"},
+    {"layer_missing_parameters", 18, "model.layers[1]", "missing field 'parameters'"},
+    {"unknown_layer_key", 17, "model.layers[0].size", "unknown key (expected name, parameters)"},
+    {"layers_not_list", 16, "model.layers", "expected a list of layers, got a mapping"},
+    {"layers_empty", 15, "model.layers", "the list of layers is empty"},
+    {"layer_not_mapping", 15, "model.layers[0]", "expected a mapping with name and parameters, got a scalar"},
+    {"layer_zero_parameters", 16, "model.layers[0].parameters", "0 is out of range: expected a number >= 1"},
+    /* checks across fields */
+    {"no_parameters_or_layers", 15, "model.parameters", "give the parameter count or a list of layers"},
+    {"batch_too_big_for_data", 18, "data.train_samples", "30 samples give no full step: 4 workers x batch 10 need 40 per step"},
+    {"multi_node_without_network", 4, "cluster.network", "a cluster of 2 nodes needs a network section"},
+};
+#define NBAD (sizeof bad_cases / sizeof bad_cases[0])
+
+static char bad_messages[NBAD][512];
+
+static void bad_path(char *buf, size_t len, const char *name) {
+  snprintf(buf, len, BAD_DIR "/%s.yaml", name);
+}
+
+/* Loads every bad file; each must fail with the expected line, field and phrase. */
+static void test_bad_scenarios_rejected(void **state) {
+  (void)state;
+  int failures = 0;
+  for (size_t i = 0; i < NBAD; i++) {
+    const bad_case *c = &bad_cases[i];
+    char path[256], prefix[320], err[512];
+    bad_path(path, sizeof path, c->name);
+    rh_scenario sc;
+    memset(err, 0, sizeof err);
+    rh_status st = rh_scenario_load(path, &sc, err, sizeof err);
+    int n = snprintf(prefix, sizeof prefix, "%s:%d: ", path, c->line);
+    const char *rest = err + n;
+    const char *why = NULL;
+    if (st != RH_ERR_INVALID)
+      why = "status is not RH_ERR_INVALID";
+    else if (strncmp(err, prefix, (size_t)n) != 0)
+      why = "message does not start with the expected FILE:LINE: ";
+    else if (c->field && (strncmp(rest, c->field, strlen(c->field)) != 0 ||
+                          strncmp(rest + strlen(c->field), ": ", 2) != 0))
+      why = "message does not name the expected field";
+    else if (!strstr(err, c->phrase))
+      why = "message lacks the expected phrase";
+    else if (sc.path || sc.name || sc.cluster.gpus_per_node || sc.model.layers)
+      why = "the scenario was not freed and cleared after the failure";
+    if (why) {
+      print_error("%s: %s\n  status:   %d\n  message:  %s\n  expected: %s%s%s ... %s\n", path, why,
+                  (int)st, err, prefix, c->field ? c->field : "", c->field ? ": " : "", c->phrase);
+      failures++;
+    }
+    if (st == RH_OK) rh_scenario_free(&sc);
+  }
+  assert_int_equal(failures, 0);
+}
+
+/* Each file has a different problem, so no two explanations (the text after FILE:LINE:) match. */
+static void test_bad_messages_distinct(void **state) {
+  (void)state;
+  const char *what[NBAD];
+  for (size_t i = 0; i < NBAD; i++) {
+    char path[256], err[512] = "";
+    bad_path(path, sizeof path, bad_cases[i].name);
+    rh_scenario sc;
+    rh_status st = rh_scenario_load(path, &sc, err, sizeof err);
+    if (st == RH_OK) rh_scenario_free(&sc);
+    snprintf(bad_messages[i], sizeof bad_messages[i], "%s", err);
+    /* skip "PATH:LINE: " */
+    const char *p = bad_messages[i] + strlen(path);
+    if (*p == ':') p = strchr(p + 1, ':');
+    what[i] = p && *p ? p + 1 : bad_messages[i];
+  }
+  int dups = 0;
+  for (size_t i = 0; i < NBAD; i++)
+    for (size_t j = i + 1; j < NBAD; j++)
+      if (strcmp(what[i], what[j]) == 0) {
+        print_error("%s and %s give the same message:%s\n", bad_cases[i].name, bad_cases[j].name,
+                    what[i]);
+        dups++;
+      }
+  assert_int_equal(dups, 0);
+}
+
+/* Every file in the bad directory has a row in the table, so none is silently skipped. */
+static void test_bad_directory_covered(void **state) {
+  (void)state;
+  DIR *d = opendir(BAD_DIR);
+  assert_non_null(d);
+  int files = 0, missing = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t len = strlen(e->d_name);
+    if (len < 6 || strcmp(e->d_name + len - 5, ".yaml") != 0) continue;
+    files++;
+    size_t i;
+    for (i = 0; i < NBAD; i++)
+      if (strlen(bad_cases[i].name) == len - 5 && strncmp(bad_cases[i].name, e->d_name, len - 5) == 0)
+        break;
+    if (i == NBAD) {
+      print_error("%s/%s has no row in bad_cases\n", BAD_DIR, e->d_name);
+      missing++;
+    }
+  }
+  closedir(d);
+  assert_int_equal(missing, 0);
+  assert_int_equal(files, (int)NBAD);
+}
+
+/* The empty file really is empty (a comment would make it a different case). */
+static void test_empty_file_is_empty(void **state) {
+  (void)state;
+  FILE *f = fopen(BAD_DIR "/empty_file.yaml", "rb");
+  assert_non_null(f);
+  assert_int_equal(fgetc(f), EOF);
+  fclose(f);
+}
+
+/* A short error buffer truncates the message but never overflows it. */
+static void test_short_error_buffer(void **state) {
+  (void)state;
+  char err[32];
+  memset(err, 'x', sizeof err);
+  rh_scenario sc;
+  assert_int_equal(rh_scenario_load(BAD_DIR "/zero_tflops.yaml", &sc, err, 20), RH_ERR_INVALID);
+  assert_int_equal(strlen(err), 19);
+  assert_memory_equal(err, BAD_DIR "/zero_tflops.yaml", 19);
+  assert_int_equal(err[20], 'x');
+}
+
+static void test_missing_file(void **state) {
+  (void)state;
+  const char *path = BAD_DIR "/does_not_exist.yaml";
+  char err[512] = "";
+  rh_scenario sc;
+  assert_int_equal(rh_scenario_load(path, &sc, err, sizeof err), RH_ERR_IO);
+  if (strncmp(err, path, strlen(path)) != 0 || !strstr(err, "cannot open")) {
+    print_error("message: %s\n", err);
+    fail();
+  }
+  assert_null(sc.path);
+}
+
+/* ---- valid scenarios ---------------------------------------------------------------------- */
+
+static void load_ok(const char *path, rh_scenario *sc) {
+  char err[512] = "";
+  rh_status st = rh_scenario_load(path, sc, err, sizeof err);
+  if (st != RH_OK) print_error("%s: status %d: %s\n", path, (int)st, err);
+  assert_int_equal(st, RH_OK);
+}
+
+static void test_default_scenario(void **state) {
+  (void)state;
+  rh_scenario sc;
+  load_ok("scenarios/default.yaml", &sc);
+  assert_string_equal(sc.path, "scenarios/default.yaml");
+  assert_string_equal(sc.name, "resnet50-p100-2x4");
+  assert_non_null(sc.description);
+  assert_int_equal(sc.cluster.nodes, 2);
+  assert_int_equal(sc.cluster.gpus_per_node[0], 4);
+  assert_int_equal(sc.cluster.gpus_per_node[1], 4);
+  assert_int_equal(rh_scenario_size(&sc), 8);
+  assert_close(sc.cluster.gpu_flops, 2.93e12);
+  assert_close(sc.cluster.intra_bw, 20e9);
+  assert_close(sc.cluster.intra_lat, 0.7e-6);
+  assert_int_equal(sc.cluster.nics_per_node, 1);
+  assert_close(sc.cluster.nic_bw, 25e9 / 8);
+  assert_close(sc.cluster.nic_lat, 5e-6);
+  assert_int_equal(sc.network_model, 0);
+  assert_true(sc.cluster.exact_network);
+  assert_string_equal(sc.model.name, "resnet50");
+  assert_close(sc.model.parameters, 25557032);
+  assert_close(sc.model.forward_flops, 4.1e9);
+  /* no layers listed: one layer "all" holds every parameter */
+  assert_int_equal(sc.model.nlayers, 1);
+  assert_string_equal(sc.model.layers[0].name, "all");
+  assert_close(sc.model.layers[0].parameters, 25557032);
+  assert_close(sc.data.train, 128000);
+  assert_close(sc.data.validation, 5000);
+  assert_close(sc.recipe.batch, 64);
+  assert_close(sc.recipe.base_lr, 0.0125);
+  assert_close(sc.recipe.epochs, 2);
+  assert_int_equal(rh_scenario_steps_per_epoch(&sc), 250); /* 128000 / (8 x 64) */
+  assert_close(sc.settings.value[RH_SETTING_ALGORITHM], RH_ALGO_AUTO);
+  assert_close(sc.settings.value[RH_SETTING_FUSION_THRESHOLD], 64.0 * 1024 * 1024);
+  /* not in the file: the defaults */
+  assert_close(sc.settings.value[RH_SETTING_TIMEOUT], rh__setting_defs[RH_SETTING_TIMEOUT].default_value);
+  rh_scenario_free(&sc);
+  assert_null(sc.path);
+}
+
+static void test_uneven_hosts(void **state) {
+  (void)state;
+  rh_scenario sc;
+  load_ok(GOOD_DIR "/uneven_hosts.yaml", &sc);
+  assert_string_equal(sc.name, "uneven-3-2");
+  assert_int_equal(sc.cluster.nodes, 2);
+  assert_int_equal(sc.cluster.gpus_per_node[0], 3);
+  assert_int_equal(sc.cluster.gpus_per_node[1], 2);
+  assert_int_equal(rh_scenario_size(&sc), 5);
+  assert_int_equal(rh_scenario_steps_per_epoch(&sc), 20); /* 800 / (5 x 8) */
+  assert_close(sc.cluster.gpu_flops, 10e12);
+  assert_close(sc.cluster.nic_bw, 25e9 / 8);
+  assert_close(sc.cluster.nic_lat, 5e-6);
+  assert_close(sc.cluster.reduce_bw, 0);          /* optional, absent: reduction is free */
+  assert_close(sc.cluster.intra_backbone_bw, 0);  /* optional, absent: non-blocking switch */
+  assert_true(sc.cluster.exact_network);          /* network_model defaults to exact */
+  assert_close(sc.recipe.base_lr, 0.01);          /* default learning rate */
+  assert_close(sc.data.validation, 0);
+  assert_int_equal(sc.model.nlayers, 1);
+  assert_close(sc.model.layers[0].parameters, 1e6);
+  rh_scenario_free(&sc);
+}
+
+static void test_layers_realistic(void **state) {
+  (void)state;
+  rh_scenario sc;
+  load_ok(GOOD_DIR "/layers_realistic.yaml", &sc);
+  assert_int_equal(rh_scenario_size(&sc), 4);
+  assert_int_equal(rh_scenario_steps_per_epoch(&sc), 20); /* 1280 / (4 x 16) */
+  assert_close(sc.recipe.epochs, 2);
+  /* network_model: realistic */
+  assert_int_equal(sc.network_model, 1);
+  assert_false(sc.cluster.exact_network);
+  /* units in key names */
+  assert_close(sc.cluster.gpu_flops, 8e12);
+  assert_close(sc.cluster.reduce_bw, 100e9);
+  assert_close(sc.cluster.intra_bw, 40e9);
+  assert_close(sc.cluster.intra_lat, 1e-6);
+  assert_close(sc.cluster.intra_backbone_bw, 60e9);
+  assert_int_equal(sc.cluster.nics_per_node, 2);
+  assert_close(sc.cluster.nic_bw, 25e9 / 8);
+  assert_close(sc.cluster.nic_lat, 5e-6);
+  assert_close(sc.model.forward_flops, 0.25e9);
+  /* the layers, in file order; model.parameters is their sum */
+  static const struct { const char *name; double parameters; } layers[] = {
+      {"conv1", 9408}, {"block1", 215808}, {"block2", 1219584}, {"fc", 513000}};
+  assert_int_equal(sc.model.nlayers, 4);
+  for (int i = 0; i < 4; i++) {
+    assert_string_equal(sc.model.layers[i].name, layers[i].name);
+    assert_close(sc.model.layers[i].parameters, layers[i].parameters);
+  }
+  assert_close(sc.model.parameters, 9408 + 215808 + 1219584 + 513000);
+  assert_close(sc.data.validation, 200);
+  assert_close(sc.recipe.base_lr, 0.05);
+  /* collective settings with units */
+  assert_close(sc.settings.value[RH_SETTING_ALGORITHM], RH_ALGO_RING);
+  assert_close(sc.settings.value[RH_SETTING_BCAST_ALGORITHM], RH_BCAST_TREE);
+  assert_close(sc.settings.value[RH_SETTING_FUSION_THRESHOLD], 33554432);
+  assert_close(sc.settings.value[RH_SETTING_COMPRESSION], RH_WIRE_FP16);
+  assert_close(sc.settings.value[RH_SETTING_TIMEOUT], 30);
+  assert_close(sc.settings.value[RH_SETTING_GRAIN], RH_GRAIN_FINE);
+  assert_close(sc.settings.value[RH_SETTING_PIPELINE_CHUNK], 1048576);
+  rh_scenario_free(&sc);
+}
+
+/* Defaults, then the environment, then the scenario's collective section. */
+static void test_environment_then_scenario(void **state) {
+  (void)state;
+  rh_scenario sc;
+  setenv("RH_TIMEOUT", "5s", 1);
+  setenv("RH_FUSION_THRESHOLD", "1MiB", 1);
+  load_ok(GOOD_DIR "/layers_realistic.yaml", &sc); /* sets both */
+  assert_close(sc.settings.value[RH_SETTING_TIMEOUT], 30);
+  assert_close(sc.settings.value[RH_SETTING_FUSION_THRESHOLD], 33554432);
+  rh_scenario_free(&sc);
+  load_ok(GOOD_DIR "/uneven_hosts.yaml", &sc); /* has no collective section */
+  assert_close(sc.settings.value[RH_SETTING_TIMEOUT], 5);
+  assert_close(sc.settings.value[RH_SETTING_FUSION_THRESHOLD], 1048576);
+  rh_scenario_free(&sc);
+
+  setenv("RH_TIMEOUT", "soon", 1);
+  char err[512] = "";
+  assert_int_equal(rh_scenario_load(GOOD_DIR "/uneven_hosts.yaml", &sc, err, sizeof err),
+                   RH_ERR_INVALID);
+  if (!strstr(err, "RH_TIMEOUT") || !strstr(err, "soon")) {
+    print_error("message: %s\n", err);
+    fail();
+  }
+  unsetenv("RH_TIMEOUT");
+  unsetenv("RH_FUSION_THRESHOLD");
+}
+
+/* The settings' environment variables would change what the files mean: clear them. */
+static int clear_environment(void **state) {
+  (void)state;
+  for (int i = 0; i < RH_SETTING_COUNT; i++) unsetenv(rh__setting_defs[i].env);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bad_scenarios_rejected),
+      cmocka_unit_test(test_bad_messages_distinct),
+      cmocka_unit_test(test_bad_directory_covered),
+      cmocka_unit_test(test_empty_file_is_empty),
+      cmocka_unit_test(test_short_error_buffer),
+      cmocka_unit_test(test_missing_file),
+      cmocka_unit_test(test_default_scenario),
+      cmocka_unit_test(test_uneven_hosts),
+      cmocka_unit_test(test_layers_realistic),
+      cmocka_unit_test(test_environment_then_scenario),
+  };
+  return cmocka_run_group_tests(tests, clear_environment, NULL);
+}
