@@ -76,6 +76,7 @@ typedef struct rh_setting_def {
   rh_setting_kind kind;
   double default_value;
   const char *const *choices; /* RH_KIND_ENUM: NULL-terminated names, value = index */
+  bool zero_ok;               /* numbers: zero is meaningful (else the value must be > 0) */
   const char *doc;
 } rh_setting_def;
 

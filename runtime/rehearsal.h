@@ -30,6 +30,7 @@ typedef enum rh_status {
   RH_ERR_BACKEND = -6,     /* the backend library reported an error it has no mapping for */
   RH_ERR_UNSUPPORTED = -7, /* the operation is not available on this target or for this type */
   RH_ERR_IO = -8,          /* a file could not be read or written */
+  RH_ERR_ABORTED = -9,     /* a peer abandoned the collective after a failure of its own */
 } rh_status;
 
 /* A static, human-readable string for a status; never NULL. */

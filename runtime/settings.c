@@ -18,21 +18,21 @@ static const char *const grain_choices[] = {"auto", "fine", "coarse", NULL};
 
 const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
     [RH_SETTING_ALGORITHM] = {"algorithm", "RH_ALGORITHM", RH_KIND_ENUM, RH_ALGO_AUTO,
-                              algorithm_choices,
+                              algorithm_choices, false,
                               "allreduce algorithm; auto picks the cheapest by the cost model"},
     [RH_SETTING_BCAST_ALGORITHM] = {"broadcast", "RH_BROADCAST", RH_KIND_ENUM, RH_BCAST_AUTO,
-                                    bcast_choices, "broadcast algorithm; auto picks by cost"},
+                                    bcast_choices, false, "broadcast algorithm; auto picks by cost"},
     [RH_SETTING_FUSION_THRESHOLD] = {"fusion_threshold", "RH_FUSION_THRESHOLD", RH_KIND_BYTES,
-                                     128.0 * 1024 * 1024, NULL,
-                                     "bytes of gradients fused into one allreduce (Horovod's)"},
+                                     128.0 * 1024 * 1024, NULL, true,
+                                     "bytes of gradients fused into one allreduce; 0: no fusion"},
     [RH_SETTING_COMPRESSION] = {"compression", "RH_COMPRESSION", RH_KIND_ENUM, RH_WIRE_NONE,
-                                compression_choices, "wire compression of float gradients"},
-    [RH_SETTING_TIMEOUT] = {"timeout", "RH_TIMEOUT", RH_KIND_SECONDS, 600.0, NULL,
+                                compression_choices, false, "wire compression of float gradients"},
+    [RH_SETTING_TIMEOUT] = {"timeout", "RH_TIMEOUT", RH_KIND_SECONDS, 600.0, NULL, false,
                             "seconds a collective waits for a peer before it fails"},
-    [RH_SETTING_GRAIN] = {"grain", "RH_GRAIN", RH_KIND_ENUM, RH_GRAIN_AUTO, grain_choices,
+    [RH_SETTING_GRAIN] = {"grain", "RH_GRAIN", RH_KIND_ENUM, RH_GRAIN_AUTO, grain_choices, false,
                           "simulation grain; coarse simulates one step of a uniform ring"},
     [RH_SETTING_PIPELINE_CHUNK] = {"pipeline_chunk", "RH_PIPELINE_CHUNK", RH_KIND_BYTES,
-                                   4.0 * 1024 * 1024, NULL,
+                                   4.0 * 1024 * 1024, NULL, false,
                                    "bytes per chunk of a pipelined ring broadcast"},
 };
 
@@ -79,7 +79,9 @@ rh_status rh_settings_parse(rh_setting_id id, const char *text, double *out) {
       }
     return RH_ERR_INVALID;
   }
-  return parse_quantity(d->kind, text, out);
+  rh_status st = parse_quantity(d->kind, text, out);
+  if (st == RH_OK && *out == 0 && !d->zero_ok) return RH_ERR_INVALID;
+  return st;
 }
 
 rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen) {

@@ -15,6 +15,7 @@ const char *rh_status_string(rh_status status) {
   case RH_ERR_BACKEND: return "backend error";
   case RH_ERR_UNSUPPORTED: return "not supported";
   case RH_ERR_IO: return "input/output error";
+  case RH_ERR_ABORTED: return "a peer abandoned the collective after a failure";
   }
   return "unknown status";
 }

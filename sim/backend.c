@@ -140,6 +140,9 @@ static rh_status sim_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeou
       e = sg_comm_wait_for(r->comm, left > 0 ? left : 0);
     }
     rh_status st = map_error(e);
+    /* A "timeout" before the deadline is the partner cancelling its side after a failure. */
+    if (st == RH_ERR_TIMEOUT && first == RH_OK && (deadline < 0 || simgrid_get_clock() < deadline))
+      st = RH_ERR_ABORTED;
     if (r->is_recv) {
       bool carried = st == RH_OK && r->payload && r->payload != (void *)&no_payload;
       if (carried && r->dst) memcpy(r->dst, r->payload, r->bytes);

@@ -1,5 +1,243 @@
+/*
+ * test_cli.c: the `rehearsal` command as a user runs it.  The default scenario runs and writes a
+ * JSON summary whose gradient wait equals the cost model's allreduce time; two runs give the same
+ * bytes; every malformed scenario exits 2 with its message and writes nothing; the collective
+ * sweep checks every result for every op and type and prints a table gnuplot can read.
+ */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
+#include <stdint.h>
 #include <cmocka.h>
-int main(void){return 0;}
+
+#include "harness.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  size_t got = fread(buf, 1, (size_t)n, f);
+  buf[got] = 0;
+  fclose(f);
+  return buf;
+}
+
+static char *path_in(const char *name) {
+  static char buf[4][256];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+  return buf[k];
+}
+
+static int run(const char *out, const char *err, char *a1, char *a2, char *a3, char *a4, char *a5,
+               char *a6, char *a7, char *a8) {
+  char *argv[] = {RH_BINARY, a1, a2, a3, a4, a5, a6, a7, a8, NULL};
+  return rh_test_spawn(argv, out, err);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/rehearsal-cli-XXXXXX");
+  return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  return system(cmd);
+}
+
+static void test_default_scenario(void **state) {
+  (void)state;
+  char *out = path_in("out1");
+  assert_int_equal(run(path_in("stdout1"), path_in("stderr1"), "run", "scenarios/default.yaml",
+                       "--out", out, NULL, NULL, NULL, NULL),
+                   0);
+  char *text = slurp(path_in("stdout1"));
+  assert_non_null(text);
+  assert_non_null(strstr(text, "#epoch"));
+  assert_non_null(strstr(text, "scaling efficiency"));
+  free(text);
+  json_error_t jerr;
+  char summary[300];
+  snprintf(summary, sizeof summary, "%s/summary.json", out);
+  json_t *root = json_load_file(summary, 0, &jerr);
+  assert_non_null(root);
+  json_t *s = json_object_get(root, "summary");
+  assert_non_null(s);
+  double wait = json_real_value(json_object_get(s, "comm_wait_ms"));
+  double model = json_real_value(json_object_get(s, "predicted_allreduce_ms"));
+  int buckets = (int)json_integer_value(json_object_get(s, "buckets_per_step"));
+  print_message("default: %d bucket(s), waits %.12f ms, the cost model says %.12f ms\n", buckets,
+                wait, model);
+  /* one bucket issued after backward: every step waits exactly one whole-gradient allreduce */
+  assert_int_equal(buckets, 1);
+  assert_true(fabs(wait - model) <= 1e-9 * model);
+  assert_int_equal(json_array_size(json_object_get(root, "epochs")), 2);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(root, "cluster"), "ranks")), 8);
+  json_decref(root);
+}
+
+static void test_deterministic(void **state) {
+  (void)state;
+  const char *files[] = {"scenarios/default.yaml", "tests/scenarios/good/uneven_hosts.yaml",
+                         "tests/scenarios/good/layers_realistic.yaml"};
+  for (int i = 0; i < 3; i++) {
+    char *a = path_in("det-a"), *b = path_in("det-b");
+    assert_int_equal(run(path_in("det-a.txt"), NULL, "run", (char *)files[i], "--out", a, NULL,
+                         NULL, NULL, NULL),
+                     0);
+    assert_int_equal(run(path_in("det-b.txt"), NULL, "run", (char *)files[i], "--out", b, NULL,
+                         NULL, NULL, NULL),
+                     0);
+    char pa[300], pb[300];
+    snprintf(pa, sizeof pa, "%s/summary.json", a);
+    snprintf(pb, sizeof pb, "%s/summary.json", b);
+    char *ja = slurp(pa), *jb = slurp(pb), *ta = slurp(path_in("det-a.txt")),
+         *tb = slurp(path_in("det-b.txt"));
+    assert_non_null(ja);
+    assert_non_null(jb);
+    assert_string_equal(ja, jb); /* bit for bit, 17 significant digits */
+    /* stdout differs only in the output directory it names */
+    assert_int_equal(strlen(ta), strlen(tb));
+    free(ja);
+    free(jb);
+    free(ta);
+    free(tb);
+  }
+}
+
+static void test_bad_scenarios_exit_2_and_write_nothing(void **state) {
+  (void)state;
+  DIR *d = opendir("tests/scenarios/bad");
+  assert_non_null(d);
+  struct dirent *e;
+  int seen = 0;
+  while ((e = readdir(d))) {
+    if (!strstr(e->d_name, ".yaml")) continue;
+    char file[300], want[320], *out = path_in("never");
+    snprintf(file, sizeof file, "tests/scenarios/bad/%s", e->d_name);
+    int rc = run(NULL, path_in("bad.err"), "run", file, "--out", out, NULL, NULL, NULL, NULL);
+    char *err = slurp(path_in("bad.err"));
+    snprintf(want, sizeof want, "rehearsal: %s:", file);
+    if (rc != 2 || strncmp(err, want, strlen(want)) != 0)
+      print_error("%s: exit %d, stderr: %s\n", file, rc, err);
+    assert_int_equal(rc, 2);
+    assert_int_equal(strncmp(err, want, strlen(want)), 0);
+    assert_int_equal(access(out, F_OK), -1); /* nothing written */
+    free(err);
+    seen++;
+  }
+  closedir(d);
+  assert_true(seen >= 15);
+}
+
+static void test_usage_errors(void **state) {
+  (void)state;
+  assert_int_equal(run(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL), 2);
+  assert_int_equal(run(NULL, NULL, "fly", NULL, NULL, NULL, NULL, NULL, NULL, NULL), 2);
+  assert_int_equal(run(NULL, NULL, "run", NULL, NULL, NULL, NULL, NULL, NULL, NULL), 2);
+  assert_int_equal(run(NULL, NULL, "run", "no/such/file.yaml", NULL, NULL, NULL, NULL, NULL, NULL), 2);
+  assert_int_equal(run(NULL, NULL, "collective", "scenarios/default.yaml", "--root", "8", NULL,
+                       NULL, NULL, NULL),
+                   2);
+  assert_int_equal(run(NULL, NULL, "collective", "scenarios/default.yaml", "--op", "prod", NULL,
+                       NULL, NULL, NULL),
+                   2);
+  assert_int_equal(run(path_in("help"), NULL, "--help", NULL, NULL, NULL, NULL, NULL, NULL, NULL), 0);
+}
+
+/* Parses the sweep's table: every data row has 9 columns, #wrong is 0, busbw = algbw x factor. */
+static int check_table(const char *path, double factor, int want_rows) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[512];
+  int rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#') continue;
+    double size, count, time, algbw, busbw;
+    char type[16], op[16], wrong[16];
+    int root;
+    int got = sscanf(line, "%lf %lf %15s %15s %d %lf %lf %lf %15s", &size, &count, type, op,
+                     &root, &time, &algbw, &busbw, wrong);
+    assert_int_equal(got, 9);
+    assert_string_equal(wrong, "0");
+    assert_true(time > 0);
+    assert_true(fabs(algbw - size / time / 1e3) <= 1e-3 * algbw + 2e-3);
+    assert_true(fabs(busbw - algbw * factor) <= 1e-3 * busbw + 2e-3);
+    rows++;
+  }
+  fclose(f);
+  assert_int_equal(rows, want_rows);
+  return rows;
+}
+
+static void test_collective_sweep(void **state) {
+  (void)state;
+  static char *ops[] = {"sum", "avg", "min", "max"};
+  static char *types[] = {"float", "double", "half", "int32"};
+  for (int o = 0; o < 4; o++)
+    for (int t = 0; t < 4; t++) {
+      char *out = path_in("coll");
+      int rc = run(path_in("coll.txt"), path_in("coll.err"), "collective",
+                   "tests/scenarios/good/uneven_hosts.yaml", "--op", ops[o], "--dtype", types[t],
+                   "--max", "64KiB");
+      if (rc != 0) print_error("collective %s %s: exit %d\n", ops[o], types[t], rc);
+      assert_int_equal(rc, 0);
+      char *text = slurp(path_in("coll.txt"));
+      assert_non_null(strstr(text, "# Out of bounds values : 0 OK"));
+      free(text);
+      (void)out;
+      check_table(path_in("coll.txt"), 2.0 * 4 / 5, 14); /* 8 B .. 64 KiB */
+    }
+  /* broadcast and allgather, and the files under --out */
+  char *out = path_in("collout");
+  assert_int_equal(run(NULL, NULL, "collective", "scenarios/default.yaml", "--coll", "allgather",
+                       "--max", "1MiB", "--out", out),
+                   0);
+  char table[300];
+  snprintf(table, sizeof table, "%s/collective.txt", out);
+  check_table(table, 7.0 / 8, 18);
+  assert_int_equal(run(path_in("bc.txt"), NULL, "collective", "scenarios/default.yaml", "--coll",
+                       "broadcast", "--root", "5", "--max", "1MiB"),
+                   0);
+  check_table(path_in("bc.txt"), 1.0, 18);
+}
+
+static void test_timing_only_above_memory_limit(void **state) {
+  (void)state;
+  assert_int_equal(run(path_in("big.txt"), NULL, "collective", "scenarios/default.yaml", "--min",
+                       "256MiB", "--max", "1GiB", "--mem-limit", "1MiB"),
+                   0);
+  char *text = slurp(path_in("big.txt"));
+  assert_non_null(strstr(text, "N/A"));
+  free(text);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_default_scenario),
+      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_bad_scenarios_exit_2_and_write_nothing),
+      cmocka_unit_test(test_usage_errors),
+      cmocka_unit_test(test_collective_sweep),
+      cmocka_unit_test(test_timing_only_above_memory_limit),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

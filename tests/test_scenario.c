@@ -44,6 +44,14 @@ typedef struct bad_case {
 static const bad_case bad_cases[] = {
     /* document level */
     {"empty_file", 1, NULL, "the file is empty"},
+    {"second_document", 25, "scenario", "a second YAML document"},
+    {"unclosed_quote", 2, "YAML syntax error", "while scanning a quoted scalar"},
+    {"key_is_list", 5, "cluster", "a key must be a plain word, not a list"},
+    {"epochs_fraction", 21, "recipe.epochs", "expected an integer from 1 to 1000000, got \"1.5\""},
+    {"batch_fraction", 20, "recipe.batch_per_worker", "got \"10.5\""},
+    {"layer_name_not_string", 16, "model.layers[0].name", "expected a non-empty string, got a list"},
+    {"layer_duplicate_key", 16, "model.layers[0].parameters", "appears twice"},
+    {"negative_fusion_threshold", 23, "collective.fusion_threshold", "expected a non-negative size"},
     {"yaml_syntax_error", 4, "YAML syntax error", "mapping values are not allowed"},
     {"bad_indentation", 5, "YAML syntax error", "did not find expected key"},
     {"tab_indentation", 7, "YAML syntax error", "cannot start any token"},
@@ -52,10 +60,10 @@ static const bad_case bad_cases[] = {
     {"unknown_key", 8, "cluster.gpu.memory_GB", "unknown key (expected one of: tflops, reduce_GBps)"},
     {"duplicate_key", 6, "cluster.nodes", "appears twice"},
     /* a missing key is reported at the first line of the mapping that lacks it */
-    {"missing_nodes", 4, "cluster.nodes", "missing (required)"},
+    {"missing_nodes", 3, "cluster.nodes", "missing (required)"},
     {"missing_section", 2, "data", "missing (required)"},
     /* node types */
-    {"wrong_type_mapping_for_scalar", 5, "cluster.nodes", "got a mapping"},
+    {"wrong_type_mapping_for_scalar", 4, "cluster.nodes", "got a mapping"},
     {"scalar_for_mapping", 6, "cluster.gpu", "expected a mapping, got a scalar"},
     {"list_for_string", 2, "name", "expected a non-empty string, got a list"},
     {"empty_name", 2, "name", "expected a non-empty string, got \"\""},
@@ -67,7 +75,7 @@ static const bad_case bad_cases[] = {
     {"nodes_too_many", 4, "cluster.nodes", "100000 is out of range"},
     {"epochs_zero", 21, "recipe.epochs", "0 is out of range"},
     /* cluster.gpus_per_node as a list */
-    {"gpus_list_length_mismatch", 5, "cluster.gpus_per_node", "lists 3 nodes but cluster.nodes is 2"},
+    {"gpus_list_length_mismatch", 5, "cluster.gpus_per_node", "has 3 entries but cluster.nodes is 2"},
     {"gpus_list_item_zero", 5, "cluster.gpus_per_node[1]", "0 is out of range: expected an integer from 1 to 1024"},
     {"gpus_list_empty", 5, "cluster.gpus_per_node", "the list of GPUs per node is empty"},
     /* enumerations */
@@ -75,21 +83,21 @@ static const bad_case bad_cases[] = {
     /* collective settings */
     {"bad_algorithm", 23, "collective.algorithm", "expected one of auto, ring, hierarchical, got \"butterfly\""},
     {"bad_fusion_unit", 24, "collective.fusion_threshold", "size in bytes (units B, KiB, MiB, GiB, KB, MB, GB), got \"64Mb\""},
-    {"zero_timeout", 24, "collective.timeout", "must be greater than zero"},
+    {"zero_timeout", 24, "collective.timeout", "expected a positive duration"},
     {"negative_pipeline_chunk", 24, "collective.pipeline_chunk", "got \"-4MiB\""},
     {"setting_not_scalar", 24, "collective.compression", "expected one of none, fp16, got a list"},
     /* model.layers */
     {"layers_sum_mismatch", 15, "model.parameters", "1000000 does not equal the sum of the layers' parameters (900000)"},
     {"layer_missing_parameters", 18, "model.layers[1]", "missing field 'parameters'"},
     {"unknown_layer_key", 17, "model.layers[0].size", "unknown key (expected name, parameters)"},
-    {"layers_not_list", 16, "model.layers", "expected a list of layers, got a mapping"},
+    {"layers_not_list", 15, "model.layers", "expected a list of layers, got a mapping"},
     {"layers_empty", 15, "model.layers", "the list of layers is empty"},
     {"layer_not_mapping", 15, "model.layers[0]", "expected a mapping with name and parameters, got a scalar"},
-    {"layer_zero_parameters", 16, "model.layers[0].parameters", "0 is out of range: expected a number >= 1"},
+    {"layer_zero_parameters", 16, "model.layers[0].parameters", "0 is out of range: expected an integer >= 1"},
     /* checks across fields */
-    {"no_parameters_or_layers", 15, "model.parameters", "give the parameter count or a list of layers"},
+    {"no_parameters_or_layers", 14, "model.parameters", "give the parameter count or a list of layers"},
     {"batch_too_big_for_data", 18, "data.train_samples", "30 samples give no full step: 4 workers x batch 10 need 40 per step"},
-    {"multi_node_without_network", 4, "cluster.network", "a cluster of 2 nodes needs a network section"},
+    {"multi_node_without_network", 3, "cluster.network", "a cluster of 2 nodes needs a network section"},
 };
 #define NBAD (sizeof bad_cases / sizeof bad_cases[0])
 

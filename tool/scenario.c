@@ -22,6 +22,7 @@ typedef enum {
   T_MAP,     /* nested mapping: children */
   T_INT,     /* integer in [min, max] */
   T_NUM,     /* real number in [min, max] (min_open: > min) */
+  T_COUNT,   /* integer in [min, max], stored as a double (sample and parameter counts) */
   T_STR,     /* string */
   T_ENUM,    /* one of choices; stored as index */
   T_SLOTS,   /* cluster.gpus_per_node: an integer, or a list of integers */
@@ -45,6 +46,7 @@ typedef struct field {
 #define END {NULL, T_MAP, false, 0, 0, false, 0, 0, NULL, NULL, 0}
 #define OFF(m) offsetof(rh_scenario, m)
 #define NUM(k, req, lo, open, hi, sc, m) {k, T_NUM, req, lo, hi, open, sc, OFF(m), NULL, NULL, 0}
+#define COUNT(k, req, lo, hi, m) {k, T_COUNT, req, lo, hi, false, 1, OFF(m), NULL, NULL, 0}
 #define INT(k, req, lo, hi, m) {k, T_INT, req, lo, hi, false, 1, OFF(m), NULL, NULL, 0}
 #define STR(k, req, m) {k, T_STR, req, 0, 0, false, 1, OFF(m), NULL, NULL, 0}
 #define MAP(k, req, kids) {k, T_MAP, req, 0, 0, false, 1, 0, kids, NULL, 0}
@@ -75,18 +77,18 @@ static const field cluster_fields[] = {
     END};
 static const field model_fields[] = {
     STR("name", false, model.name),
-    NUM("parameters", false, 1, false, 1e15, 1, model.parameters),
+    COUNT("parameters", false, 1, 1e15, model.parameters),
     NUM("forward_gflops_per_sample", true, 0, true, 1e12, 1e9, model.forward_flops),
     {"layers", T_LAYERS, false, 0, 0, false, 1, 0, NULL, NULL, 0},
     END};
 static const field data_fields[] = {
-    NUM("train_samples", true, 1, false, 1e15, 1, data.train),
-    NUM("validation_samples", false, 0, false, 1e15, 1, data.validation),
+    COUNT("train_samples", true, 1, 1e15, data.train),
+    COUNT("validation_samples", false, 0, 1e15, data.validation),
     END};
 static const field recipe_fields[] = {
-    NUM("batch_per_worker", true, 1, false, 1e9, 1, recipe.batch),
+    COUNT("batch_per_worker", true, 1, 1e8, recipe.batch),
     NUM("base_lr", false, 0, true, 1e6, 1, recipe.base_lr),
-    NUM("epochs", true, 1, false, 1e6, 1, recipe.epochs),
+    COUNT("epochs", true, 1, 1e6, recipe.epochs),
     END};
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
 static const field top_fields[] = {
@@ -110,6 +112,7 @@ static void init_collective_fields(void) {
 
 typedef struct walker {
   yaml_document_t *doc;
+  const yaml_node_t *key; /* key of the value being walked: the line for a collection's errors */
   rh_scenario *sc;
   const char *path;
   char *err;
@@ -122,6 +125,8 @@ static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
 static void fail(walker *w, const yaml_node_t *n, const char *where, const char *fmt, ...) {
   if (w->failed) return;
   w->failed = true;
+  /* a mapping or list starts on the line after its key: point at the key */
+  if (n && n->type != YAML_SCALAR_NODE && w->key) n = w->key;
   int len = snprintf(w->err, w->errlen, "%s:%d: %s: ", w->path, n ? line_of(n) : 1, where);
   va_list ap;
   va_start(ap, fmt);
@@ -161,7 +166,7 @@ static void describe_range(char *buf, size_t len, const field *f, bool integer) 
 static bool number_value(walker *w, const yaml_node_t *n, const field *f, const char *name,
                          double *out) {
   char range[96];
-  bool integer = f->type == T_INT || f->type == T_SLOTS;
+  bool integer = f->type == T_INT || f->type == T_SLOTS || f->type == T_COUNT;
   describe_range(range, sizeof range, f, integer);
   if (n->type != YAML_SCALAR_NODE) {
     fail(w, n, name, "expected %s, got %s", range, type_word(n));
@@ -180,6 +185,9 @@ static bool number_value(walker *w, const yaml_node_t *n, const field *f, const 
   return true;
 }
 
+static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map,
+                     const field *fields, const char *prefix);
+
 static char *dup_str(walker *w, const char *s) {
   char *d = strdup(s);
   if (!d && !w->failed) {
@@ -189,7 +197,6 @@ static char *dup_str(walker *w, const char *s) {
   return d;
 }
 
-static void walk_map(walker *w, const yaml_node_t *map, const field *fields, const char *prefix);
 
 /* Stores the raw form for check_whole(): [1, n] for one number, [-count, n0, n1, ...] for a list. */
 static void walk_slots(walker *w, const yaml_node_t *n, const field *f, const char *name) {
@@ -233,7 +240,7 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
   rh_scenario *sc = w->sc;
   sc->model.layers = calloc((size_t)count, sizeof(rh_layer));
   sc->model.nlayers = count;
-  static const field pfield = {"parameters", T_NUM, true, 1, 1e15, false, 1, 0, NULL, NULL, 0};
+  static const field pfield = {"parameters", T_COUNT, true, 1, 1e15, false, 1, 0, NULL, NULL, 0};
   for (int i = 0; i < count && !w->failed; i++) {
     yaml_node_t *item = yaml_document_get_node(w->doc, n->data.sequence.items.start[i]);
     char item_name[192];
@@ -243,7 +250,8 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
            type_word(item));
       return;
     }
-    const yaml_node_t *pnode = NULL;
+    const yaml_node_t *pnode = NULL, *nnode = NULL;
+    w->key = NULL;
     for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
          p++) {
       yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
@@ -251,16 +259,32 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
       const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "?";
       char sub[256];
       snprintf(sub, sizeof sub, "%s.%s", item_name, key);
-      if (strcmp(key, "name") == 0 && v->type == YAML_SCALAR_NODE) {
-        free(sc->model.layers[i].name);
-        sc->model.layers[i].name = dup_str(w, scalar(v));
-      } else if (strcmp(key, "parameters") == 0) {
+      bool is_name = strcmp(key, "name") == 0, is_params = strcmp(key, "parameters") == 0;
+      if ((is_name && nnode) || (is_params && pnode)) {
+        fail(w, k, sub, "appears twice");
+      } else if (is_name) {
+        nnode = v;
+        if (v->type != YAML_SCALAR_NODE || !*scalar(v)) {
+          w->key = k;
+          fail(w, v, sub, "expected a non-empty string, got %s",
+               v->type == YAML_SCALAR_NODE ? "\"\"" : type_word(v));
+        } else {
+          sc->model.layers[i].name = dup_str(w, scalar(v));
+        }
+      } else if (is_params) {
         pnode = v;
+        w->key = k;
         number_value(w, v, &pfield, sub, &sc->model.layers[i].parameters);
       } else {
         fail(w, k, sub, "unknown key (expected name, parameters)");
       }
     }
+    if (!nnode && !w->failed) {
+      char deflt[32];
+      snprintf(deflt, sizeof deflt, "layer%d", i);
+      sc->model.layers[i].name = dup_str(w, deflt);
+    }
+    w->key = NULL;
     if (!pnode) fail(w, item, item_name, "missing field 'parameters'");
   }
 }
@@ -273,13 +297,14 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
       fail(w, n, name, "expected a mapping, got %s", type_word(n));
       return;
     }
-    walk_map(w, n, f->kids, name);
+    walk_map(w, w->key, n, f->kids, name);
     return;
   case T_INT: {
     double v;
     if (number_value(w, n, f, name, &v)) *(int *)(base + f->offset) = (int)v;
     return;
   }
+  case T_COUNT:
   case T_NUM: {
     double v;
     if (number_value(w, n, f, name, &v)) *(double *)(base + f->offset) = v * f->scale;
@@ -321,7 +346,7 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
           snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", i ? "," : "",
                    d->choices[i]);
       } else {
-        snprintf(want, sizeof want, "a non-negative %s",
+        snprintf(want, sizeof want, "a %s %s", d->zero_ok ? "non-negative" : "positive",
                  d->kind == RH_KIND_BYTES ? "size in bytes (units B, KiB, MiB, GiB, KB, MB, GB)"
                                           : "duration in seconds (units s, ms, us)");
       }
@@ -330,17 +355,16 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
            n->type == YAML_SCALAR_NODE ? "\"" : "");
       return;
     }
-    if (d->kind != RH_KIND_ENUM && v <= 0) {
-      fail(w, n, name, "must be greater than zero");
-      return;
-    }
     w->sc->settings.value[f->setting] = v;
     return;
   }
   }
 }
 
-static void walk_map(walker *w, const yaml_node_t *map, const field *fields, const char *prefix) {
+/* Walks a mapping against its fields; `owner` is the mapping's own key (NULL at the top), the line
+ * reported for a missing field. */
+static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map,
+                     const field *fields, const char *prefix) {
   size_t nf = 0;
   while (fields[nf].key) nf++;
   bool seen[32] = {false};
@@ -348,8 +372,13 @@ static void walk_map(walker *w, const yaml_node_t *map, const field *fields, con
        p++) {
     yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
     yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
-    const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "?";
     char name[160];
+    if (k->type != YAML_SCALAR_NODE) {
+      w->key = NULL;
+      fail(w, k, *prefix ? prefix : "scenario", "a key must be a plain word, not %s", type_word(k));
+      return;
+    }
+    const char *key = scalar(k);
     snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", key);
     size_t i;
     for (i = 0; i < nf; i++)
@@ -366,35 +395,41 @@ static void walk_map(walker *w, const yaml_node_t *map, const field *fields, con
       return;
     }
     seen[i] = true;
+    w->key = k;
     walk_value(w, v, &fields[i], name);
   }
   for (size_t i = 0; i < nf && !w->failed; i++)
     if (fields[i].required && !seen[i]) {
       char name[160];
       snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", fields[i].key);
-      fail(w, map, name, "missing (required)");
+      w->key = NULL;
+      fail(w, owner ? owner : map, name, "missing (required)");
     }
 }
 
 /* ---- whole-scenario checks ---------------------------------------------------------------- */
 
 /* Finds the node of a dotted path (for the line of a cross-field error); the root if absent. */
+/* Finds the key node of a dotted path (for the line of a cross-field error); the deepest key
+ * found, or the root. */
 static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
-  const yaml_node_t *n = yaml_document_get_root_node(doc);
+  const yaml_node_t *n = yaml_document_get_root_node(doc), *at = n;
   char buf[160];
   snprintf(buf, sizeof buf, "%s", path);
   for (char *tok = strtok(buf, "."); tok && n; tok = strtok(NULL, ".")) {
-    if (n->type != YAML_MAPPING_NODE) return n;
+    if (n->type != YAML_MAPPING_NODE) return at;
     const yaml_node_t *next = NULL;
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
       yaml_node_t *k = yaml_document_get_node(doc, p->key);
-      if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), tok) == 0)
+      if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), tok) == 0) {
         next = yaml_document_get_node(doc, p->value);
+        at = k;
+      }
     }
-    if (!next) return n;
+    if (!next) return at;
     n = next;
   }
-  return n;
+  return at;
 }
 
 static void check_whole(walker *w) {
@@ -411,7 +446,8 @@ static void check_whole(walker *w) {
     for (int i = 0; i < cl->nodes; i++) slots[i] = given[1];
   } else if (-given[0] != cl->nodes) {
     fail(w, node_at(w->doc, "cluster.gpus_per_node"), "cluster.gpus_per_node",
-         "lists %d nodes but cluster.nodes is %d", -given[0], cl->nodes);
+         "has %d entr%s but cluster.nodes is %d", -given[0], -given[0] == 1 ? "y" : "ies",
+         cl->nodes);
   } else {
     memcpy(slots, given + 1, (size_t)cl->nodes * sizeof(int));
   }
@@ -419,6 +455,7 @@ static void check_whole(walker *w) {
   cl->gpus_per_node = slots;
   cl->exact_network = sc->network_model == 0;
   if (w->failed) return;
+  w->key = NULL;
   if (cl->nodes > 1 && cl->nic_bw <= 0)
     fail(w, node_at(w->doc, "cluster"), "cluster.network",
          "missing: a cluster of %d nodes needs a network section with nic_Gbps", cl->nodes);
@@ -476,9 +513,13 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   yaml_parser_set_input_file(&parser, f);
   walker w = {.doc = &doc, .sc = sc, .path = path, .err = err, .errlen = errlen};
   if (!yaml_parser_load(&parser, &doc)) {
-    snprintf(err, errlen, "%s:%d: YAML syntax error: %s%s%s", path,
-             (int)parser.problem_mark.line + 1, parser.problem ? parser.problem : "unreadable",
-             parser.context ? " " : "", parser.context ? parser.context : "");
+    /* libyaml gives up where it noticed (often the end of the file); the construct it was in
+     * began at context_mark, which is where a person has to look */
+    bool ctx = parser.context && (strstr(parser.context, "scanning") || strstr(parser.context, "flow"));
+    snprintf(err, errlen, "%s:%d: YAML syntax error: %s%s%s (noticed at line %d)", path,
+             (int)(ctx ? parser.context_mark.line : parser.problem_mark.line) + 1,
+             ctx ? parser.context : "", ctx ? ", " : "",
+             parser.problem ? parser.problem : "unreadable", (int)parser.problem_mark.line + 1);
     yaml_parser_delete(&parser);
     fclose(f);
     rh_scenario_free(sc);
@@ -491,8 +532,20 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   } else if (root->type != YAML_MAPPING_NODE) {
     fail(&w, root, "scenario", "expected a mapping at the top level, got %s", type_word(root));
   } else {
-    walk_map(&w, root, top_fields, "");
+    walk_map(&w, NULL, root, top_fields, "");
     if (!w.failed) check_whole(&w);
+  }
+  if (!w.failed) { /* one scenario per file: a second document is a mistake, not ignored */
+    yaml_document_t more;
+    if (yaml_parser_load(&parser, &more)) {
+      yaml_node_t *r2 = yaml_document_get_root_node(&more);
+      if (r2) {
+        snprintf(err, errlen, "%s:%d: scenario: a second YAML document; a file holds one scenario",
+                 path, (int)r2->start_mark.line + 1);
+        w.failed = true;
+      }
+      yaml_document_delete(&more);
+    }
   }
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);

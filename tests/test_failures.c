@@ -1,0 +1,108 @@
+/*
+ * test_failures.c: a failure is a status, never a hang or an abort.  A rank that never joins a
+ * collective makes the others' waits end with RH_ERR_TIMEOUT after the collective timeout; a host
+ * that dies in the middle of an allreduce makes its neighbours see RH_ERR_PEER_DEAD, and the job
+ * ends, the other ranks seeing RH_ERR_ABORTED as their partners give up.  The host is turned off through SimGrid directly, as the failure injection will do.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <simgrid/actor.h>
+#include <simgrid/host.h>
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+enum { RANKS = 4 };
+static int *statuses; /* shared with the child: one rh_status per rank, 1 = never returned */
+static double *finished;
+
+static int absent_rank(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  int me = rh_rank(ctx);
+  if (me == 2) { /* never reaches the collective */
+    statuses[me] = RH_OK;
+    return 0;
+  }
+  rh_status st = rh_allreduce(ctx, NULL, NULL, 1 << 20, RH_FLOAT32, RH_SUM, NULL);
+  statuses[me] = st;
+  finished[me] = rh_time(ctx);
+  return 0;
+}
+
+static void test_absent_peer_times_out(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(2, 2, NULL);
+  rh_settings s;
+  char err[64];
+  rh_settings_init(&s, err, sizeof err);
+  s.value[RH_SETTING_TIMEOUT] = 0.5;
+  s.value[RH_SETTING_GRAIN] = RH_GRAIN_FINE;
+  for (int r = 0; r < RANKS; r++) statuses[r] = 1;
+  double end = 0;
+  rh_test_simulate(&cl, &s, absent_rank, NULL, &end);
+  for (int r = 0; r < RANKS; r++) {
+    if (r == 2) continue;
+    print_message("rank %d: %s at %.6f s\n", r, rh_status_string((rh_status)statuses[r]), finished[r]);
+    assert_int_equal(statuses[r], RH_ERR_TIMEOUT);
+    assert_true(finished[r] >= 0.5 && finished[r] < 2.0); /* one timeout, not a hang */
+  }
+  free(cl.gpus_per_node);
+}
+
+static void chaos(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  sg_actor_sleep_for(1e-4); /* in the middle of the 64 MiB allreduce (0.34 ms) */
+  sg_host_turn_off(sg_host_by_name("rank1"));
+}
+
+static int dying_host(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  int me = rh_rank(ctx);
+  if (me == 0) sg_actor_create("chaos", sg_host_self(), chaos, 0, NULL);
+  rh_status st = rh_allreduce(ctx, NULL, NULL, 16 << 20, RH_FLOAT32, RH_SUM, NULL);
+  statuses[me] = st;
+  finished[me] = rh_time(ctx);
+  return st == RH_OK ? 0 : 1;
+}
+
+static void test_dead_host_is_a_status(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(1, RANKS, NULL);
+  rh_settings s;
+  char err[64];
+  rh_settings_init(&s, err, sizeof err);
+  s.value[RH_SETTING_TIMEOUT] = 0.5;
+  s.value[RH_SETTING_GRAIN] = RH_GRAIN_FINE;
+  s.value[RH_SETTING_ALGORITHM] = RH_ALGO_RING;
+  for (int r = 0; r < RANKS; r++) statuses[r] = 1;
+  int rc = rh_test_simulate(&cl, &s, dying_host, NULL, NULL);
+  assert_int_equal(rc, 1); /* the job reports failure; the child did not crash */
+  assert_int_equal(statuses[1], 1); /* rank 1 died with its host */
+  int dead_seen = 0;
+  for (int r = 0; r < RANKS; r++) {
+    if (r == 1) continue;
+    print_message("rank %d: %s at %.6f s\n", r, rh_status_string((rh_status)statuses[r]), finished[r]);
+    /* the neighbours see the death; the others see their partners abandon the collective */
+    assert_true(statuses[r] == RH_ERR_PEER_DEAD || statuses[r] == RH_ERR_ABORTED);
+    dead_seen += statuses[r] == RH_ERR_PEER_DEAD;
+  }
+  assert_true(dead_seen >= 1); /* the neighbours of rank 1 see it die */
+  free(cl.gpus_per_node);
+}
+
+int main(void) {
+  statuses = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  finished = (double *)(statuses + 64);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_absent_peer_times_out),
+      cmocka_unit_test(test_dead_host_is_a_status),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
