@@ -143,19 +143,20 @@ static void check_broadcast(rh_ctx *ctx) {
 
 static void check_allgather(rh_ctx *ctx) {
   int n = rh_size(ctx), me = rh_rank(ctx);
-  for (size_t c = 0; c < 3; c++) {
-    size_t count = counts[c];
-    int32_t *in = malloc(count * 4), *out = malloc(count * 4 * (size_t)n);
-    for (size_t i = 0; i < count; i++) in[i] = (int32_t)value(RH_MAX, me, i, n);
-    rh_status st = rh_allgather(ctx, in, count, out, RH_INT32);
-    CHECK(st == RH_OK, "allgather: %s", rh_status_string(st));
-    for (int r = 0; r < n; r++)
-      for (size_t i = 0; i < count; i++)
-        CHECK(out[(size_t)r * count + i] == (int32_t)value(RH_MAX, r, i, n),
-              "allgather count %zu block %d [%zu]", count, r, i);
-    free(in);
-    free(out);
-  }
+  for (size_t c = 0; c < NCOUNTS; c++)
+    for (int t = 0; t < RH_DTYPE_COUNT; t++) {
+      size_t count = counts[c], esz = rh_dtype_size((rh_dtype)t);
+      char *in = malloc(count * esz), *out = malloc(count * esz * (size_t)n);
+      for (size_t i = 0; i < count; i++) store(in, i, (rh_dtype)t, value(RH_MAX, me, i, n));
+      rh_status st = rh_allgather(ctx, in, count, out, (rh_dtype)t);
+      CHECK(st == RH_OK, "allgather: %s", rh_status_string(st));
+      for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < count; i++)
+          CHECK(load(out, (size_t)r * count + i, (rh_dtype)t) == value(RH_MAX, r, i, n),
+                "allgather %s count %zu block %d [%zu]", rh_dtype_name(t), count, r, i);
+      free(in);
+      free(out);
+    }
   /* unequal blocks, some empty */
   size_t *cnt = malloc((size_t)n * sizeof *cnt), total = 0;
   for (int r = 0; r < n; r++) total += cnt[r] = (size_t)((r * 5 + 1) % 7);
