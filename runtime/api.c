@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,12 +30,167 @@ static rh_coll coll_for(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_d
 
 static bool valid_type(rh_dtype dtype) { return (int)dtype >= 0 && dtype < RH_DTYPE_COUNT; }
 
+const char *rh_last_error(const rh_ctx *ctx) { return ctx->last_error; }
+
+/* ---- negotiation -------------------------------------------------------------------------- */
+
+typedef enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_BARRIER } coll_kind;
+static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "barrier"};
+
+/* What a rank says it is about to run; compared byte for byte across ranks. */
+typedef struct coll_desc {
+  uint32_t kind, dtype, op;
+  int32_t root;
+  uint64_t count;
+  uint64_t shape; /* allgatherv: a hash of every rank's count */
+  double prescale, postscale;
+  char name[40];
+} coll_desc;
+
+static coll_desc describe(coll_kind kind, rh_dtype dtype, rh_op op, int root, size_t count,
+                          const rh_reduce_opts *o) {
+  coll_desc d;
+  memset(&d, 0, sizeof d); /* padding too: descriptors are compared with memcmp */
+  d.kind = kind;
+  d.dtype = dtype;
+  d.op = op;
+  d.root = root;
+  d.count = count;
+  d.prescale = o ? o->prescale : 1;
+  d.postscale = o ? o->postscale : 1;
+  if (o && o->name) snprintf(d.name, sizeof d.name, "%s", o->name);
+  return d;
+}
+
+static int say(const coll_desc *d, char *buf, size_t len) {
+  if (d->kind == K_BARRIER) return snprintf(buf, len, "barrier");
+  int k = snprintf(buf, len, "%s%s%s%s (%llu x %s", kind_names[d->kind], d->name[0] ? " '" : "",
+                   d->name, d->name[0] ? "'" : "", (unsigned long long)d->count,
+                   rh_dtype_name((rh_dtype)d->dtype));
+  if (d->kind == K_ALLREDUCE) k += snprintf(buf + k, len - (size_t)k, ", %s", rh_op_name((rh_op)d->op));
+  if (d->kind == K_BROADCAST) k += snprintf(buf + k, len - (size_t)k, ", root %d", d->root);
+  if (d->prescale != 1 || d->postscale != 1)
+    k += snprintf(buf + k, len - (size_t)k, ", scale %g/%g", d->prescale, d->postscale);
+  return k + snprintf(buf + k, len - (size_t)k, ")");
+}
+
+void rh__rank_list(const uint8_t *flags, int n, uint8_t value, char *buf, size_t len) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int r = 0; r < n && k < len; r++) {
+    if (flags[r] != value) continue;
+    int end = r;
+    while (end + 1 < n && flags[end + 1] == value) end++;
+    k += (size_t)snprintf(buf + k, len - k, "%s%d", k ? "," : "", r);
+    if (end > r && k < len) k += (size_t)snprintf(buf + k, len - k, "%s%d", end > r + 1 ? "-" : ",", end);
+    r = end;
+  }
+}
+
+/* All ranks agree on collective `seq` before it runs; on disagreement or absence every rank that
+ * took part fails it and says why in last_error. */
+static rh_status negotiate(rh_ctx *ctx, uint32_t seq, const coll_desc *d) {
+  if (!ctx->ops->audit || (int)rh_setting(ctx, RH_SETTING_CHECK_COLLECTIVES) == 0) return RH_OK;
+  int n = ctx->world.n;
+  coll_desc *all = calloc((size_t)n, sizeof *all);
+  uint8_t *arrived = calloc((size_t)n, 1), *group = calloc((size_t)n, 1);
+  if (!all || !arrived || !group) {
+    free(all);
+    free(arrived);
+    free(group);
+    return RH_ERR_NOMEM;
+  }
+  double timeout = rh_setting(ctx, RH_SETTING_TIMEOUT);
+  rh_status st = ctx->ops->audit(ctx, RH_AUDIT_COLLECTIVE | seq, d, sizeof *d, all, arrived, timeout);
+  char what[160], ranks[160];
+  say(d, what, sizeof what);
+  if (st == RH_ERR_TIMEOUT) {
+    char came[160];
+    rh__rank_list(arrived, n, 1, came, sizeof came);
+    rh__rank_list(arrived, n, 0, ranks, sizeof ranks);
+    snprintf(ctx->last_error, sizeof ctx->last_error,
+             "stall: collective #%u %s: ranks %s waited %g s; ranks %s never issued it", seq, what,
+             came, timeout, ranks);
+  } else if (st == RH_OK) {
+    /* group the ranks by what they issued, this rank's group first */
+    int groups = 0;
+    size_t k = 0;
+    for (int i = -1; i < n; i++) {
+      int lead = i < 0 ? ctx->rank : i;
+      if (group[lead]) continue;
+      groups++;
+      for (int r = 0; r < n; r++)
+        if (!group[r] && memcmp(&all[r], &all[lead], sizeof *d) == 0) group[r] = (uint8_t)groups;
+    }
+    if (groups > 1) {
+      st = RH_ERR_MISMATCH;
+      k = (size_t)snprintf(ctx->last_error, sizeof ctx->last_error,
+                           "mismatch: collective #%u differs between ranks:", seq);
+      for (int g = 1; g <= groups && k < sizeof ctx->last_error; g++) {
+        int lead = 0;
+        while (group[lead] != g) lead++;
+        rh__rank_list(group, n, (uint8_t)g, ranks, sizeof ranks);
+        say(&all[lead], what, sizeof what);
+        k += (size_t)snprintf(ctx->last_error + k, sizeof ctx->last_error - k,
+                              "%s ranks %s issued %s", g > 1 ? ";" : "", ranks, what);
+      }
+    }
+  }
+  free(all);
+  free(arrived);
+  free(group);
+  return st;
+}
+
+/* Records a failure's detail for rh_last_error unless negotiation already did. */
+static rh_status note(rh_ctx *ctx, rh_status st, uint32_t seq, const coll_desc *d) {
+  if (st == RH_OK || st == RH_ERR_MISMATCH || (st == RH_ERR_TIMEOUT && ctx->last_error[0]))
+    return st;
+  char what[160];
+  say(d, what, sizeof what);
+  snprintf(ctx->last_error, sizeof ctx->last_error, "collective #%u %s: %s", seq, what,
+           rh_status_string(st));
+  return st;
+}
+
+rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *all) {
+  uint32_t k = ctx->audits++;
+  if (ctx->ops->audit) {
+    uint8_t *arrived = calloc((size_t)ctx->world.n, 1);
+    if (!arrived) return RH_ERR_NOMEM;
+    rh_status st = ctx->ops->audit(ctx, RH_AUDIT_CHECK | k, mine, bytes, all, arrived,
+                                   rh_setting(ctx, RH_SETTING_TIMEOUT));
+    if (st == RH_ERR_TIMEOUT) {
+      char missing[160];
+      rh__rank_list(arrived, ctx->world.n, 0, missing, sizeof missing);
+      snprintf(ctx->last_error, sizeof ctx->last_error, "stall: check #%u: ranks %s never came",
+               k, missing);
+    }
+    free(arrived);
+    return st;
+  }
+  /* without an audit channel, a real allgather of 4-byte words */
+  if (bytes % 4) return RH_ERR_INVALID;
+  return rh_allgather(ctx, mine, bytes / 4, all, RH_INT32);
+}
+
 /* ---- allreduce ---------------------------------------------------------------------------- */
+
+static rh_status allreduce_run(rh_ctx *ctx, uint32_t seq, const void *send, void *recv,
+                               size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *o);
 
 static rh_status allreduce_seq(rh_ctx *ctx, uint32_t seq, const void *send, void *recv,
                                size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *o) {
+  if (!(!send && !recv) && (!send || !recv) && count > 0) return RH_ERR_INVALID;
+  coll_desc d = describe(K_ALLREDUCE, dtype, op, -1, count, o);
+  rh_status st = negotiate(ctx, seq, &d);
+  if (st == RH_OK) st = allreduce_run(ctx, seq, send, recv, count, dtype, op, o);
+  return note(ctx, st, seq, &d);
+}
+
+static rh_status allreduce_run(rh_ctx *ctx, uint32_t seq, const void *send, void *recv,
+                               size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *o) {
   bool timing_only = !send && !recv;
-  if (!timing_only && (!send || !recv) && count > 0) return RH_ERR_INVALID;
   rh_reduce_opts opts = o ? *o : (rh_reduce_opts)RH_REDUCE_OPTS_INIT;
   bool fp16 = opts.compression == RH_COMPRESS_FP16 ||
               (opts.compression == RH_COMPRESS_DEFAULT &&
@@ -91,10 +247,13 @@ rh_status rh_allreduce(rh_ctx *ctx, const void *send, void *recv, size_t count, 
 
 static rh_status broadcast_seq(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_dtype dtype,
                                int root) {
+  coll_desc d = describe(K_BROADCAST, dtype, RH_SUM, root, count, NULL);
+  rh_status st = negotiate(ctx, seq, &d);
+  if (st != RH_OK || ctx->world.n < 2 || count == 0) return note(ctx, st, seq, &d);
   rh_coll c = coll_for(ctx, seq, buf, count, dtype, RH_SUM);
-  if (ctx->world.n < 2 || count == 0) return RH_OK;
   rh_algo algo = rh__choose_bcast(ctx, count * rh_dtype_size(dtype));
-  return algo == RH_ALG_BCAST_RING ? rh__bcast_ring(&c, root) : rh__bcast_tree(&c, root);
+  st = algo == RH_ALG_BCAST_RING ? rh__bcast_ring(&c, root) : rh__bcast_tree(&c, root);
+  return note(ctx, st, seq, &d);
 }
 
 rh_status rh_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root) {
@@ -105,14 +264,21 @@ rh_status rh_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int
 static rh_status allgatherv_seq(rh_ctx *ctx, uint32_t seq, const void *send, void *recv,
                                 const size_t *counts, rh_dtype dtype) {
   bool timing_only = !send && !recv;
-  size_t esz = rh_dtype_size(dtype), off = 0;
-  for (int i = 0; i < ctx->rank; i++) off += counts[i];
-  if (!timing_only) {
-    if (!send || !recv) return RH_ERR_INVALID;
-    memmove((char *)recv + off * esz, send, counts[ctx->rank] * esz);
+  if (!timing_only && (!send || !recv)) return RH_ERR_INVALID;
+  size_t esz = rh_dtype_size(dtype), off = 0, total = 0;
+  uint64_t shape = 1469598103934665603ull; /* FNV-1a over the counts */
+  for (int i = 0; i < ctx->world.n; i++) {
+    if (i < ctx->rank) off += counts[i];
+    total += counts[i];
+    shape = (shape ^ counts[i]) * 1099511628211ull;
   }
+  coll_desc d = describe(K_ALLGATHER, dtype, RH_SUM, -1, total, NULL);
+  d.shape = shape;
+  rh_status st = negotiate(ctx, seq, &d);
+  if (st != RH_OK) return note(ctx, st, seq, &d);
+  if (!timing_only) memmove((char *)recv + off * esz, send, counts[ctx->rank] * esz);
   rh_coll c = coll_for(ctx, seq, recv, 0, dtype, RH_SUM);
-  return rh__allgatherv_ring(&c, counts);
+  return note(ctx, rh__allgatherv_ring(&c, counts), seq, &d);
 }
 
 rh_status rh_allgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
@@ -131,8 +297,12 @@ rh_status rh_allgather(rh_ctx *ctx, const void *send, size_t count, void *recv, 
 }
 
 rh_status rh_barrier(rh_ctx *ctx) {
-  rh_coll c = coll_for(ctx, ctx->seq++, NULL, 0, RH_FLOAT32, RH_SUM);
-  return rh__barrier_dissemination(&c);
+  uint32_t seq = ctx->seq++;
+  coll_desc d = describe(K_BARRIER, RH_FLOAT32, RH_SUM, -1, 0, NULL);
+  rh_status st = negotiate(ctx, seq, &d);
+  if (st != RH_OK) return note(ctx, st, seq, &d);
+  rh_coll c = coll_for(ctx, seq, NULL, 0, RH_FLOAT32, RH_SUM);
+  return note(ctx, rh__barrier_dissemination(&c), seq, &d);
 }
 
 /* ---- non-blocking forms ------------------------------------------------------------------- */

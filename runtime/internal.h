@@ -130,7 +130,16 @@ typedef struct rh_backend_ops {
    * task; it returns fn's status. */
   rh_status (*spawn)(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_task **out);
   rh_status (*join)(rh_ctx *ctx, rh_task *task, double timeout);
+  /* The audit with key `key` on every rank gathers `bytes` from each into all (n * bytes) and
+   * sets arrived[r] for each rank whose record came; RH_ERR_TIMEOUT when some did not within
+   * `timeout` (all and arrived then hold what came).  Takes no modelled time on simulators.
+   * Keys: RH_AUDIT_COLLECTIVE | seq for negotiations, RH_AUDIT_CHECK | n for checks. */
+  rh_status (*audit)(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
+                     uint8_t *arrived, double timeout);
 } rh_backend_ops;
+
+#define RH_AUDIT_COLLECTIVE (0ull << 32)
+#define RH_AUDIT_CHECK (1ull << 32)
 
 /* ---- per-rank context -------------------------------------------------------------------- */
 
@@ -142,6 +151,8 @@ struct rh_ctx {
   const rh_backend_ops *ops;
   void *backend;             /* the backend's per-rank state */
   uint32_t seq;              /* collectives issued by this rank so far */
+  uint32_t audits;           /* audits (negotiations and checks) issued so far */
+  char last_error[1024];      /* detail of the last failure, for rh_last_error */
   rh_group world, node, cross;
 };
 
@@ -161,6 +172,9 @@ typedef struct rh_launch_result {
 /* Runs fn on every rank of the target selected at build time.  Returns 0 when every rank
  * returned 0, 1 otherwise; fills res when non-NULL.  The simulator can run once per process. */
 int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res);
+
+/* Writes a short list of ranks ("0-2,5") whose flags are `value` into buf. */
+void rh__rank_list(const uint8_t *flags, int n, uint8_t value, char *buf, size_t len);
 
 /* Fills a context for `rank`; the pointers must outlive it. */
 void rh_ctx_init(rh_ctx *ctx, int rank, const rh_topology *topo, const rh_settings *settings,

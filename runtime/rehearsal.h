@@ -126,6 +126,22 @@ rh_status rh_allgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t 
 /* Returns once every rank has entered. */
 rh_status rh_barrier(rh_ctx *ctx);
 
+/* ---- checking ---------------------------------------------------------------------------- */
+
+/* Before each collective the ranks agree on what it is (kind, type, op, count, root, scale
+ * factors, name), as Horovod's coordinator does, unless RH_CHECK_COLLECTIVES is off.  A
+ * disagreement fails the collective on every rank with RH_ERR_MISMATCH; a rank that never comes
+ * makes the others fail with RH_ERR_TIMEOUT after the collective timeout.  Either way
+ * rh_last_error() says which ranks issued what, or which never came. */
+
+/* Text about the last failed call on this rank ("" when none); valid until the next call. */
+const char *rh_last_error(const rh_ctx *ctx);
+
+/* Gathers `bytes` from every rank into all (size * bytes, rank order), for checks: on the
+ * simulator it takes no simulated time, so a check does not change the timing it checks.
+ * RH_ERR_TIMEOUT when a rank does not come within the collective timeout. */
+rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *all);
+
 /* ---- non-blocking forms --------------------------------------------------------------------- */
 
 /* A request runs its collective in the background (a helper actor on the simulator, a progress
@@ -157,6 +173,7 @@ typedef enum rh_setting_id {
   RH_SETTING_TIMEOUT,         /* seconds a collective may wait for a peer */
   RH_SETTING_GRAIN,           /* simulation grain: auto, fine, coarse */
   RH_SETTING_PIPELINE_CHUNK,  /* bytes per pipelined chunk in ring broadcast */
+  RH_SETTING_CHECK_COLLECTIVES, /* ranks agree on each collective before it runs: on, off */
   RH_SETTING_COUNT
 } rh_setting_id;
 

@@ -15,6 +15,7 @@ static const char *const algorithm_choices[] = {"auto", "ring", "hierarchical", 
 static const char *const bcast_choices[] = {"auto", "ring", "tree", NULL};
 static const char *const compression_choices[] = {"none", "fp16", NULL};
 static const char *const grain_choices[] = {"auto", "fine", "coarse", NULL};
+static const char *const onoff_choices[] = {"off", "on", NULL};
 
 const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
     [RH_SETTING_ALGORITHM] = {"algorithm", "RH_ALGORITHM", RH_KIND_ENUM, RH_ALGO_AUTO,
@@ -34,6 +35,9 @@ const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
     [RH_SETTING_PIPELINE_CHUNK] = {"pipeline_chunk", "RH_PIPELINE_CHUNK", RH_KIND_BYTES,
                                    4.0 * 1024 * 1024, NULL, false,
                                    "bytes per chunk of a pipelined ring broadcast"},
+    [RH_SETTING_CHECK_COLLECTIVES] = {"check_collectives", "RH_CHECK_COLLECTIVES", RH_KIND_ENUM, 1,
+                                      onoff_choices, false,
+                                      "ranks agree on each collective before it runs"},
 };
 
 int rh_settings_find(const char *name) {

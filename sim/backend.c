@@ -30,6 +30,16 @@ typedef struct sync_point {
   sg_bar_t bar;
 } sync_point;
 
+/* One audit (negotiation or check) in progress: records gathered in shared memory, no time. */
+typedef struct audit_point {
+  uint64_t key;
+  int n, count, left;
+  size_t bytes;
+  uint8_t *records; /* n * bytes */
+  uint8_t *arrived; /* n flags */
+  sg_sem_t all_came;
+} audit_point;
+
 typedef struct sim_job {
   const rh_cluster *cluster;
   const rh_settings *settings;
@@ -38,6 +48,8 @@ typedef struct sim_job {
   void *arg;
   sync_point *syncs;
   size_t nsyncs, capsyncs;
+  audit_point **audits; /* entries are heap-allocated: waiters keep pointers while it grows */
+  size_t naudits, capaudits;
   double end_time;
 } sim_job;
 
@@ -221,6 +233,72 @@ static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, uint32_t tag) {
   return RH_OK;
 }
 
+/* ---- audits ---------------------------------------------------------------------------------- */
+
+static void audit_leave(sim_job *job, audit_point *a) {
+  if (++a->left < a->n) return;
+  for (size_t i = 0; i < job->naudits; i++)
+    if (job->audits[i] == a) {
+      job->audits[i] = job->audits[--job->naudits];
+      break;
+    }
+  sg_sem_destroy(a->all_came);
+  free(a->records);
+  free(a->arrived);
+  free(a);
+}
+
+static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
+                           uint8_t *arrived, double timeout) {
+  sim_job *job = rank_of(ctx)->job;
+  int n = ctx->world.n;
+  audit_point *a = NULL;
+  for (size_t i = 0; i < job->naudits && !a; i++)
+    if (job->audits[i]->key == key) a = job->audits[i];
+  if (!a) {
+    if (job->naudits == job->capaudits) {
+      size_t cap = job->capaudits ? 2 * job->capaudits : 16;
+      audit_point **grown = realloc(job->audits, cap * sizeof *grown);
+      if (!grown) return RH_ERR_NOMEM;
+      job->audits = grown;
+      job->capaudits = cap;
+    }
+    a = calloc(1, sizeof *a);
+    if (a) {
+      a->records = calloc((size_t)n, bytes ? bytes : 1);
+      a->arrived = calloc((size_t)n, 1);
+    }
+    if (!a || !a->records || !a->arrived) {
+      if (a) {
+        free(a->records);
+        free(a->arrived);
+      }
+      free(a);
+      return RH_ERR_NOMEM;
+    }
+    a->key = key;
+    a->n = n;
+    a->bytes = bytes;
+    a->all_came = sg_sem_init(0);
+    job->audits[job->naudits++] = a;
+  }
+  if (a->bytes != bytes) return RH_ERR_MISMATCH;
+  memcpy(a->records + (size_t)ctx->rank * bytes, mine, bytes);
+  a->arrived[ctx->rank] = 1;
+  rh_status st = RH_OK;
+  if (++a->count == n) {
+    for (int i = 1; i < n; i++) sg_sem_release(a->all_came);
+  } else if (timeout < 0) {
+    sg_sem_acquire(a->all_came);
+  } else if (sg_sem_acquire_timeout(a->all_came, timeout)) {
+    st = RH_ERR_TIMEOUT;
+  }
+  memcpy(all, a->records, (size_t)n * bytes);
+  memcpy(arrived, a->arrived, (size_t)n);
+  audit_leave(job, a);
+  return st;
+}
+
 /* ---- background tasks ----------------------------------------------------------------------- */
 
 static void task_main(int argc, char **argv) {
@@ -282,6 +360,7 @@ static const rh_backend_ops sim_ops = {
     .sleep = sim_sleep,
     .spawn = sim_spawn,
     .join = sim_join,
+    .audit = sim_audit,
 };
 
 /* ---- launch ----------------------------------------------------------------------------------- */
@@ -359,6 +438,13 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   if (res) *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed};
   free(ranks);
   free(job.syncs);
+  for (size_t i = 0; i < job.naudits; i++) { /* left by ranks that never came */
+    sg_sem_destroy(job.audits[i]->all_came);
+    free(job.audits[i]->records);
+    free(job.audits[i]->arrived);
+    free(job.audits[i]);
+  }
+  free(job.audits);
   rh_topology_free(&job.topo);
   return failed ? 1 : 0;
 }

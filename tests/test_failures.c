@@ -15,12 +15,15 @@
 #include <simgrid/actor.h>
 #include <simgrid/host.h>
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 enum { RANKS = 4 };
 static int *statuses; /* shared with the child: one rh_status per rank, 1 = never returned */
 static double *finished;
+static char (*messages)[512]; /* rh_last_error of each rank */
 
 static int absent_rank(rh_ctx *ctx, void *arg) {
   (void)arg;
@@ -97,12 +100,78 @@ static void test_dead_host_is_a_status(void **state) {
   free(cl.gpus_per_node);
 }
 
+/* Rank 2 issues a different collective: every rank learns it, no rank hangs, and afterwards the
+ * job goes on. */
+static int mismatched(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  int me = rh_rank(ctx);
+  float w[640] = {0};
+  rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  o.name = me == 2 ? "fc2.bias" : "fc2.weight";
+  rh_status st = rh_allreduce(ctx, w, w, me == 2 ? 10 : 640, RH_FLOAT32, RH_AVERAGE, &o);
+  statuses[me] = st;
+  snprintf(messages[me], sizeof messages[me], "%s", rh_last_error(ctx));
+  float one = 1;
+  return rh_allreduce(ctx, &one, &one, 1, RH_FLOAT32, RH_SUM, NULL) == RH_OK && one == RANKS ? 0 : 1;
+}
+
+static void test_mismatch_is_named(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(2, 2, NULL);
+  rh_settings s;
+  char err[64];
+  rh_settings_init(&s, err, sizeof err);
+  assert_int_equal(rh_test_simulate(&cl, &s, mismatched, NULL, NULL), 0);
+  for (int r = 0; r < RANKS; r++) {
+    print_message("rank %d: %s\n", r, messages[r]);
+    assert_int_equal(statuses[r], RH_ERR_MISMATCH);
+    assert_non_null(strstr(messages[r], "ranks 0,1,3 issued allreduce 'fc2.weight' (640 x float, avg)"));
+    assert_non_null(strstr(messages[r], "ranks 2 issued allreduce 'fc2.bias' (10 x float, avg)"));
+  }
+  free(cl.gpus_per_node);
+}
+
+/* Rank 3 never issues the allreduce of the loss: a stall naming it, after the timeout. */
+static int stalled(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  int me = rh_rank(ctx);
+  double loss = me;
+  rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  o.name = "loss";
+  rh_status st = me == 3 ? RH_OK : rh_allreduce(ctx, &loss, &loss, 1, RH_FLOAT64, RH_AVERAGE, &o);
+  statuses[me] = st;
+  finished[me] = rh_time(ctx);
+  snprintf(messages[me], sizeof messages[me], "%s", rh_last_error(ctx));
+  return 0;
+}
+
+static void test_stall_is_named(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(1, RANKS, NULL);
+  rh_settings s;
+  char err[64];
+  rh_settings_init(&s, err, sizeof err);
+  s.value[RH_SETTING_TIMEOUT] = 60;
+  assert_int_equal(rh_test_simulate(&cl, &s, stalled, NULL, NULL), 0);
+  for (int r = 0; r < 3; r++) {
+    print_message("rank %d at %.3f s: %s\n", r, finished[r], messages[r]);
+    assert_int_equal(statuses[r], RH_ERR_TIMEOUT);
+    assert_true(finished[r] == 60.0);
+    assert_non_null(strstr(messages[r], "stall: collective #0 allreduce 'loss' (1 x double, avg): "
+                                        "ranks 0-2 waited 60 s; ranks 3 never issued it"));
+  }
+  free(cl.gpus_per_node);
+}
+
 int main(void) {
-  statuses = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  statuses = mmap(NULL, 16384, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   finished = (double *)(statuses + 64);
+  messages = (char (*)[512])(statuses + 1024);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_absent_peer_times_out),
       cmocka_unit_test(test_dead_host_is_a_status),
+      cmocka_unit_test(test_mismatch_is_named),
+      cmocka_unit_test(test_stall_is_named),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
