@@ -1,0 +1,164 @@
+/*
+ * test_recipe.c: each recipe formula against values worked out by hand for 1, 2, 3, 4, 8 and 16
+ * workers (MNIST's 60000 training and 10000 test images, batch 64; the LeNet recipe's 12 epochs
+ * and 20000 steps), Horovod's warmup at chosen points, step decay, and the sampler's shards.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "recipe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int sizes[6] = {1, 2, 3, 4, 8, 16};
+
+static void test_lr_scaling(void **s) {
+  (void)s;
+  /* 4 GPUs per host: local_size is min(size, 4) */
+  const double linear[6] = {0.01, 0.02, 0.03, 0.04, 0.08, 0.16};
+  const double local[6] = {0.01, 0.02, 0.03, 0.04, 0.04, 0.04};
+  for (int i = 0; i < 6; i++) {
+    int local_size = sizes[i] < 4 ? sizes[i] : 4;
+    assert_true(fabs(0.01 * rh_recipe_lr_factor(RH_LR_SIZE, sizes[i], local_size) - linear[i]) < 1e-15);
+    assert_true(fabs(0.01 * rh_recipe_lr_factor(RH_LR_LOCAL_SIZE, sizes[i], local_size) - local[i]) < 1e-15);
+    assert_true(rh_recipe_lr_factor(RH_LR_NONE, sizes[i], local_size) == 1);
+  }
+}
+
+static void test_steps_per_epoch(void **s) {
+  (void)s;
+  /* 60000 / (64 * size), floored */
+  const long divided[6] = {937, 468, 312, 234, 117, 58};
+  /* ceil(ceil(60000 / size) / 64): shards of 60000, 30000, 20000, 15000, 7500, 3750 */
+  const long loader[6] = {938, 469, 313, 235, 118, 59};
+  const long last[6] = {32, 48, 32, 24, 12, 38}; /* shard % 64 */
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(rh_recipe_steps_per_epoch(RH_STEPS_DIVIDED, 60000, 64, sizes[i]), divided[i]);
+    assert_int_equal(rh_recipe_steps_per_epoch(RH_STEPS_FULL, 60000, 64, sizes[i]), 937);
+    assert_int_equal(rh_recipe_steps_per_epoch(RH_STEPS_LOADER, 60000, 64, sizes[i]), loader[i]);
+    assert_int_equal(rh_recipe_last_batch(RH_STEPS_LOADER, 60000, 64, sizes[i]), last[i]);
+    assert_int_equal(rh_recipe_last_batch(RH_STEPS_DIVIDED, 60000, 64, sizes[i]), 64);
+  }
+  /* CIFAR-10 workshop: (40000 // 128) // size */
+  const long cifar[6] = {312, 156, 104, 78, 39, 19};
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(rh_recipe_steps_per_epoch(RH_STEPS_DIVIDED, 40000, 128, sizes[i]), cifar[i]);
+}
+
+static void test_validation_steps(void **s) {
+  (void)s;
+  const long oversampled[6] = {468, 234, 156, 117, 58, 29}; /* 30000 / (64 * size) */
+  const long divided[6] = {156, 78, 52, 39, 19, 9};         /* (10000 // 64) // size */
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(rh_recipe_validation_steps(RH_VAL_OVERSAMPLED, 10000, 64, sizes[i]), oversampled[i]);
+    assert_int_equal(rh_recipe_validation_steps(RH_VAL_DIVIDED, 10000, 64, sizes[i]), divided[i]);
+    assert_int_equal(rh_recipe_validation_steps(RH_VAL_FULL, 10000, 64, sizes[i]), 156);
+    assert_int_equal(rh_recipe_validation_steps(RH_VAL_NONE, 10000, 64, sizes[i]), 0);
+  }
+}
+
+static void test_epochs_and_stop_step(void **s) {
+  (void)s;
+  const int epochs[6] = {12, 6, 4, 3, 2, 1};            /* ceil(12 / size) */
+  const long last[6] = {20000, 10000, 6666, 5000, 2500, 1250}; /* 20000 // size */
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(rh_recipe_epochs(12, true, sizes[i]), epochs[i]);
+    assert_int_equal(rh_recipe_epochs(12, false, sizes[i]), 12);
+    assert_int_equal(rh_recipe_last_step(20000, sizes[i]), last[i]);
+  }
+  assert_int_equal(rh_recipe_last_step(0, 4), 0);
+}
+
+static void test_warmup(void **s) {
+  (void)s;
+  /* size 4, base 0.1 so initial_lr 0.4, 5 warmup epochs, 100 steps per epoch */
+  rh_lr_schedule sch = {.initial_lr = 0.4, .size = 4, .warmup_epochs = 5};
+  /* e = 0.01: 0.1 * (0.01 * 3 / 5 + 1) = 0.1006 */
+  assert_true(fabs(rh_recipe_lr(&sch, 0, 0, 100) - 0.1006) < 1e-15);
+  /* e = 2.5: 0.1 * (2.5 * 0.6 + 1) = 0.25 */
+  assert_true(fabs(rh_recipe_lr(&sch, 2, 49, 100) - 0.25) < 1e-15);
+  /* e = 5 at the last batch of warmup: back to initial_lr */
+  assert_true(fabs(rh_recipe_lr(&sch, 4, 99, 100) - 0.4) < 1e-15);
+  assert_true(rh_recipe_lr(&sch, 5, 0, 100) == 0.4);
+  /* size 1: warmup leaves the lr alone */
+  rh_lr_schedule one = {.initial_lr = 0.1, .size = 1, .warmup_epochs = 5};
+  assert_true(fabs(rh_recipe_lr(&one, 1, 10, 100) - 0.1) < 1e-15);
+  /* every size: the lr rises monotonically and reaches initial_lr */
+  for (int i = 1; i < 6; i++) {
+    rh_lr_schedule w = {.initial_lr = 0.1 * sizes[i], .size = sizes[i], .warmup_epochs = 3};
+    double prev = 0;
+    for (int e = 0; e < 3; e++)
+      for (long b = 0; b < 10; b++) {
+        double lr = rh_recipe_lr(&w, e, b, 10);
+        assert_true(lr > prev);
+        prev = lr;
+      }
+    assert_true(fabs(prev - 0.1 * sizes[i]) < 1e-12);
+  }
+}
+
+static void test_step_decay(void **s) {
+  (void)s;
+  const double at[2] = {30, 60};
+  rh_lr_schedule sch = {.initial_lr = 0.8, .size = 8, .warmup_epochs = 5, .decay_epochs = at,
+                        .ndecay = 2, .decay_factor = 0.1};
+  assert_true(rh_recipe_lr(&sch, 29, 99, 100) == 0.8);
+  assert_true(fabs(rh_recipe_lr(&sch, 30, 0, 100) - 0.08) < 1e-15);
+  assert_true(fabs(rh_recipe_lr(&sch, 60, 0, 100) - 0.008) < 1e-15);
+}
+
+static void test_sampler_shards(void **s) {
+  (void)s;
+  for (int i = 0; i < 6; i++) {
+    int size = sizes[i];
+    long n = 103; /* not divisible: padding repeats the start of the permutation */
+    long shard = rh_sampler_shard_size(n, size);
+    assert_int_equal(shard, (n + size - 1) / size);
+    int *seen = calloc((size_t)n, sizeof *seen);
+    long *idx = malloc((size_t)shard * sizeof *idx);
+    for (int r = 0; r < size; r++) {
+      assert_int_equal(rh_sampler_indices(n, size, r, 42, 3, true, idx), 0);
+      for (long k = 0; k < shard; k++) {
+        assert_true(idx[k] >= 0 && idx[k] < n);
+        seen[idx[k]]++;
+      }
+    }
+    long twice = 0;
+    for (long k = 0; k < n; k++) {
+      assert_true(seen[k] == 1 || seen[k] == 2);
+      twice += seen[k] == 2;
+    }
+    assert_int_equal(twice, shard * size - n); /* exactly the padding */
+    free(seen);
+    free(idx);
+  }
+  /* unshuffled: rank r takes r, r + size, ... */
+  long idx[4];
+  rh_sampler_indices(10, 3, 1, 0, 0, false, idx);
+  assert_int_equal(idx[0], 1);
+  assert_int_equal(idx[1], 4);
+  assert_int_equal(idx[2], 7);
+  assert_int_equal(idx[3], 0); /* position 10 wraps to 0 */
+  /* the order depends on the epoch and is the same on every call */
+  long a[50], b[50], c[50];
+  rh_sampler_indices(100, 2, 0, 7, 0, true, a);
+  rh_sampler_indices(100, 2, 0, 7, 0, true, b);
+  rh_sampler_indices(100, 2, 0, 7, 1, true, c);
+  assert_memory_equal(a, b, sizeof a);
+  assert_memory_not_equal(a, c, sizeof a);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lr_scaling),      cmocka_unit_test(test_steps_per_epoch),
+      cmocka_unit_test(test_validation_steps), cmocka_unit_test(test_epochs_and_stop_step),
+      cmocka_unit_test(test_warmup),          cmocka_unit_test(test_step_decay),
+      cmocka_unit_test(test_sampler_shards),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,98 @@
+/*
+ * recipe.c: see recipe.h.  Every formula is written as the recipes write it, in integer
+ * arithmetic where they use integer division.
+ */
+#include "recipe.h"
+
+#include <stdlib.h>
+
+double rh_recipe_lr_factor(rh_lr_scaling scaling, int size, int local_size) {
+  switch (scaling) {
+  case RH_LR_SIZE: return size;
+  case RH_LR_LOCAL_SIZE: return local_size;
+  default: return 1;
+  }
+}
+
+double rh_recipe_warmup_lr(double initial_lr, int size, int epoch, long batch,
+                           long steps_per_epoch, double warmup_epochs) {
+  double e = epoch + (double)(batch + 1) / (double)steps_per_epoch;
+  return initial_lr / size * (e * (size - 1) / warmup_epochs + 1);
+}
+
+double rh_recipe_lr(const rh_lr_schedule *s, int epoch, long batch, long steps_per_epoch) {
+  if (s->warmup_epochs > 0 && epoch < s->warmup_epochs)
+    return rh_recipe_warmup_lr(s->initial_lr, s->size, epoch, batch, steps_per_epoch,
+                               s->warmup_epochs);
+  double lr = s->initial_lr;
+  for (int i = 0; i < s->ndecay; i++)
+    if (epoch >= s->decay_epochs[i]) lr *= s->decay_factor;
+  return lr;
+}
+
+long rh_recipe_steps_per_epoch(rh_steps_rule rule, long train, long batch, int size) {
+  switch (rule) {
+  case RH_STEPS_DIVIDED: return (train / batch) / size;
+  case RH_STEPS_FULL: return train / batch;
+  case RH_STEPS_LOADER: return (rh_sampler_shard_size(train, size) + batch - 1) / batch;
+  }
+  return 0;
+}
+
+long rh_recipe_last_batch(rh_steps_rule rule, long train, long batch, int size) {
+  if (rule != RH_STEPS_LOADER) return batch;
+  long shard = rh_sampler_shard_size(train, size), rest = shard % batch;
+  return rest ? rest : batch;
+}
+
+long rh_recipe_validation_steps(rh_val_rule rule, long val, long batch, int size) {
+  switch (rule) {
+  case RH_VAL_DIVIDED: return (val / batch) / size;
+  case RH_VAL_OVERSAMPLED: return 3 * val / (batch * size);
+  case RH_VAL_FULL: return val / batch;
+  case RH_VAL_NONE: return 0;
+  }
+  return 0;
+}
+
+int rh_recipe_epochs(int epochs, bool divided, int size) {
+  return divided ? (epochs + size - 1) / size : epochs;
+}
+
+long rh_recipe_last_step(long stop_at_step, int size) { return stop_at_step / size; }
+
+long rh_sampler_shard_size(long n, int size) { return (n + size - 1) / size; }
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, bool shuffle,
+                       long *out) {
+  long shard = rh_sampler_shard_size(n, size);
+  /* position p of the padded order is element p % n of the (shuffled) permutation */
+  long *perm = NULL;
+  if (shuffle) {
+    perm = malloc((size_t)n * sizeof *perm);
+    if (!perm) return -1;
+    {
+      uint64_t s = seed + (uint64_t)epoch;
+      for (long i = 0; i < n; i++) perm[i] = i;
+      for (long i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        long j = (long)(splitmix64(&s) % (uint64_t)(i + 1));
+        long t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+      }
+    }
+  }
+  for (long k = 0; k < shard; k++) {
+    long p = ((long)rank + k * size) % n;
+    out[k] = perm ? perm[p] : p;
+  }
+  free(perm);
+  return 0;
+}
