@@ -1,7 +1,8 @@
 /*
- * run.c: `rehearsal run FILE [--out DIR]`.  Loads the scenario, replays its training on the
- * simulated cluster, prints a per-epoch table (gnuplot reads it as is: `#` header lines, a units
- * row) and a summary, and writes the same as summary.json under DIR.
+ * run.c: `rehearsal run FILE [--out DIR] [--resume]`.  Loads the scenario and its data, replays
+ * the training on the simulated cluster, prints a per-epoch table (gnuplot reads it as is: `#`
+ * header lines, a units row), a summary and the checks' verdicts, and writes the same as
+ * summary.json under DIR, with the checkpoints in DIR/checkpoints.
  */
 #include "commands.h"
 #include "scenario.h"
@@ -9,10 +10,13 @@
 
 #include <jansson.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The cost model's view of the job, from rank 0's point of view (for the summary). */
 static void predict(const rh_scenario *sc, double bytes, const char **algo, double *seconds) {
@@ -29,19 +33,172 @@ static void predict(const rh_scenario *sc, double bytes, const char **algo, doub
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: rehearsal run FILE [--out DIR]\n");
+  fprintf(stderr, "usage: rehearsal run FILE [--out DIR] [--resume]\n");
   return 2;
+}
+
+/* Everything a run owns besides the scenario. */
+typedef struct run_inputs {
+  rh_dataset train, validation;
+  rh_train_layer *layers;
+  rh_train_config cfg;
+  char checkpoints[1024];
+  bool temporary_checkpoints;
+} run_inputs;
+
+/* Resolves a data path relative to the scenario file's directory. */
+static void data_path(const rh_scenario *sc, const char *p, char *buf, size_t len) {
+  const char *slash = strrchr(sc->path, '/');
+  if (p[0] == '/' || !slash) snprintf(buf, len, "%s", p);
+  else snprintf(buf, len, "%.*s/%s", (int)(slash - sc->path), sc->path, p);
+}
+
+static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inputs *in) {
+  rh_train_config *c = &in->cfg;
+  bool real = sc->model.kind != 0;
+  char err[1024];
+  *c = (rh_train_config){
+      .real = real, .parameters = sc->model.parameters, .forward_flops = sc->model.forward_flops,
+      .train_samples = (long)sc->data.train, .validation_samples = (long)sc->data.validation,
+      .batch = (long)sc->recipe.batch, .base_lr = sc->recipe.base_lr,
+      .lr_scaling = (rh_lr_scaling)sc->recipe.lr_scaling, .warmup_epochs = sc->recipe.warmup_epochs,
+      .decay_epochs = sc->recipe.decay_epochs, .ndecay = sc->recipe.ndecay,
+      .decay_factor = sc->recipe.decay_factor, .optimizer = (rh_optimizer_kind)sc->recipe.optimizer,
+      .momentum = sc->recipe.momentum, .beta1 = sc->recipe.beta1, .beta2 = sc->recipe.beta2,
+      .eps = sc->recipe.eps, .rho = sc->recipe.rho, .epochs = (int)sc->recipe.epochs,
+      .epochs_divided = sc->recipe.epochs_rule == 1, .steps_rule = (rh_steps_rule)sc->recipe.steps_rule,
+      .val_rule = (rh_val_rule)sc->recipe.val_rule, .stop_at_step = (long)sc->recipe.stop_at_step,
+      .seed = (uint64_t)sc->recipe.seed, .shuffle = sc->recipe.shuffle != 0,
+      .checkpoint_every = sc->recipe.checkpoint_every, .resume = resume,
+      .serial_check_steps = (long)sc->checks.serial_steps,
+      .resume_from_epoch = sc->checks.resume_from_epoch, .mistakes = sc->mistakes};
+  for (int i = 0; i < RH_CHECK_COUNT; i++) {
+    int e = sc->checks.enabled[i];
+    bool deflt = real && (i != RH_CHECK_RESUME || sc->checks.resume_from_epoch > 0);
+    c->check[i] = e < 0 ? (deflt || i == RH_CHECK_COLLECTIVES) : e == 1;
+    if (!real && i != RH_CHECK_COLLECTIVES) c->check[i] = false;
+  }
+  if (!real) {
+    in->layers = calloc((size_t)sc->model.nlayers, sizeof *in->layers);
+    if (!in->layers) return 1;
+    for (int i = 0; i < sc->model.nlayers; i++)
+      in->layers[i] = (rh_train_layer){sc->model.layers[i].name, sc->model.layers[i].parameters};
+    c->layers = in->layers;
+    c->nlayers = sc->model.nlayers;
+    return 0;
+  }
+
+  /* data */
+  if (sc->data.source == 0) {
+    long n = (long)sc->data.train + (long)sc->data.validation;
+    if (rh_dataset_synthetic(&in->train, n, sc->data.inputs, sc->data.classes,
+                             (uint64_t)sc->data.seed, sc->data.noise) != RH_OK) {
+      fprintf(stderr, "rehearsal: %s: cannot make the synthetic data set\n", sc->path);
+      return 1;
+    }
+    c->train = &in->train;
+    c->validation = &in->train;
+    c->validation_offset = (long)sc->data.train; /* the samples after the training set */
+  } else {
+    char im[1024], lb[1024];
+    data_path(sc, sc->data.train_images, im, sizeof im);
+    data_path(sc, sc->data.train_labels, lb, sizeof lb);
+    if (rh_dataset_load_idx(&in->train, im, lb, err, sizeof err) != RH_OK) {
+      fprintf(stderr, "rehearsal: %s: data.train_images: %s\n", sc->path, err);
+      return 2;
+    }
+    if (sc->data.train > in->train.n) {
+      fprintf(stderr, "rehearsal: %s: data.train_samples: %.0f is more than the %ld images in %s\n",
+              sc->path, sc->data.train, in->train.n, im);
+      return 2;
+    }
+    c->train_samples = sc->data.train > 0 ? (long)sc->data.train : in->train.n;
+    c->train = &in->train;
+    if (sc->data.validation_images) {
+      data_path(sc, sc->data.validation_images, im, sizeof im);
+      data_path(sc, sc->data.validation_labels, lb, sizeof lb);
+      if (rh_dataset_load_idx(&in->validation, im, lb, err, sizeof err) != RH_OK) {
+        fprintf(stderr, "rehearsal: %s: data.validation_images: %s\n", sc->path, err);
+        return 2;
+      }
+      if (in->validation.inputs != in->train.inputs) {
+        fprintf(stderr, "rehearsal: %s: data.validation_images: %d inputs per image, the "
+                        "training images have %d\n", sc->path, in->validation.inputs, in->train.inputs);
+        return 2;
+      }
+      long have = in->validation.n;
+      c->validation_samples = sc->data.validation > 0 && sc->data.validation < have
+                                  ? (long)sc->data.validation : have;
+      c->validation = &in->validation;
+    } else {
+      c->validation_samples = 0;
+    }
+    if (rh_recipe_steps_per_epoch(c->steps_rule, c->train_samples, c->batch,
+                                  rh_scenario_size(sc)) < 1) {
+      fprintf(stderr, "rehearsal: %s: data.train_samples: %ld images give no full step of %ld x %d\n",
+              sc->path, c->train_samples, c->batch, rh_scenario_size(sc));
+      return 2;
+    }
+  }
+  int classes = sc->data.source == 0 ? sc->data.classes : in->train.classes;
+  if (in->validation.classes > classes) classes = in->validation.classes;
+  if (rh_model_init(&c->model, sc->model.kind == 1 ? RH_MODEL_SOFTMAX : RH_MODEL_MLP,
+                    in->train.inputs, sc->model.hidden, classes) != RH_OK) {
+    fprintf(stderr, "rehearsal: %s: model: cannot build it\n", sc->path);
+    return 2;
+  }
+  c->parameters = (double)c->model.nparams;
+  if (c->forward_flops <= 0) c->forward_flops = rh_model_forward_flops(&c->model);
+
+  /* checkpoints: under --out, else in a directory removed afterwards */
+  bool need = c->checkpoint_every > 0 || c->check[RH_CHECK_RESUME] || resume;
+  if (need) {
+    if (out) {
+      if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "rehearsal: cannot create %s: %s\n", out, strerror(errno));
+        return 1;
+      }
+      snprintf(in->checkpoints, sizeof in->checkpoints, "%s/checkpoints", out);
+      if (mkdir(in->checkpoints, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "rehearsal: cannot create %s: %s\n", in->checkpoints, strerror(errno));
+        return 1;
+      }
+    } else {
+      snprintf(in->checkpoints, sizeof in->checkpoints, "/tmp/rehearsal-checkpoints-XXXXXX");
+      if (!mkdtemp(in->checkpoints)) return 1;
+      in->temporary_checkpoints = true;
+    }
+    c->checkpoint_dir = in->checkpoints;
+  }
+  return 0;
+}
+
+static void release(run_inputs *in) {
+  if (in->temporary_checkpoints) {
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", in->checkpoints);
+    if (system(cmd) != 0) fprintf(stderr, "rehearsal: could not remove %s\n", in->checkpoints);
+  }
+  rh_dataset_free(&in->train);
+  rh_dataset_free(&in->validation);
+  free(in->layers);
 }
 
 int rh_cmd_run(int argc, char **argv) {
   const char *file = NULL, *out = NULL;
+  bool resume = false;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
+    else if (strcmp(argv[i], "--resume") == 0) resume = true;
     else if (argv[i][0] == '-') return usage();
     else if (!file) file = argv[i];
     else return usage();
   }
   if (!file) return usage();
+  if (resume && !out) {
+    fprintf(stderr, "rehearsal: --resume reads the checkpoints of --out DIR\n");
+    return 2;
+  }
 
   rh_scenario sc;
   char err[1024];
@@ -49,102 +206,156 @@ int rh_cmd_run(int argc, char **argv) {
     fprintf(stderr, "rehearsal: %s\n", err);
     return 2;
   }
-  rh_run run;
-  if (rh_run_init(&run, &sc) != RH_OK) {
+  run_inputs in = {0};
+  int rc = prepare(&sc, out, resume, &in);
+  const rh_train_config *cfg = &in.cfg;
+  int size = rh_scenario_size(&sc);
+  int epochs_cap = rh_recipe_epochs((int)sc.recipe.epochs, cfg->epochs_divided, size);
+  rh_train_result res;
+  if (rc == 0 && rh_train_result_init(&res, epochs_cap) != RH_OK) rc = 1;
+  if (rc != 0) {
+    release(&in);
     rh_scenario_free(&sc);
-    return 1;
+    return rc;
   }
-  rh_launch_config cfg = {.cluster = &sc.cluster, .settings = &sc.settings};
-  rh_launch_result res = {0};
-  int rc = rh__launch(&cfg, rh_train_rank, &run, &res);
+  rh_train_job job = {.cfg = cfg, .result = &res};
+  rh_launch_config lc = {.cluster = &sc.cluster, .settings = &sc.settings};
+  rh_launch_result lres = {0};
+  int launch_rc = rh__launch(&lc, rh_train_rank, &job, &lres);
 
-  int size = rh_scenario_size(&sc), epochs = (int)sc.recipe.epochs;
-  double batch = sc.recipe.batch, global = batch * size;
-  long steps = rh_scenario_steps_per_epoch(&sc);
+  double batch = (double)cfg->batch, global = batch * size;
   const char *algo;
   double predicted;
-  predict(&sc, sc.model.parameters * 4, &algo, &predicted);
-
-  json_t *root = json_object();
-  json_object_set_new(root, "scenario", json_string(sc.name));
-  json_object_set_new(root, "file", json_string(sc.path));
-  json_t *jc = json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:s}", "ranks", size, "nodes",
-                         sc.cluster.nodes, "gpu_tflops", sc.cluster.gpu_flops / 1e12,
-                         "intra_GBps", sc.cluster.intra_bw / 1e9, "intra_latency_us",
-                         sc.cluster.intra_lat * 1e6, "nics_per_node", sc.cluster.nics_per_node,
-                         "nic_Gbps", sc.cluster.nic_bw * 8 / 1e9, "nic_latency_us",
-                         sc.cluster.nic_lat * 1e6, "network_model",
-                         sc.cluster.exact_network ? "exact" : "realistic");
-  json_t *slots = json_array();
-  for (int n = 0; n < sc.cluster.nodes; n++)
-    json_array_append_new(slots, json_integer(sc.cluster.gpus_per_node[n]));
-  json_object_set_new(jc, "gpus_per_node", slots);
-  json_object_set_new(root, "cluster", jc);
+  predict(&sc, cfg->parameters * 4, &algo, &predicted);
 
   printf("# rehearsal run: %s (%s)\n", sc.name, sc.path);
   printf("# %d GPUs on %d node%s, %.4g TFLOP/s each; batch %.0f per worker, %.0f global; "
          "%ld steps per epoch\n",
          size, sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "", sc.cluster.gpu_flops / 1e12,
-         batch, global, steps);
-  if (rc != 0) {
-    const char *why = run.error != RH_OK ? rh_status_string(run.error) : "a rank did not finish";
-    fprintf(stderr, "rehearsal: the run failed on rank %d: %s\n", run.error_rank, why);
-    json_decref(root);
-    rh_run_free(&run);
-    rh_scenario_free(&sc);
-    return 1;
-  }
-
-  printf("#%5s %7s %12s %12s %12s %10s %12s %8s\n", "epoch", "steps", "time", "compute",
-         "comm_wait", "step", "throughput", "effic");
-  printf("#%5s %7s %12s %12s %12s %10s %12s %8s\n", "", "", "(s)", "(s)", "(s)", "(ms)",
-         "(samples/s)", "(%)");
+         batch, global, res.steps_per_epoch);
+  if (res.start_epoch > 0) printf("# resumed after epoch %d from %s\n", res.start_epoch, cfg->checkpoint_dir);
+  if (cfg->real)
+    printf("#%5s %6s %11s %10s %10s %9s %11s %10s %9s %9s %9s %9s\n", "epoch", "steps", "time",
+           "compute", "comm_wait", "step", "throughput", "lr", "loss", "accuracy", "val_loss",
+           "val_acc");
+  else
+    printf("#%5s %6s %11s %10s %10s %9s %11s %10s\n", "epoch", "steps", "time", "compute",
+           "comm_wait", "step", "throughput", "lr");
+  printf("#%5s %6s %11s %10s %10s %9s %11s %10s\n", "", "", "(s)", "(s)", "(s)", "(ms)",
+         "(samples/s)", "(last)");
+  json_t *root = json_object();
+  json_object_set_new(root, "scenario", json_string(sc.name));
+  json_object_set_new(root, "file", json_string(sc.path));
+  json_t *slots = json_array();
+  for (int n = 0; n < sc.cluster.nodes; n++)
+    json_array_append_new(slots, json_integer(sc.cluster.gpus_per_node[n]));
+  json_object_set_new(root, "cluster",
+                      json_pack("{s:i, s:i, s:o, s:f, s:f, s:f, s:i, s:f, s:f, s:s}", "ranks", size,
+                                "nodes", sc.cluster.nodes, "gpus_per_node", slots, "gpu_tflops",
+                                sc.cluster.gpu_flops / 1e12, "intra_GBps", sc.cluster.intra_bw / 1e9,
+                                "intra_latency_us", sc.cluster.intra_lat * 1e6, "nics_per_node",
+                                sc.cluster.nics_per_node, "nic_Gbps", sc.cluster.nic_bw * 8 / 1e9,
+                                "nic_latency_us", sc.cluster.nic_lat * 1e6, "network_model",
+                                sc.cluster.exact_network ? "exact" : "realistic"));
   json_t *je = json_array();
   double total = 0, compute = 0, exposed = 0;
-  for (int e = 0; e < epochs; e++) {
-    rh_epoch_stats *s = &run.epochs[e];
-    double t = s->end - s->start;
-    double thr = s->steps * global / t, eff = 100 * s->compute / t;
-    printf("%6d %7ld %12.6f %12.6f %12.6f %10.4f %12.1f %8.2f\n", e + 1, s->steps, t, s->compute,
-           s->exposed_comm, 1e3 * t / s->steps, thr, eff);
-    json_array_append_new(je, json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "epoch", e + 1,
-                                        "steps", (json_int_t)s->steps, "time_s", t, "compute_s",
-                                        s->compute, "comm_wait_s", s->exposed_comm,
-                                        "step_ms", 1e3 * t / s->steps, "samples_per_s", thr));
+  long all_steps = 0;
+  for (int e = res.start_epoch; e < res.epochs; e++) {
+    rh_epoch_stats *s = &res.epochs_stats[e];
+    double t = s->end - s->start, thr = (double)s->steps * global / t;
+    printf("%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f %10.6g", e + 1, s->steps, t, s->compute,
+           s->exposed_comm, 1e3 * t / (double)s->steps, thr, s->lr_last);
+    if (cfg->real)
+      printf(" %9.5f %9.5f %9.5f %9.5f", s->train_loss, s->train_accuracy, s->val_loss,
+             s->val_accuracy);
+    printf("\n");
+    json_t *jep = json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch", e + 1,
+                            "steps", (json_int_t)s->steps, "time_s", t, "compute_s", s->compute,
+                            "comm_wait_s", s->exposed_comm, "step_ms", 1e3 * t / (double)s->steps,
+                            "samples_per_s", thr, "lr_first", s->lr_first, "lr_last", s->lr_last);
+    if (cfg->real) {
+      json_object_set_new(jep, "train_loss", json_real(s->train_loss));
+      json_object_set_new(jep, "train_accuracy", json_real(s->train_accuracy));
+      json_object_set_new(jep, "validation_steps", json_integer(s->val_steps));
+      if (!isnan(s->val_loss)) {
+        json_object_set_new(jep, "val_loss", json_real(s->val_loss));
+        json_object_set_new(jep, "val_accuracy", json_real(s->val_accuracy));
+      }
+    }
+    json_array_append_new(je, jep);
     total += t;
     compute += s->compute;
     exposed += s->exposed_comm;
+    all_steps += s->steps;
   }
   json_object_set_new(root, "epochs", je);
 
-  long all_steps = steps * epochs;
-  double step_s = total / all_steps, compute_step = compute / all_steps;
-  double thr = all_steps * global / total, ideal = size * batch / compute_step;
-  printf("\nsummary\n");
-  printf("  model        %s: %.0f parameters, %.1f MB of fp32 gradients, %.4g GFLOP/sample forward\n",
-         sc.model.name ? sc.model.name : "(unnamed)", sc.model.parameters,
-         run.gradient_bytes / 1e6, sc.model.forward_flops / 1e9);
-  printf("  fusion       threshold %.4g MiB: %d bucket%s per step, largest %.1f MB; algorithm %s "
-         "(model: %.4f ms for the whole gradient)\n",
-         sc.settings.value[RH_SETTING_FUSION_THRESHOLD] / 1048576, run.buckets_per_step,
-         run.buckets_per_step == 1 ? "" : "s", run.bucket_bytes_max / 1e6, algo, predicted * 1e3);
-  printf("  time         %.6f s simulated over %ld steps: step %.4f ms = compute %.4f ms + "
-         "waiting for gradients %.4f ms\n",
-         total, all_steps, 1e3 * step_s, 1e3 * compute_step, 1e3 * exposed / all_steps);
-  printf("  throughput   %.1f samples/s; %d GPUs without communication: %.1f; scaling "
-         "efficiency %.2f%%\n",
-         thr, size, ideal, 100 * thr / ideal);
+  if (all_steps > 0) {
+    double step_s = total / (double)all_steps, compute_step = compute / (double)all_steps;
+    double thr = (double)all_steps * global / total, ideal = size * batch / compute_step;
+    printf("\nsummary\n");
+    printf("  model        %s%s: %.0f parameters, %.1f MB of fp32 gradients, %.4g GFLOP/sample "
+           "forward\n",
+           cfg->real ? (sc.model.kind == 1 ? "softmax regression " : "MLP ") : "",
+           sc.model.name ? sc.model.name : "", cfg->parameters, cfg->parameters * 4 / 1e6,
+           cfg->forward_flops / 1e9);
+    printf("  fusion       threshold %.4g MiB: %d bucket%s per step, largest %.4g MB; algorithm %s "
+           "(model: %.4f ms for the whole gradient)\n",
+           sc.settings.value[RH_SETTING_FUSION_THRESHOLD] / 1048576, res.buckets_per_step,
+           res.buckets_per_step == 1 ? "" : "s", res.bucket_bytes_max / 1e6, algo, predicted * 1e3);
+    printf("  time         %.6f s simulated over %ld steps: step %.4f ms = compute %.4f ms + "
+           "waiting for gradients %.4f ms\n",
+           total, all_steps, 1e3 * step_s, 1e3 * compute_step, 1e3 * exposed / (double)all_steps);
+    printf("  throughput   %.1f samples/s; %d GPUs without communication: %.1f; scaling "
+           "efficiency %.2f%%\n",
+           thr, size, ideal, 100 * thr / ideal);
+    json_object_set_new(
+        root, "summary",
+        json_pack("{s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:s, s:f}", "time_s", total,
+                  "steps", (json_int_t)all_steps, "step_ms", 1e3 * step_s, "compute_ms",
+                  1e3 * compute_step, "comm_wait_ms", 1e3 * exposed / (double)all_steps,
+                  "samples_per_s", thr, "ideal_samples_per_s", ideal, "scaling_efficiency",
+                  thr / ideal, "buckets_per_step", res.buckets_per_step, "gradient_bytes",
+                  cfg->parameters * 4, "algorithm", algo, "predicted_allreduce_ms", predicted * 1e3));
+  }
 
-  json_object_set_new(root, "summary",
-                      json_pack("{s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:s, s:f}",
-                                "time_s", total, "steps", (json_int_t)all_steps, "step_ms",
-                                1e3 * step_s, "compute_ms", 1e3 * compute_step, "comm_wait_ms",
-                                1e3 * exposed / all_steps, "samples_per_s", thr,
-                                "ideal_samples_per_s", ideal, "scaling_efficiency", thr / ideal,
-                                "buckets_per_step", run.buckets_per_step, "gradient_bytes",
-                                run.gradient_bytes, "algorithm", algo, "predicted_allreduce_ms",
-                                predicted * 1e3));
-  json_object_set_new(root, "end_time_s", json_real(res.end_time));
+  /* verdicts: a check fails the run unless the scenario expects it to fail */
+  int unexpected = 0;
+  json_t *jchecks = json_object();
+  bool any = false;
+  for (int i = 0; i < RH_CHECK_COUNT; i++) any = any || cfg->check[i];
+  if (any) printf("\nchecks\n");
+  for (int i = 0; i < RH_CHECK_COUNT; i++) {
+    if (!cfg->check[i]) continue;
+    rh_check_result *c = &res.checks[i];
+    bool expect_fail = sc.checks.expect_fail & (1u << i);
+    bool passed = c->ran && c->passed;
+    const char *word = !c->ran ? "----" : passed ? "PASS" : "FAIL";
+    if (passed == expect_fail) unexpected++;
+    printf("  %s  %-22s %s%s\n", word, rh_check_names[i], c->ran ? c->detail : "did not run",
+           expect_fail ? (passed ? "  [expected to fail: UNEXPECTED]" : "  [expected]") : "");
+    json_object_set_new(jchecks, rh_check_names[i],
+                        json_pack("{s:b, s:b, s:b, s:s}", "ran", c->ran, "passed", passed,
+                                  "expected_to_fail", expect_fail, "detail",
+                                  c->ran ? c->detail : "did not run"));
+  }
+  json_object_set_new(root, "checks", jchecks);
+  if (res.error != RH_OK) {
+    printf("\nthe run stopped on rank %d: %s\n  %s\n", res.error_rank, rh_status_string(res.error),
+           res.error_detail);
+    json_object_set_new(root, "error",
+                        json_pack("{s:i, s:s, s:s}", "rank", res.error_rank, "status",
+                                  rh_status_string(res.error), "detail", res.error_detail));
+  }
+  json_object_set_new(root, "end_time_s", json_real(lres.end_time));
+
+  /* a failed run is fine when the scenario expected the failure that stopped it */
+  bool explained = res.error != RH_OK &&
+                   ((res.checks[RH_CHECK_COLLECTIVES].ran && !res.checks[RH_CHECK_COLLECTIVES].passed &&
+                     (sc.checks.expect_fail & (1u << RH_CHECK_COLLECTIVES))) ||
+                    (res.checks[RH_CHECK_METRICS].ran && !res.checks[RH_CHECK_METRICS].passed &&
+                     (sc.checks.expect_fail & (1u << RH_CHECK_METRICS))));
+  rc = (unexpected || (launch_rc != 0 && !explained)) ? 1 : 0;
   if (out) {
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     if (!text || rh_write_output(out, "summary.json", text) != 0) rc = 1;
@@ -152,7 +363,8 @@ int rh_cmd_run(int argc, char **argv) {
     free(text);
   }
   json_decref(root);
-  rh_run_free(&run);
+  rh_train_result_free(&res);
+  release(&in);
   rh_scenario_free(&sc);
   return rc;
 }

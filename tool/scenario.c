@@ -5,6 +5,7 @@
  * their own message with the line of the offending node.
  */
 #include "scenario.h"
+#include "recipe.h"
 
 #include <yaml.h>
 
@@ -28,6 +29,8 @@ typedef enum {
   T_SLOTS,   /* cluster.gpus_per_node: an integer, or a list of integers */
   T_LAYERS,  /* model.layers: list of {name, parameters} */
   T_SETTING, /* a runtime setting (rh_settings_parse) */
+  T_NAMES,   /* a list of names from choices; stored as a bit mask (unsigned) */
+  T_DECAY,   /* recipe.lr_decay_epochs: a list of epochs */
 } ftype;
 
 typedef struct field {
@@ -50,8 +53,18 @@ typedef struct field {
 #define INT(k, req, lo, hi, m) {k, T_INT, req, lo, hi, false, 1, OFF(m), NULL, NULL, 0}
 #define STR(k, req, m) {k, T_STR, req, 0, 0, false, 1, OFF(m), NULL, NULL, 0}
 #define MAP(k, req, kids) {k, T_MAP, req, 0, 0, false, 1, 0, kids, NULL, 0}
+#define ENUM(k, ch, m) {k, T_ENUM, false, 0, 0, false, 1, OFF(m), NULL, ch, 0}
+#define NAMES(k, ch, m) {k, T_NAMES, false, 0, 0, false, 1, OFF(m), NULL, ch, 0}
 
 static const char *const network_models[] = {"exact", "realistic", NULL};
+static const char *const model_kinds[] = {"timing", "softmax", "mlp", NULL};
+static const char *const data_sources[] = {"synthetic", "idx", NULL};
+static const char *const lr_scalings[] = {"size", "local_size", "none", NULL};
+static const char *const optimizers[] = {"sgd", "adam", "adadelta", NULL};
+static const char *const epochs_rules[] = {"fixed", "divided", NULL};
+static const char *const steps_rules[] = {"divided", "full", "loader", NULL};
+static const char *const val_rules[] = {"divided", "oversampled", "full", "none", NULL};
+static const char *const booleans[] = {"false", "true", NULL};
 
 static const field gpu_fields[] = {
     NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops),
@@ -76,20 +89,49 @@ static const field cluster_fields[] = {
     {"network_model", T_ENUM, false, 0, 0, false, 1, OFF(network_model), NULL, network_models, 0},
     END};
 static const field model_fields[] = {
+    ENUM("kind", model_kinds, model.kind),
+    INT("hidden", false, 1, 1 << 20, model.hidden),
     STR("name", false, model.name),
     COUNT("parameters", false, 1, 1e15, model.parameters),
-    NUM("forward_gflops_per_sample", true, 0, true, 1e12, 1e9, model.forward_flops),
+    NUM("forward_gflops_per_sample", false, 0, true, 1e12, 1e9, model.forward_flops),
     {"layers", T_LAYERS, false, 0, 0, false, 1, 0, NULL, NULL, 0},
     END};
 static const field data_fields[] = {
-    COUNT("train_samples", true, 1, 1e15, data.train),
+    ENUM("source", data_sources, data.source),
+    COUNT("train_samples", false, 1, 1e15, data.train),
     COUNT("validation_samples", false, 0, 1e15, data.validation),
+    INT("inputs", false, 1, 1 << 24, data.inputs),
+    INT("classes", false, 2, 1 << 16, data.classes),
+    NUM("noise", false, 0, false, 1e6, 1, data.noise),
+    COUNT("seed", false, 0, 1e15, data.seed),
+    STR("train_images", false, data.train_images),
+    STR("train_labels", false, data.train_labels),
+    STR("validation_images", false, data.validation_images),
+    STR("validation_labels", false, data.validation_labels),
     END};
 static const field recipe_fields[] = {
     COUNT("batch_per_worker", true, 1, 1e8, recipe.batch),
     NUM("base_lr", false, 0, true, 1e6, 1, recipe.base_lr),
     COUNT("epochs", true, 1, 1e6, recipe.epochs),
+    ENUM("lr_scaling", lr_scalings, recipe.lr_scaling),
+    NUM("warmup_epochs", false, 0, false, 1e6, 1, recipe.warmup_epochs),
+    {"lr_decay_epochs", T_DECAY, false, 0, 1e6, false, 1, 0, NULL, NULL, 0},
+    NUM("lr_decay_factor", false, 0, true, 1e6, 1, recipe.decay_factor),
+    ENUM("optimizer", optimizers, recipe.optimizer),
+    NUM("momentum", false, 0, false, 1e3, 1, recipe.momentum),
+    NUM("adam_beta1", false, 0, false, 0.999999, 1, recipe.beta1),
+    NUM("adam_beta2", false, 0, false, 0.999999999, 1, recipe.beta2),
+    NUM("epsilon", false, 0, false, 1, 1, recipe.eps),
+    NUM("adadelta_rho", false, 0, false, 1, 1, recipe.rho),
+    ENUM("epochs_rule", epochs_rules, recipe.epochs_rule),
+    ENUM("steps_per_epoch", steps_rules, recipe.steps_rule),
+    ENUM("validation_steps", val_rules, recipe.val_rule),
+    COUNT("stop_at_step", false, 0, 1e15, recipe.stop_at_step),
+    COUNT("seed", false, 0, 1e15, recipe.seed),
+    ENUM("shuffle", booleans, recipe.shuffle),
+    INT("checkpoint_every_epochs", false, 0, 1 << 20, recipe.checkpoint_every),
     END};
+static field check_fields[RH_CHECK_COUNT + 4]; /* one switch per check, then the options */
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
 static const field top_fields[] = {
     STR("name", true, name),
@@ -99,6 +141,8 @@ static const field top_fields[] = {
     MAP("data", true, data_fields),
     MAP("recipe", true, recipe_fields),
     MAP("collective", false, collective_fields),
+    MAP("checks", false, check_fields),
+    NAMES("mistakes", rh_mistake_names, mistakes),
     END};
 
 static void init_collective_fields(void) {
@@ -106,6 +150,12 @@ static void init_collective_fields(void) {
     collective_fields[i] = (field){rh__setting_defs[i].name, T_SETTING, false, 0, 0, false, 1, 0,
                                    NULL, NULL, i};
   collective_fields[RH_SETTING_COUNT] = (field)END;
+  for (int i = 0; i < RH_CHECK_COUNT; i++)
+    check_fields[i] = (field)ENUM(rh_check_names[i], booleans, checks.enabled[i]);
+  check_fields[RH_CHECK_COUNT] = (field)COUNT("serial_check_steps", false, 0, 1e15, checks.serial_steps);
+  check_fields[RH_CHECK_COUNT + 1] = (field)INT("resume_from_epoch", false, 0, 1 << 20, checks.resume_from_epoch);
+  check_fields[RH_CHECK_COUNT + 2] = (field)NAMES("expect_fail", rh_check_names, checks.expect_fail);
+  check_fields[RH_CHECK_COUNT + 3] = (field)END;
 }
 
 /* ---- walking ----------------------------------------------------------------------------- */
@@ -334,6 +384,54 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     return;
   }
   case T_SLOTS: walk_slots(w, n, f, name); return;
+  case T_NAMES: {
+    char list[256] = "";
+    for (int i = 0; f->choices[i]; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", f->choices[i]);
+    if (n->type != YAML_SEQUENCE_NODE) {
+      fail(w, n, name, "expected a list of names from: %s", list);
+      return;
+    }
+    unsigned mask = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+      yaml_node_t *item = yaml_document_get_node(w->doc, *it);
+      int k = -1;
+      if (item->type == YAML_SCALAR_NODE)
+        for (int i = 0; f->choices[i]; i++)
+          if (strcmp(f->choices[i], scalar(item)) == 0) k = i;
+      if (k < 0) {
+        fail(w, item, name, "%s%s%s is not one of: %s", item->type == YAML_SCALAR_NODE ? "\"" : "",
+             item->type == YAML_SCALAR_NODE ? scalar(item) : type_word(item),
+             item->type == YAML_SCALAR_NODE ? "\"" : "", list);
+        return;
+      }
+      mask |= 1u << k;
+    }
+    *(unsigned *)(base + f->offset) = mask;
+    return;
+  }
+  case T_DECAY: {
+    if (n->type != YAML_SEQUENCE_NODE) {
+      fail(w, n, name, "expected a list of epochs, got %s", type_word(n));
+      return;
+    }
+    int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+    rh_scenario *sc = w->sc;
+    free(sc->recipe.decay_epochs);
+    sc->recipe.decay_epochs = calloc((size_t)(count ? count : 1), sizeof(double));
+    sc->recipe.ndecay = count;
+    for (int i = 0; i < count && !w->failed; i++) {
+      yaml_node_t *item = yaml_document_get_node(w->doc, n->data.sequence.items.start[i]);
+      char item_name[192];
+      snprintf(item_name, sizeof item_name, "%s[%d]", name, i);
+      static const field epoch_field = {"epoch", T_COUNT, true, 1, 1e6, false, 1, 0, NULL, NULL, 0};
+      number_value(w, item, &epoch_field, item_name, &sc->recipe.decay_epochs[i]);
+      if (!w->failed && i > 0 && sc->recipe.decay_epochs[i] <= sc->recipe.decay_epochs[i - 1])
+        fail(w, item, item_name, "epochs must increase (%.17g after %.17g)",
+             sc->recipe.decay_epochs[i], sc->recipe.decay_epochs[i - 1]);
+    }
+    return;
+  }
   case T_LAYERS: walk_layers(w, n, name); return;
   case T_SETTING: {
     const rh_setting_def *d = &rh__setting_defs[f->setting];
@@ -367,7 +465,7 @@ static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map
                      const field *fields, const char *prefix) {
   size_t nf = 0;
   while (fields[nf].key) nf++;
-  bool seen[32] = {false};
+  bool seen[48] = {false};
   for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top && !w->failed;
        p++) {
     yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
@@ -459,7 +557,44 @@ static void check_whole(walker *w) {
   if (cl->nodes > 1 && cl->nic_bw <= 0)
     fail(w, node_at(w->doc, "cluster"), "cluster.network",
          "missing: a cluster of %d nodes needs a network section with nic_Gbps", cl->nodes);
-  if (sc->model.nlayers == 0) {
+  bool real = sc->model.kind != 0;
+  if (!real && sc->model.forward_flops <= 0) {
+    fail(w, node_at(w->doc, "model"), "model.forward_gflops_per_sample",
+         "missing (required for a timing-only model; kind softmax or mlp computes it)");
+    return;
+  }
+  if (sc->data.source == 0 && sc->data.train <= 0) {
+    fail(w, node_at(w->doc, "data"), "data.train_samples", "missing (required for synthetic data)");
+    return;
+  }
+  if (sc->data.source == 1) {
+    if (!real) {
+      fail(w, node_at(w->doc, "data.source"), "data.source",
+           "idx files need a real model (model.kind softmax or mlp)");
+      return;
+    }
+    if (!sc->data.train_images || !sc->data.train_labels) {
+      fail(w, node_at(w->doc, "data"), sc->data.train_images ? "data.train_labels" : "data.train_images",
+           "missing (required with source: idx)");
+      return;
+    }
+    if (!sc->data.validation_images != !sc->data.validation_labels) {
+      fail(w, node_at(w->doc, "data"),
+           sc->data.validation_images ? "data.validation_labels" : "data.validation_images",
+           "missing: validation images and labels come together");
+      return;
+    }
+  }
+  if (real && (sc->model.nlayers > 0 || sc->model.parameters > 0)) {
+    fail(w, node_at(w->doc, sc->model.nlayers ? "model.layers" : "model.parameters"),
+         sc->model.nlayers ? "model.layers" : "model.parameters",
+         "a real model (kind %s) has its own layers; give hidden instead",
+         sc->model.kind == 1 ? "softmax" : "mlp");
+    return;
+  }
+  if (real) {
+    /* the layers come from the model itself, once the data's shape is known */
+  } else if (sc->model.nlayers == 0) {
     if (sc->model.parameters <= 0) {
       fail(w, node_at(w->doc, "model"), "model.parameters",
            "missing: give the parameter count or a list of layers");
@@ -478,7 +613,7 @@ static void check_whole(walker *w) {
            sum);
     sc->model.parameters = sum;
   }
-  if (!w->failed && rh_scenario_steps_per_epoch(sc) < 1)
+  if (!w->failed && sc->data.train > 0 && rh_scenario_steps_per_epoch(sc) < 1)
     fail(w, node_at(w->doc, "data.train_samples"), "data.train_samples",
          "%.17g samples give no full step: %d workers x batch %.17g need %.17g per step",
          sc->data.train, rh_scenario_size(sc), sc->recipe.batch,
@@ -490,7 +625,8 @@ static void check_whole(walker *w) {
 int rh_scenario_size(const rh_scenario *sc) { return rh_cluster_size(&sc->cluster); }
 
 long rh_scenario_steps_per_epoch(const rh_scenario *sc) {
-  return (long)floor(sc->data.train / (sc->recipe.batch * rh_scenario_size(sc)));
+  return rh_recipe_steps_per_epoch((rh_steps_rule)sc->recipe.steps_rule, (long)sc->data.train,
+                                   (long)sc->recipe.batch, rh_scenario_size(sc));
 }
 
 rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t errlen) {
@@ -501,6 +637,20 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   sc->cluster.nic_lat = 5e-6;
   sc->cluster.nics_per_node = 1;
   sc->recipe.base_lr = 0.01;
+  sc->model.hidden = 64;
+  sc->data.inputs = 784;
+  sc->data.classes = 10;
+  sc->data.noise = 1.0;
+  sc->data.seed = 1;
+  sc->recipe.decay_factor = 0.1;
+  sc->recipe.beta1 = 0.9;
+  sc->recipe.beta2 = 0.999;
+  sc->recipe.eps = 1e-8;
+  sc->recipe.rho = 0.9;
+  sc->recipe.seed = 42;
+  sc->recipe.shuffle = 1;
+  sc->recipe.checkpoint_every = 1;
+  for (int i = 0; i < RH_CHECK_COUNT; i++) sc->checks.enabled[i] = -1;
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -563,6 +713,11 @@ void rh_scenario_free(rh_scenario *sc) {
   free(sc->description);
   free(sc->cluster.gpus_per_node);
   free(sc->model.name);
+  free(sc->data.train_images);
+  free(sc->data.train_labels);
+  free(sc->data.validation_images);
+  free(sc->data.validation_labels);
+  free(sc->recipe.decay_epochs);
   for (int i = 0; i < sc->model.nlayers; i++) free(sc->model.layers[i].name);
   free(sc->model.layers);
   *sc = (rh_scenario){0};

@@ -1,0 +1,373 @@
+/*
+ * test_data.c: the training data.  The synthetic set must give the same bits for the same (seed,
+ * index), cover and balance its classes, and put samples near their own centre; IDX files must
+ * survive a write and load round trip, and each kind of bad file must be refused with its own
+ * message naming the file.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "data.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- synthetic -------------------------------------------------------------------------------- */
+
+static void test_synthetic_deterministic(void **state) {
+  (void)state;
+  enum { IN = 21, N = 1000 };
+  rh_dataset a, b, c;
+  assert_int_equal(rh_dataset_synthetic(&a, N, IN, 5, 7, 0.5), RH_OK);
+  assert_int_equal(rh_dataset_synthetic(&b, N, IN, 5, 7, 0.5), RH_OK);
+  assert_int_equal(rh_dataset_synthetic(&c, N, IN, 5, 8, 0.5), RH_OK);
+  assert_null(a.x);
+  assert_null(a.y);
+  assert_memory_equal(a.centres, b.centres, 5 * IN * sizeof(float));
+
+  float xa[IN], xb[IN], xc[IN];
+  int32_t ya, yb, yc;
+  int labels_differ = 0;
+  /* Sample i is the same whichever data set object, and whatever was asked for before it:
+   * b walks the indices backwards. */
+  for (long i = 0; i < 100; i++) {
+    rh_dataset_get(&a, i, xa, &ya);
+    rh_dataset_get(&b, N - 1 - i, xb, &yb);
+    rh_dataset_get(&b, i, xb, &yb);
+    assert_memory_equal(xa, xb, sizeof xa);
+    assert_int_equal(ya, yb);
+    rh_dataset_get(&a, i, xb, &yb);
+    assert_memory_equal(xa, xb, sizeof xa);
+    assert_int_equal(ya, yb);
+    /* Another seed gives other features for every sample and another label for most. */
+    rh_dataset_get(&c, i, xc, &yc);
+    assert_memory_not_equal(xa, xc, sizeof xa);
+    labels_differ += ya != yc;
+  }
+  assert_true(labels_differ > 60); /* 80 expected with 5 classes */
+
+  /* Outside [0, n): zeros and label -1. */
+  rh_dataset_get(&a, N, xa, &ya);
+  assert_int_equal(ya, -1);
+  assert_true(xa[0] == 0.0f && xa[IN - 1] == 0.0f);
+
+  rh_dataset_free(&a);
+  rh_dataset_free(&b);
+  rh_dataset_free(&c);
+  assert_null(a.centres);
+}
+
+static void test_synthetic_balanced(void **state) {
+  (void)state;
+  enum { N = 10000, K = 10, IN = 3 };
+  rh_dataset d;
+  assert_int_equal(rh_dataset_synthetic(&d, N, IN, K, 12345, 1.0), RH_OK);
+  long counts[K] = {0};
+  float x[IN];
+  int32_t y;
+  for (long i = 0; i < N; i++) {
+    rh_dataset_get(&d, i, x, &y);
+    assert_true(y >= 0 && y < K);
+    counts[y]++;
+  }
+  /* Binomial(10000, 0.1): mean 1000, standard deviation 30; allow 5 deviations. */
+  for (int k = 0; k < K; k++) {
+    assert_true(counts[k] > 0);
+    assert_in_range(counts[k], 850, 1150);
+  }
+  rh_dataset_free(&d);
+}
+
+static double distance(const float *a, const float *b, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++) s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+  return sqrt(s);
+}
+
+static void test_synthetic_structure(void **state) {
+  (void)state;
+  enum { N = 4000, K = 4, IN = 16 };
+  const double noise = 0.8;
+  rh_dataset d;
+  assert_int_equal(rh_dataset_synthetic(&d, N, IN, K, 99, noise), RH_OK);
+  double own[K] = {0}, other[K] = {0};
+  long count[K] = {0};
+  double sum = 0.0, sum_sq = 0.0;
+  float x[IN];
+  int32_t y;
+  for (long i = 0; i < N; i++) {
+    rh_dataset_get(&d, i, x, &y);
+    const float *centre = d.centres + (size_t)y * IN;
+    count[y]++;
+    own[y] += distance(x, centre, IN);
+    for (int k = 0; k < K; k++)
+      if (k != y) other[y] += distance(x, d.centres + (size_t)k * IN, IN) / (K - 1);
+    for (int j = 0; j < IN; j++) {
+      double e = (double)x[j] - centre[j];
+      sum += e;
+      sum_sq += e * e;
+    }
+  }
+  /* For every class, its samples are nearer their own centre than the others' on average. */
+  for (int k = 0; k < K; k++) {
+    assert_true(count[k] > 0);
+    assert_true(own[k] / count[k] < 0.8 * other[k] / count[k]);
+  }
+  /* The noise is Gaussian with mean 0 and standard deviation `noise` (64000 draws: the mean's
+   * standard error is 0.003, the variance's about 0.6%). */
+  double m = sum / (N * IN), sd = sqrt(sum_sq / (N * IN));
+  print_message("synthetic noise: mean %.4f, standard deviation %.4f (asked %.2f)\n", m, sd, noise);
+  assert_true(fabs(m) < 0.02);
+  assert_true(fabs(sd / noise - 1.0) < 0.03);
+  rh_dataset_free(&d);
+}
+
+static void test_synthetic_invalid(void **state) {
+  (void)state;
+  rh_dataset d;
+  assert_int_equal(rh_dataset_synthetic(&d, 0, 4, 2, 1, 0.5), RH_ERR_INVALID);
+  assert_int_equal(rh_dataset_synthetic(&d, 10, 0, 2, 1, 0.5), RH_ERR_INVALID);
+  assert_int_equal(rh_dataset_synthetic(&d, 10, 4, 0, 1, 0.5), RH_ERR_INVALID);
+  assert_int_equal(rh_dataset_synthetic(&d, 10, 4, 2, 1, -0.5), RH_ERR_INVALID);
+  assert_int_equal(rh_dataset_synthetic(&d, 10, 4, 2, 1, NAN), RH_ERR_INVALID);
+  assert_null(d.centres);
+}
+
+/* ---- IDX files -------------------------------------------------------------------------------- */
+
+/* A temporary directory for one test, created by setup and removed with its files by teardown.
+ * The struct is owned by cmocka's state between the two. */
+typedef struct tmpdir {
+  char path[64];
+} tmpdir;
+
+static int make_tmpdir(void **state) {
+  tmpdir *t = malloc(sizeof *t);
+  if (!t) return -1;
+  strcpy(t->path, "/tmp/rh_test_data_XXXXXX");
+  if (!mkdtemp(t->path)) {
+    free(t);
+    return -1;
+  }
+  *state = t;
+  return 0;
+}
+
+static int remove_tmpdir(void **state) {
+  tmpdir *t = *state;
+  DIR *dir = opendir(t->path);
+  if (dir) {
+    struct dirent *e;
+    char file[512];
+    while ((e = readdir(dir)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      snprintf(file, sizeof file, "%s/%s", t->path, e->d_name);
+      unlink(file);
+    }
+    closedir(dir);
+  }
+  int rc = rmdir(t->path);
+  free(t);
+  return rc;
+}
+
+/* path = dir/name, in a buffer of 512 bytes. */
+static void join(char *path, const tmpdir *t, const char *name) {
+  snprintf(path, 512, "%s/%s", t->path, name);
+}
+
+static void put32(unsigned char *b, uint32_t v) {
+  b[0] = (unsigned char)(v >> 24);
+  b[1] = (unsigned char)(v >> 16);
+  b[2] = (unsigned char)(v >> 8);
+  b[3] = (unsigned char)v;
+}
+
+/* Writes an IDX-like file by hand: a magic number, ndims dimensions, and `data_len` data bytes
+ * (value i % 256 for byte i), so that each field can be made wrong on its own. */
+static void write_raw(const char *path, uint32_t magic, const uint32_t *dims, int ndims,
+                      size_t data_len) {
+  FILE *fp = fopen(path, "wb");
+  assert_non_null(fp);
+  unsigned char b[4];
+  put32(b, magic);
+  assert_int_equal(fwrite(b, 1, 4, fp), 4);
+  for (int i = 0; i < ndims; i++) {
+    put32(b, dims[i]);
+    assert_int_equal(fwrite(b, 1, 4, fp), 4);
+  }
+  for (size_t i = 0; i < data_len; i++) assert_int_not_equal(fputc((int)(i % 256), fp), EOF);
+  assert_int_equal(fclose(fp), 0);
+}
+
+static long file_size(const char *path) {
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  assert_int_equal(fseek(fp, 0, SEEK_END), 0);
+  long size = ftell(fp);
+  fclose(fp);
+  return size;
+}
+
+static void test_idx_round_trip(void **state) {
+  const tmpdir *t = *state;
+  enum { N = 5, ROWS = 3, COLS = 4, PIX = ROWS * COLS };
+  uint8_t pixels[N * PIX], labels[N] = {3, 0, 7, 1, 3};
+  for (int i = 0; i < N * PIX; i++) pixels[i] = (uint8_t)((i * 37 + 11) % 256);
+  pixels[0] = 0;
+  pixels[1] = 255;
+  char images_path[512], labels_path[512];
+  join(images_path, t, "images-idx3-ubyte");
+  join(labels_path, t, "labels-idx1-ubyte");
+  assert_int_equal(rh_idx_write_images(images_path, pixels, N, ROWS, COLS), RH_OK);
+  assert_int_equal(rh_idx_write_labels(labels_path, labels, N), RH_OK);
+
+  /* The header is big-endian: magic, then the dimensions. */
+  assert_int_equal(file_size(images_path), 16 + N * PIX);
+  assert_int_equal(file_size(labels_path), 8 + N);
+  unsigned char head[16];
+  FILE *fp = fopen(images_path, "rb");
+  assert_non_null(fp);
+  assert_int_equal(fread(head, 1, 16, fp), 16);
+  fclose(fp);
+  const unsigned char expect[16] = {0, 0, 8, 3, 0, 0, 0, N, 0, 0, 0, ROWS, 0, 0, 0, COLS};
+  assert_memory_equal(head, expect, 16);
+
+  rh_dataset d;
+  char err[512] = "unchanged";
+  assert_int_equal(rh_dataset_load_idx(&d, images_path, labels_path, err, sizeof err), RH_OK);
+  assert_string_equal(err, "");
+  assert_int_equal(d.n, N);
+  assert_int_equal(d.inputs, PIX);
+  assert_int_equal(d.classes, 8); /* max label + 1 */
+  assert_null(d.centres);
+  for (int i = 0; i < N * PIX; i++) {
+    assert_true(d.x[i] >= 0.0f && d.x[i] <= 1.0f);
+    assert_true(fabs(d.x[i] - pixels[i] / 255.0) < 1e-7);
+  }
+  assert_true(d.x[0] == 0.0f && d.x[1] == 1.0f);
+  float x[PIX];
+  int32_t y;
+  for (long i = 0; i < N; i++) {
+    assert_int_equal(d.y[i], labels[i]);
+    rh_dataset_get(&d, i, x, &y);
+    assert_int_equal(y, labels[i]);
+    assert_memory_equal(x, d.x + i * PIX, sizeof x);
+  }
+  rh_dataset_free(&d);
+  assert_null(d.x);
+  assert_null(d.y);
+}
+
+/* Loads a bad pair, expecting `status` and a message that begins with "bad_path: " and contains
+ * `phrase`; the message is copied to msg (512 bytes) for the distinctness check. */
+static void expect_error(const char *images, const char *labels, const char *bad_path,
+                         rh_status status, const char *phrase, char *msg) {
+  rh_dataset d;
+  char err[512] = "";
+  assert_int_equal(rh_dataset_load_idx(&d, images, labels, err, sizeof err), status);
+  print_message("error: %s\n", err);
+  size_t len = strlen(bad_path);
+  assert_true(strncmp(err, bad_path, len) == 0 && strncmp(err + len, ": ", 2) == 0);
+  if (!strstr(err, phrase)) fail_msg("message \"%s\" lacks \"%s\"", err, phrase);
+  /* A failed load leaves nothing allocated. */
+  assert_null(d.x);
+  assert_null(d.y);
+  assert_int_equal(d.n, 0);
+  strcpy(msg, err);
+}
+
+static void test_idx_errors(void **state) {
+  const tmpdir *t = *state;
+  enum { N = 5, ROWS = 3, COLS = 4 };
+  char good_images[512], good_labels[512], missing[512], missing2[512], bad_magic[512];
+  char truncated[512];
+  char short_labels[512], two_dims[512], labels_as_images[512], trailing[512], zero_dim[512];
+  join(good_images, t, "good-images");
+  join(good_labels, t, "good-labels");
+  join(missing, t, "no-such-images");
+  join(missing2, t, "no-such-labels");
+  join(bad_magic, t, "bad-magic");
+  join(truncated, t, "truncated");
+  join(short_labels, t, "short-labels");
+  join(two_dims, t, "two-dims");
+  join(labels_as_images, t, "labels-as-images");
+  join(trailing, t, "trailing");
+  join(zero_dim, t, "zero-dim");
+
+  const uint32_t dims3[3] = {N, ROWS, COLS}, dims2[2] = {N, ROWS * COLS};
+  const uint32_t dims1[1] = {N}, dims1_short[1] = {N - 1}, dims3_zero[3] = {N, 0, COLS};
+  write_raw(good_images, 0x00000803, dims3, 3, N * ROWS * COLS);
+  write_raw(good_labels, 0x00000801, dims1, 1, N);
+  write_raw(bad_magic, 0x12340803, dims3, 3, N * ROWS * COLS);
+  write_raw(truncated, 0x00000803, dims3, 3, N * ROWS * COLS - 7);
+  write_raw(short_labels, 0x00000801, dims1_short, 1, N - 1);
+  write_raw(two_dims, 0x00000802, dims2, 2, N * ROWS * COLS);
+  write_raw(labels_as_images, 0x00000803, dims3, 3, N * ROWS * COLS);
+  write_raw(trailing, 0x00000803, dims3, 3, N * ROWS * COLS + 3);
+  write_raw(zero_dim, 0x00000803, dims3_zero, 3, 0);
+
+  /* The good pair loads; the good files are the partners in each bad case below. */
+  rh_dataset d;
+  char err[512];
+  assert_int_equal(rh_dataset_load_idx(&d, good_images, good_labels, err, sizeof err), RH_OK);
+  rh_dataset_free(&d);
+
+  enum { CASES = 9 };
+  char msgs[CASES][512];
+  expect_error(missing, good_labels, missing, RH_ERR_IO, "cannot open", msgs[0]);
+  expect_error(good_images, missing2, missing2, RH_ERR_IO, "cannot open", msgs[1]);
+  expect_error(bad_magic, good_labels, bad_magic, RH_ERR_INVALID, "bad magic", msgs[2]);
+  expect_error(truncated, good_labels, truncated, RH_ERR_INVALID, "truncated", msgs[3]);
+  expect_error(good_images, short_labels, short_labels, RH_ERR_INVALID, "4 labels, but", msgs[4]);
+  expect_error(two_dims, good_labels, two_dims, RH_ERR_INVALID, "wrong number of dimensions",
+               msgs[5]);
+  expect_error(good_images, labels_as_images, labels_as_images, RH_ERR_INVALID,
+               "wrong number of dimensions", msgs[6]);
+  expect_error(trailing, good_labels, trailing, RH_ERR_INVALID, "trailing", msgs[7]);
+  expect_error(zero_dim, good_labels, zero_dim, RH_ERR_INVALID, "is 0", msgs[8]);
+  assert_non_null(strstr(msgs[4], good_images)); /* the mismatch names both files */
+  for (int i = 0; i < CASES; i++)
+    for (int j = i + 1; j < CASES; j++) assert_string_not_equal(msgs[i], msgs[j]);
+
+  /* A short err buffer is filled without overflow, and err may be NULL. */
+  char small[8];
+  memset(small, 'x', sizeof small);
+  assert_int_equal(rh_dataset_load_idx(&d, bad_magic, good_labels, small, 6), RH_ERR_INVALID);
+  assert_int_equal(strlen(small), 5);
+  assert_int_equal(small[6], 'x');
+  assert_int_equal(rh_dataset_load_idx(&d, bad_magic, good_labels, NULL, 0), RH_ERR_INVALID);
+}
+
+static void test_idx_write_invalid(void **state) {
+  const tmpdir *t = *state;
+  char path[512], nodir[512];
+  join(path, t, "w");
+  join(nodir, t, "no-such-dir/w");
+  uint8_t b[4] = {0};
+  assert_int_equal(rh_idx_write_images(path, b, -1, 2, 2), RH_ERR_INVALID);
+  assert_int_equal(rh_idx_write_images(path, b, 1, 0, 2), RH_ERR_INVALID);
+  assert_int_equal(rh_idx_write_labels(path, b, -1), RH_ERR_INVALID);
+  assert_int_equal(rh_idx_write_images(nodir, b, 1, 2, 2), RH_ERR_IO);
+  assert_int_equal(rh_idx_write_labels(nodir, b, 4), RH_ERR_IO);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_synthetic_deterministic),
+      cmocka_unit_test(test_synthetic_balanced),
+      cmocka_unit_test(test_synthetic_structure),
+      cmocka_unit_test(test_synthetic_invalid),
+      cmocka_unit_test_setup_teardown(test_idx_round_trip, make_tmpdir, remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_idx_errors, make_tmpdir, remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_idx_write_invalid, make_tmpdir, remove_tmpdir),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,348 @@
+/*
+ * data.c: the synthetic data set and the IDX reader and writers (see data.h).  A synthetic sample
+ * is a pure function of (seed, index): its label is a hash of the pair and its features come from
+ * a splitmix64 stream keyed by the pair through Box-Muller, so nothing per sample is stored and
+ * every rank computes the same bits.  IDX files are checked field by field before use.
+ */
+#include "data.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- synthetic -------------------------------------------------------------------------------- */
+
+/* The splitmix64 finaliser: a bijective mix of 64 bits. */
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* splitmix64: one output per call from a 64-bit state. */
+static uint64_t next64(uint64_t *state) {
+  *state += 0x9e3779b97f4a7c15ULL;
+  return mix64(*state);
+}
+
+/* A double uniform in (0, 1]: never 0, so that its logarithm is finite. */
+static double uniform_open0(uint64_t *state) {
+  return (double)((next64(state) >> 11) + 1) * 0x1p-53;
+}
+
+/* A double uniform in [0, 1). */
+static double uniform01(uint64_t *state) {
+  return (double)(next64(state) >> 11) * 0x1p-53;
+}
+
+/* Fills out[0..n) with standard normal values by Box-Muller, two per pair of uniforms. */
+static void normals(uint64_t *state, double *out, int n) {
+  const double two_pi = 6.283185307179586476925286766559;
+  for (int i = 0; i < n; i += 2) {
+    double r = sqrt(-2.0 * log(uniform_open0(state)));
+    double theta = two_pi * uniform01(state);
+    out[i] = r * cos(theta);
+    if (i + 1 < n) out[i + 1] = r * sin(theta);
+  }
+}
+
+/* Distinct constants keep the centre stream, the label hash and the feature stream apart. */
+#define CENTRE_KEY 0x6a09e667f3bcc908ULL
+#define LABEL_KEY 0xbb67ae8584caa73bULL
+#define SAMPLE_KEY 0x3c6ef372fe94f82bULL
+
+/* The 64-bit key of sample `index` under `seed`. */
+static uint64_t sample_key(uint64_t seed, long index) {
+  return mix64(mix64(seed ^ SAMPLE_KEY) + (uint64_t)index * 0x9e3779b97f4a7c15ULL);
+}
+
+rh_status rh_dataset_synthetic(rh_dataset *d, long n, int inputs, int classes, uint64_t seed,
+                               double noise) {
+  if (!d) return RH_ERR_INVALID;
+  *d = (rh_dataset){0};
+  if (n <= 0 || inputs <= 0 || classes <= 0 || !(noise >= 0.0) || !isfinite(noise))
+    return RH_ERR_INVALID;
+  /* The centres are owned by d and released by rh_dataset_free. */
+  size_t count = (size_t)classes * (size_t)inputs;
+  float *centres = malloc(count * sizeof *centres);
+  double *z = malloc((size_t)inputs * sizeof *z);
+  if (!centres || !z) {
+    free(centres);
+    free(z);
+    return RH_ERR_NOMEM;
+  }
+  /* Each centre coordinate is standard normal, so two centres are about sqrt(2 * inputs) apart. */
+  uint64_t state = mix64(seed ^ CENTRE_KEY);
+  for (int c = 0; c < classes; c++) {
+    normals(&state, z, inputs);
+    for (int i = 0; i < inputs; i++) centres[(size_t)c * (size_t)inputs + (size_t)i] = (float)z[i];
+  }
+  free(z);
+  *d = (rh_dataset){.n = n, .inputs = inputs, .classes = classes, .seed = seed, .noise = noise,
+                    .centres = centres};
+  return RH_OK;
+}
+
+/* Generates synthetic sample `index`.  Box-Muller values are produced two at a time, so the
+ * loop keeps the spare one instead of needing a scratch array. */
+static void synthetic_get(const rh_dataset *d, long index, float *x, int32_t *y) {
+  uint64_t key = sample_key(d->seed, index);
+  int32_t label = (int32_t)(mix64(key ^ LABEL_KEY) % (uint64_t)d->classes);
+  const float *centre = d->centres + (size_t)label * (size_t)d->inputs;
+  uint64_t state = key;
+  double pair[2];
+  for (int i = 0; i < d->inputs; i++) {
+    if (i % 2 == 0) normals(&state, pair, 2);
+    x[i] = (float)((double)centre[i] + d->noise * pair[i % 2]);
+  }
+  *y = label;
+}
+
+void rh_dataset_get(const rh_dataset *d, long index, float *x, int32_t *y) {
+  /* Outside [0, n) is a caller error: give zeros and label -1 rather than reading past arrays. */
+  if (index < 0 || index >= d->n) {
+    memset(x, 0, (size_t)d->inputs * sizeof *x);
+    *y = -1;
+    return;
+  }
+  if (!d->x) {
+    synthetic_get(d, index, x, y);
+    return;
+  }
+  memcpy(x, d->x + (size_t)index * (size_t)d->inputs, (size_t)d->inputs * sizeof *x);
+  *y = d->y[index];
+}
+
+void rh_dataset_free(rh_dataset *d) {
+  if (!d) return;
+  free(d->centres);
+  free(d->x);
+  free(d->y);
+  *d = (rh_dataset){0};
+}
+
+/* ---- IDX reading ------------------------------------------------------------------------------ */
+
+#define IDX_IMAGES 0x00000803u
+#define IDX_LABELS 0x00000801u
+
+/* Writes "PATH: message" into err (when there is room) and returns status. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 5, 6)))
+#endif
+static rh_status fail(char *err, size_t errlen, rh_status status, const char *path,
+                      const char *fmt, ...) {
+  if (err && errlen > 0) {
+    int used = snprintf(err, errlen, "%s: ", path);
+    if (used >= 0 && (size_t)used < errlen) {
+      va_list ap;
+      va_start(ap, fmt);
+      vsnprintf(err + used, errlen - (size_t)used, fmt, ap);
+      va_end(ap);
+    }
+  }
+  return status;
+}
+
+static uint32_t be32(const unsigned char *b) {
+  return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | (uint32_t)b[3];
+}
+
+/* One IDX file of unsigned bytes read whole: dims[0..ndims) from the header and the data, owned
+ * by the caller (free(data)). */
+typedef struct idx_file {
+  uint32_t dims[3];
+  uint64_t count; /* product of the dimensions */
+  unsigned char *data;
+} idx_file;
+
+/* Reads and checks an IDX file whose magic must be `magic` (type byte 0x08, ndims in the low
+ * byte).  The file's size must be exactly the header plus the product of the dimensions. */
+static rh_status idx_read(const char *path, uint32_t magic, const char *what, idx_file *f,
+                          char *err, size_t errlen) {
+  *f = (idx_file){0};
+  int ndims = (int)(magic & 0xffu);
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return fail(err, errlen, RH_ERR_IO, path, "cannot open: %s", strerror(errno));
+
+  rh_status st = RH_OK;
+  unsigned char head[16];
+  size_t head_len = 4 + 4 * (size_t)ndims;
+  long size = -1;
+  if (fseek(fp, 0, SEEK_END) == 0) size = ftell(fp);
+  if (size < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+    st = fail(err, errlen, RH_ERR_IO, path, "cannot determine the file size: %s", strerror(errno));
+    goto done;
+  }
+  if ((unsigned long)size < 4 || fread(head, 1, 4, fp) != 4) {
+    st = fail(err, errlen, RH_ERR_INVALID, path, "too short for an IDX header (%ld bytes)", size);
+    goto done;
+  }
+  uint32_t got = be32(head);
+  if ((got & 0xffffff00u) != (magic & 0xffffff00u)) {
+    st = fail(err, errlen, RH_ERR_INVALID, path,
+              "bad magic number 0x%08x (expected 0x%08x for IDX %s of unsigned bytes)", got, magic,
+              what);
+    goto done;
+  }
+  if ((got & 0xffu) != (uint32_t)ndims) {
+    st = fail(err, errlen, RH_ERR_INVALID, path,
+              "wrong number of dimensions %u in the magic number 0x%08x (expected %d for %s)",
+              got & 0xffu, got, ndims, what);
+    goto done;
+  }
+  if ((unsigned long)size < head_len || fread(head + 4, 1, head_len - 4, fp) != head_len - 4) {
+    st = fail(err, errlen, RH_ERR_INVALID, path,
+              "truncated header: %ld bytes, expected at least %zu", size, head_len);
+    goto done;
+  }
+  f->count = 1;
+  for (int i = 0; i < ndims; i++) {
+    f->dims[i] = be32(head + 4 + 4 * i);
+    if (f->dims[i] == 0) {
+      st = fail(err, errlen, RH_ERR_INVALID, path, "dimension %d is 0", i + 1);
+      goto done;
+    }
+    /* Each dimension is below 2^32, so the product of three stays below 2^96; check as it grows. */
+    if (f->count > UINT64_MAX / f->dims[i]) {
+      st = fail(err, errlen, RH_ERR_INVALID, path, "dimensions too large");
+      goto done;
+    }
+    f->count *= f->dims[i];
+  }
+  uint64_t have = (uint64_t)size - head_len;
+  if (have < f->count) {
+    st = fail(err, errlen, RH_ERR_INVALID, path,
+              "truncated: %llu bytes of data after the header, expected %llu",
+              (unsigned long long)have, (unsigned long long)f->count);
+    goto done;
+  }
+  if (have > f->count) {
+    st = fail(err, errlen, RH_ERR_INVALID, path,
+              "%llu bytes of data after the header, expected %llu (trailing bytes)",
+              (unsigned long long)have, (unsigned long long)f->count);
+    goto done;
+  }
+  if (f->count > SIZE_MAX) {
+    st = fail(err, errlen, RH_ERR_NOMEM, path, "too large to load");
+    goto done;
+  }
+  f->data = malloc((size_t)f->count);
+  if (!f->data) {
+    st = fail(err, errlen, RH_ERR_NOMEM, path, "out of memory for %llu bytes",
+              (unsigned long long)f->count);
+    goto done;
+  }
+  if (fread(f->data, 1, (size_t)f->count, fp) != (size_t)f->count) {
+    st = fail(err, errlen, RH_ERR_IO, path, "read error");
+    goto done;
+  }
+done:
+  fclose(fp);
+  if (st != RH_OK) {
+    free(f->data);
+    *f = (idx_file){0};
+  }
+  return st;
+}
+
+rh_status rh_dataset_load_idx(rh_dataset *d, const char *images, const char *labels, char *err,
+                              size_t errlen) {
+  if (!d || !images || !labels) return RH_ERR_INVALID;
+  *d = (rh_dataset){0};
+  if (err && errlen > 0) err[0] = '\0';
+
+  idx_file im, lb;
+  rh_status st = idx_read(images, IDX_IMAGES, "images", &im, err, errlen);
+  if (st != RH_OK) return st;
+  st = idx_read(labels, IDX_LABELS, "labels", &lb, err, errlen);
+  if (st != RH_OK) {
+    free(im.data);
+    return st;
+  }
+  float *x = NULL;
+  int32_t *y = NULL;
+  uint64_t pixels = (uint64_t)im.dims[1] * im.dims[2];
+  if (lb.dims[0] != im.dims[0]) {
+    st = fail(err, errlen, RH_ERR_INVALID, labels, "%u labels, but %s holds %u images",
+              lb.dims[0], images, im.dims[0]);
+    goto done;
+  }
+  if (pixels > (uint64_t)INT32_MAX) {
+    st = fail(err, errlen, RH_ERR_INVALID, images, "images too large (%u x %u)", im.dims[1],
+              im.dims[2]);
+    goto done;
+  }
+#if LONG_MAX < UINT32_MAX
+  /* Where long has 32 bits, a count above LONG_MAX does not fit in d->n. */
+  if (im.dims[0] > (uint32_t)LONG_MAX) {
+    st = fail(err, errlen, RH_ERR_INVALID, images, "too many images (%u)", im.dims[0]);
+    goto done;
+  }
+#endif
+  /* x and y become owned by d, released by rh_dataset_free. */
+  x = malloc((size_t)im.count * sizeof *x);
+  y = malloc((size_t)lb.count * sizeof *y);
+  if (!x || !y) {
+    st = fail(err, errlen, RH_ERR_NOMEM, images, "out of memory");
+    goto done;
+  }
+  for (uint64_t i = 0; i < im.count; i++) x[i] = (float)im.data[i] / 255.0f;
+  int max_label = 0;
+  for (uint64_t i = 0; i < lb.count; i++) {
+    y[i] = lb.data[i];
+    if (y[i] > max_label) max_label = y[i];
+  }
+  *d = (rh_dataset){.n = (long)im.dims[0], .inputs = (int)pixels, .classes = max_label + 1,
+                    .x = x, .y = y};
+  x = NULL;
+  y = NULL;
+done:
+  free(x);
+  free(y);
+  free(im.data);
+  free(lb.data);
+  return st;
+}
+
+/* ---- IDX writing ------------------------------------------------------------------------------ */
+
+static void put_be32(unsigned char *b, uint32_t v) {
+  b[0] = (unsigned char)(v >> 24);
+  b[1] = (unsigned char)(v >> 16);
+  b[2] = (unsigned char)(v >> 8);
+  b[3] = (unsigned char)v;
+}
+
+/* Writes an IDX header with ndims dimensions, then count data bytes. */
+static rh_status idx_write(const char *path, uint32_t magic, const uint32_t *dims, int ndims,
+                           const uint8_t *data, size_t count) {
+  FILE *fp = fopen(path, "wb");
+  if (!fp) return RH_ERR_IO;
+  unsigned char head[16];
+  put_be32(head, magic);
+  for (int i = 0; i < ndims; i++) put_be32(head + 4 + 4 * i, dims[i]);
+  size_t head_len = 4 + 4 * (size_t)ndims;
+  int ok = fwrite(head, 1, head_len, fp) == head_len;
+  if (ok && count > 0) ok = fwrite(data, 1, count, fp) == count;
+  if (fclose(fp) != 0) ok = 0;
+  return ok ? RH_OK : RH_ERR_IO;
+}
+
+rh_status rh_idx_write_images(const char *path, const uint8_t *pixels, long n, int rows, int cols) {
+  if (!path || n < 0 || rows <= 0 || cols <= 0 || (n > 0 && !pixels)) return RH_ERR_INVALID;
+  if ((unsigned long)n > UINT32_MAX) return RH_ERR_INVALID;
+  uint32_t dims[3] = {(uint32_t)n, (uint32_t)rows, (uint32_t)cols};
+  return idx_write(path, IDX_IMAGES, dims, 3, pixels, (size_t)n * (size_t)rows * (size_t)cols);
+}
+
+rh_status rh_idx_write_labels(const char *path, const uint8_t *labels, long n) {
+  if (!path || n < 0 || (n > 0 && !labels)) return RH_ERR_INVALID;
+  if ((unsigned long)n > UINT32_MAX) return RH_ERR_INVALID;
+  uint32_t dims[1] = {(uint32_t)n};
+  return idx_write(path, IDX_LABELS, dims, 1, labels, (size_t)n);
+}

@@ -1,0 +1,47 @@
+/*
+ * data.h: training data.  A deterministic synthetic, class-structured data set of any size (each
+ * sample is computed from the seed and its index, so nothing is stored and every rank sees the
+ * same sample i), and a loader for the IDX files of MNIST and Fashion-MNIST.
+ */
+#ifndef REHEARSAL_DATA_H
+#define REHEARSAL_DATA_H
+
+#include "rehearsal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rh_dataset {
+  long n;          /* samples */
+  int inputs;      /* features per sample */
+  int classes;
+  /* synthetic */
+  uint64_t seed;
+  double noise;    /* standard deviation of the noise around each class centre */
+  float *centres;  /* classes x inputs, owned */
+  /* loaded from IDX (NULL for synthetic) */
+  float *x;        /* n x inputs, scaled to [0, 1], owned */
+  int32_t *y;      /* n labels, owned */
+} rh_dataset;
+
+/* A synthetic set: class of sample i is a deterministic function of (seed, i), balanced over
+ * classes in expectation; features = class centre + Gaussian noise from (seed, i). */
+rh_status rh_dataset_synthetic(rh_dataset *d, long n, int inputs, int classes, uint64_t seed,
+                               double noise);
+
+/* Loads IDX images (magic 0x00000803, unsigned bytes, n x rows x cols) and labels (magic
+ * 0x00000801).  On a bad file returns RH_ERR_IO or RH_ERR_INVALID with a message naming the file
+ * and what is wrong in err.  `classes` becomes max label + 1. */
+rh_status rh_dataset_load_idx(rh_dataset *d, const char *images, const char *labels, char *err,
+                              size_t errlen);
+
+/* Copies sample `index` (0 <= index < n) into x (inputs floats) and *y. */
+void rh_dataset_get(const rh_dataset *d, long index, float *x, int32_t *y);
+
+void rh_dataset_free(rh_dataset *d);
+
+/* Writes IDX files (for tests and for users converting data): images are n x rows x cols bytes. */
+rh_status rh_idx_write_images(const char *path, const uint8_t *pixels, long n, int rows, int cols);
+rh_status rh_idx_write_labels(const char *path, const uint8_t *labels, long n);
+
+#endif

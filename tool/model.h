@@ -1,0 +1,50 @@
+/*
+ * model.h: small real models for replaying recipes with real numbers: softmax regression and a
+ * one-hidden-layer MLP (ReLU), forward and backward in C on float parameters held in one flat
+ * array.  The parameters are split into named tensors, the units that are allreduced and fused.
+ */
+#ifndef REHEARSAL_MODEL_H
+#define REHEARSAL_MODEL_H
+
+#include "rehearsal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum rh_model_kind { RH_MODEL_SOFTMAX = 0, RH_MODEL_MLP = 1 } rh_model_kind;
+
+typedef struct rh_tensor_desc {
+  const char *name; /* static string, e.g. "fc1.weight" */
+  size_t offset;    /* first element in the flat parameter array */
+  size_t count;
+} rh_tensor_desc;
+
+typedef struct rh_model {
+  rh_model_kind kind;
+  int inputs, hidden, classes; /* hidden is 0 for softmax regression */
+  size_t nparams;
+  int ntensors;
+  rh_tensor_desc tensors[4]; /* in forward order: weight then bias of each layer */
+} rh_model;
+
+/* Describes a model; RH_ERR_INVALID for non-positive sizes (hidden ignored for softmax). */
+rh_status rh_model_init(rh_model *m, rh_model_kind kind, int inputs, int hidden, int classes);
+
+/* Deterministic initial parameters from seed (weights uniform in +-1/sqrt(fan_in), biases 0). */
+void rh_model_init_params(const rh_model *m, float *params, uint64_t seed);
+
+/* Forward FLOPs of one sample (multiply-adds count 2). */
+double rh_model_forward_flops(const rh_model *m);
+
+/* Mean cross-entropy loss over `batch` samples (x: batch x inputs, row-major; y: labels) and its
+ * gradient with respect to the parameters, written to grad (nparams floats, overwritten).
+ * *correct receives the number of samples whose arg-max class equals the label.  Allocates its
+ * own scratch; deterministic: the same inputs give the same bits. */
+double rh_model_loss_grad(const rh_model *m, const float *params, const float *x, const int32_t *y,
+                          int batch, float *grad, int *correct);
+
+/* Mean loss and number correct, without gradients. */
+double rh_model_evaluate(const rh_model *m, const float *params, const float *x, const int32_t *y,
+                         int batch, int *correct);
+
+#endif
