@@ -123,9 +123,16 @@ static rh_status negotiate(rh_ctx *ctx, uint32_t seq, const coll_desc *d) {
         if (!group[r] && memcmp(&all[r], &all[lead], sizeof *d) == 0) group[r] = (uint8_t)groups;
     }
     if (groups > 1) {
+      /* Different tensor names: each waits for ranks that went on to another one, which is a
+       * stall in Horovod's terms, named per tensor.  Same name, other shape: a mismatch. */
+      bool names_differ = false;
+      for (int r = 0; r < n; r++)
+        names_differ = names_differ || strcmp(all[r].name, d->name) != 0;
       st = RH_ERR_MISMATCH;
       k = (size_t)snprintf(ctx->last_error, sizeof ctx->last_error,
-                           "mismatch: collective #%u differs between ranks:", seq);
+                           names_differ ? "stall: collective #%u: ranks wait on different tensors:"
+                                        : "mismatch: collective #%u differs between ranks:",
+                           seq);
       for (int g = 1; g <= groups && k < sizeof ctx->last_error; g++) {
         int lead = 0;
         while (group[lead] != g) lead++;
@@ -133,6 +140,13 @@ static rh_status negotiate(rh_ctx *ctx, uint32_t seq, const coll_desc *d) {
         say(&all[lead], what, sizeof what);
         k += (size_t)snprintf(ctx->last_error + k, sizeof ctx->last_error - k,
                               "%s ranks %s issued %s", g > 1 ? ";" : "", ranks, what);
+        if (names_differ && k < sizeof ctx->last_error) {
+          uint8_t *others = arrived; /* reused as scratch: the ranks outside group g */
+          for (int r = 0; r < n; r++) others[r] = group[r] != g;
+          rh__rank_list(others, n, 1, ranks, sizeof ranks);
+          k += (size_t)snprintf(ctx->last_error + k, sizeof ctx->last_error - k,
+                                ", missing on ranks %s", ranks);
+        }
       }
     }
   }

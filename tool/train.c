@@ -82,6 +82,7 @@ typedef struct rank_state {
   long steps_per_epoch, last_batch, global_step, last_step;
   bool recording; /* false while the resume check replays epochs */
   bool stopped;
+  int epochs_run; /* epochs this rank completed (its own count: the result is rank 0's) */
   /* evidence */
   long identical_steps;
   bool identical_failed, lr_failed;
@@ -736,6 +737,7 @@ static rh_status run_epochs(rank_state *s, int from, int to) {
     if (st == RH_OK && checking(s, RH_CHECK_SAMPLES)) st = check_samples(s, e, step);
     if (st == RH_OK && step > 0) st = end_epoch(s, &es, e);
     es.end = rh_time(s->ctx);
+    if (st == RH_OK && step > 0) s->epochs_run = e + 1;
     if (s->rank == 0 && s->recording && e < s->res->capacity && step > 0) {
       s->res->epochs_stats[e] = es;
       s->res->epochs = e + 1;
@@ -818,7 +820,7 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
     if (s.rank == 0) s.res->start_epoch = start;
   }
   if (st == RH_OK) st = run_epochs(&s, start, epochs);
-  if (st == RH_OK) st = check_resume(&s, s.res->epochs);
+  if (st == RH_OK) st = check_resume(&s, s.epochs_run);
 
   /* verdicts of the checks that passed (failures were written when seen) */
   if (st == RH_OK && cfg->real && s.rank == 0) {
@@ -843,10 +845,10 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
               s.checkpoint_writes ? "%d checkpoints, each written by rank 0 alone"
                                   : "no checkpoint was written (%d); give --out or checkpoints",
               s.checkpoint_writes);
-    if (cfg->check[RH_CHECK_COLLECTIVES])
-      verdict(&s, RH_CHECK_COLLECTIVES, true,
-              "every rank issued the same collectives in the same order");
   }
+  if (st == RH_OK && cfg->check[RH_CHECK_COLLECTIVES])
+    verdict(&s, RH_CHECK_COLLECTIVES, true,
+            "every rank issued the same collectives in the same order");
   teardown(&s);
   return st == RH_OK ? 0 : 1;
 }
