@@ -120,12 +120,13 @@ static void test_synthetic_structure(void **state) {
     assert_true(count[k] > 0);
     assert_true(own[k] / count[k] < 0.8 * other[k] / count[k]);
   }
-  /* The noise is Gaussian with mean 0 and standard deviation `noise` (64000 draws: the mean's
-   * standard error is 0.003, the variance's about 0.6%). */
-  double m = sum / (N * IN), sd = sqrt(sum_sq / (N * IN));
-  print_message("synthetic noise: mean %.4f, standard deviation %.4f (asked %.2f)\n", m, sd, noise);
+  /* The noise is Gaussian with mean 0 and standard deviation noise / sqrt(1 + noise^2), the
+   * scaling that gives features unit variance (64000 draws: the mean's standard error is 0.003,
+   * the variance's about 0.6%). */
+  double m = sum / (N * IN), sd = sqrt(sum_sq / (N * IN)), want = noise / sqrt(1 + noise * noise);
+  print_message("synthetic noise: mean %.4f, standard deviation %.4f (want %.4f)\n", m, sd, want);
   assert_true(fabs(m) < 0.02);
-  assert_true(fabs(sd / noise - 1.0) < 0.03);
+  assert_true(fabs(sd / want - 1.0) < 0.03);
   rh_dataset_free(&d);
 }
 

@@ -75,11 +75,15 @@ rh_status rh_dataset_synthetic(rh_dataset *d, long n, int inputs, int classes, u
     free(z);
     return RH_ERR_NOMEM;
   }
-  /* Each centre coordinate is standard normal, so two centres are about sqrt(2 * inputs) apart. */
+  /* Each centre coordinate is standard normal, so two centres are about sqrt(2 * inputs) apart
+   * before the scaling by 1 / sqrt(1 + noise^2), which gives every feature unit variance, as
+   * normalised images have, whatever the noise. */
+  double scale = 1.0 / sqrt(1.0 + noise * noise);
   uint64_t state = mix64(seed ^ CENTRE_KEY);
   for (int c = 0; c < classes; c++) {
     normals(&state, z, inputs);
-    for (int i = 0; i < inputs; i++) centres[(size_t)c * (size_t)inputs + (size_t)i] = (float)z[i];
+    for (int i = 0; i < inputs; i++)
+      centres[(size_t)c * (size_t)inputs + (size_t)i] = (float)(z[i] * scale);
   }
   free(z);
   *d = (rh_dataset){.n = n, .inputs = inputs, .classes = classes, .seed = seed, .noise = noise,
@@ -97,9 +101,24 @@ static void synthetic_get(const rh_dataset *d, long index, float *x, int32_t *y)
   double pair[2];
   for (int i = 0; i < d->inputs; i++) {
     if (i % 2 == 0) normals(&state, pair, 2);
-    x[i] = (float)((double)centre[i] + d->noise * pair[i % 2]);
+    x[i] = (float)((double)centre[i] + d->noise / sqrt(1.0 + d->noise * d->noise) * pair[i % 2]);
   }
   *y = label;
+}
+
+rh_status rh_dataset_materialize(rh_dataset *d) {
+  if (!d || d->x) return RH_OK;
+  float *x = malloc((size_t)d->n * (size_t)d->inputs * sizeof *x);
+  int32_t *y = malloc((size_t)d->n * sizeof *y);
+  if (!x || !y) {
+    free(x);
+    free(y);
+    return RH_ERR_NOMEM;
+  }
+  for (long i = 0; i < d->n; i++) synthetic_get(d, i, x + (size_t)i * (size_t)d->inputs, &y[i]);
+  d->x = x; /* owned by d from now on, like a loaded set's */
+  d->y = y;
+  return RH_OK;
 }
 
 void rh_dataset_get(const rh_dataset *d, long index, float *x, int32_t *y) {

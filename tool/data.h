@@ -25,7 +25,8 @@ typedef struct rh_dataset {
 } rh_dataset;
 
 /* A synthetic set: class of sample i is a deterministic function of (seed, i), balanced over
- * classes in expectation; features = class centre + Gaussian noise from (seed, i). */
+ * classes in expectation; features = (class centre + noise x Gaussian from (seed, i)) /
+ * sqrt(1 + noise^2), so that every feature has unit variance, as normalised images have. */
 rh_status rh_dataset_synthetic(rh_dataset *d, long n, int inputs, int classes, uint64_t seed,
                                double noise);
 
@@ -34,6 +35,10 @@ rh_status rh_dataset_synthetic(rh_dataset *d, long n, int inputs, int classes, u
  * and what is wrong in err.  `classes` becomes max label + 1. */
 rh_status rh_dataset_load_idx(rh_dataset *d, const char *images, const char *labels, char *err,
                               size_t errlen);
+
+/* Computes every sample of a synthetic set once and keeps them (n x inputs floats), so that
+ * later reads are copies; the samples are the same bits as before.  No-op for loaded sets. */
+rh_status rh_dataset_materialize(rh_dataset *d);
 
 /* Copies sample `index` (0 <= index < n) into x (inputs floats) and *y. */
 void rh_dataset_get(const rh_dataset *d, long index, float *x, int32_t *y);

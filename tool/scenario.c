@@ -65,6 +65,7 @@ static const char *const epochs_rules[] = {"fixed", "divided", NULL};
 static const char *const steps_rules[] = {"divided", "full", "loader", NULL};
 static const char *const val_rules[] = {"divided", "oversampled", "full", "none", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
+static const char *const shardings[] = {"distributed", "replicated", NULL};
 
 static const field gpu_fields[] = {
     NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops),
@@ -130,6 +131,8 @@ static const field recipe_fields[] = {
     COUNT("seed", false, 0, 1e15, recipe.seed),
     ENUM("shuffle", booleans, recipe.shuffle),
     INT("checkpoint_every_epochs", false, 0, 1 << 20, recipe.checkpoint_every),
+    ENUM("sharding", shardings, recipe.sharding),
+    COUNT("validation_batch", false, 1, 1e8, recipe.val_batch),
     END};
 static field check_fields[RH_CHECK_COUNT + 4]; /* one switch per check, then the options */
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
@@ -640,7 +643,7 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   sc->model.hidden = 64;
   sc->data.inputs = 784;
   sc->data.classes = 10;
-  sc->data.noise = 1.0;
+  sc->data.noise = -1;
   sc->data.seed = 1;
   sc->recipe.decay_factor = 0.1;
   sc->recipe.beta1 = 0.9;

@@ -34,7 +34,7 @@ typedef struct rh_scenario {
     double validation;
     int source;           /* 0 synthetic, 1 IDX files */
     int inputs, classes;  /* synthetic */
-    double noise, seed;   /* synthetic */
+    double noise, seed;   /* synthetic; noise < 0: 0.28 sqrt(inputs) */
     char *train_images, *train_labels, *validation_images, *validation_labels; /* IDX */
   } data;
   struct {
@@ -55,6 +55,8 @@ typedef struct rh_scenario {
     double seed;
     int shuffle;
     int checkpoint_every;
+    int sharding;         /* 0 distributed (DistributedSampler), 1 replicated (whole set per rank) */
+    double val_batch;     /* 0: batch_per_worker */
   } recipe;
   struct {
     int enabled[RH_CHECK_COUNT]; /* -1: the default (on for real models; resume when asked) */

@@ -627,7 +627,9 @@ static rh_status check_metric(rank_state *s, double local, double logged, const 
 static rh_status validate(rank_state *s, rh_epoch_stats *es, int epoch) {
   const rh_train_config *cfg = s->cfg;
   es->val_loss = es->val_accuracy = NAN;
-  long steps = rh_recipe_validation_steps(cfg->val_rule, cfg->validation_samples, cfg->batch, s->size);
+  long steps = cfg->val_rule == RH_VAL_FULL
+                   ? (rh_sampler_shard_size(cfg->validation_samples, s->size) + cfg->val_batch - 1) / cfg->val_batch
+                   : rh_recipe_validation_steps(cfg->val_rule, cfg->validation_samples, cfg->val_batch, s->size);
   es->val_steps = steps;
   if (!cfg->real || steps == 0 || !cfg->validation || cfg->validation_samples == 0) return RH_OK;
   long n = cfg->validation_samples, shard = rh_sampler_shard_size(n, s->size);
@@ -638,16 +640,27 @@ static rh_status validate(rank_state *s, rh_epoch_stats *es, int epoch) {
   }
   double loss = 0, correct = 0, seen = 0;
   int in = cfg->model.inputs;
-  for (long k = 0; k < steps; k++) {
-    for (long j = 0; j < cfg->batch; j++)
-      rh_dataset_get(cfg->validation, cfg->validation_offset + idx[(k * cfg->batch + j) % shard],
-                     s->x + (size_t)j * (size_t)in, &s->y[j]);
+  long vb = cfg->val_batch;
+  float *x = malloc((size_t)vb * (size_t)in * sizeof *x);
+  int32_t *y = malloc((size_t)vb * sizeof *y);
+  for (long k = 0; k < steps && x && y; k++) {
+    /* the last batch of a shard may be short (a PyTorch loader without drop_last) */
+    long first = k * vb, take = vb;
+    if (cfg->val_rule == RH_VAL_FULL && first + take > shard) take = shard - first;
+    if (take <= 0) break;
+    for (long j = 0; j < take; j++)
+      rh_dataset_get(cfg->validation, cfg->validation_offset + idx[(first + j) % shard],
+                     x + (size_t)j * (size_t)in, &y[j]);
     int c;
-    loss += rh_model_evaluate(&cfg->model, s->params, s->x, s->y, (int)cfg->batch, &c) * (double)cfg->batch;
+    loss += rh_model_evaluate(&cfg->model, s->params, x, y, (int)take, &c) * (double)take;
     correct += c;
-    seen += (double)cfg->batch;
+    seen += (double)take;
   }
+  bool nomem = !x || !y;
+  free(x);
+  free(y);
   free(idx);
+  if (nomem) return RH_ERR_NOMEM;
   rh_status st = rh_compute(s->ctx, cfg->forward_flops * seen);
   double vl = loss / seen, va = correct / seen, local_vl = vl, local_va = va;
   if (st == RH_OK) st = average_metric(s, &vl, "avg_loss");
@@ -708,15 +721,20 @@ static rh_status run_epochs(rank_state *s, int from, int to) {
     rh_epoch_stats es = {.start = rh_time(s->ctx)};
     s->epoch_loss = s->epoch_correct = s->epoch_samples = 0;
     if (s->cfg->real) {
-      bool shard = !(s->cfg->mistakes & RH_MISTAKE_NO_SHARDING);
-      /* a program that does not shard reads the whole set in its own order on every rank */
-      int rc = shard ? rh_sampler_indices(s->cfg->train_samples, s->size, s->rank, s->cfg->seed, e,
-                                          s->cfg->shuffle, s->shard)
-                     : rh_sampler_indices(s->cfg->train_samples, 1, 0, s->cfg->seed, e,
-                                          s->cfg->shuffle, s->shard);
+      /* distributed: this rank's shard; replicated (the recipe): the whole set in an order of
+       * this rank's own; not sharded (the mistake): the whole set in the same order everywhere */
+      long N = s->cfg->train_samples;
+      bool unsharded = s->cfg->mistakes & RH_MISTAKE_NO_SHARDING;
+      int rc;
+      if (unsharded || s->cfg->replicated) {
+        uint64_t seed = s->cfg->seed + (unsharded ? 0 : 1000003ull * (uint64_t)(s->rank + 1));
+        rc = rh_sampler_indices(N, 1, 0, seed, e, s->cfg->shuffle, s->shard);
+        s->shard_n = N;
+      } else {
+        rc = rh_sampler_indices(N, s->size, s->rank, s->cfg->seed, e, s->cfg->shuffle, s->shard);
+        s->shard_n = rh_sampler_shard_size(N, s->size);
+      }
       if (rc) return RH_ERR_NOMEM;
-      s->shard_n = shard ? rh_sampler_shard_size(s->cfg->train_samples, s->size)
-                         : s->cfg->train_samples;
     }
     long step;
     for (step = 0; step < s->steps_per_epoch && st == RH_OK; step++) {

@@ -78,6 +78,8 @@ typedef struct rh_train_config {
   long stop_at_step;
   uint64_t seed;
   bool shuffle;
+  bool replicated;            /* every rank reads the whole set in its own order (Keras fit) */
+  long val_batch;
   int checkpoint_every;       /* epochs; 0: none */
   const char *checkpoint_dir; /* NULL: no checkpoints written */
   bool resume;                /* start from the latest checkpoint in checkpoint_dir */
