@@ -346,6 +346,15 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
   char *base = (char *)w->sc;
   switch (f->type) {
   case T_MAP:
+    if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        (!*scalar(n) || strcmp(scalar(n), "~") == 0 || strcmp(scalar(n), "null") == 0)) {
+      /* an empty section ("checks:" and nothing under it) is an empty mapping */
+      static const yaml_node_t empty = {.type = YAML_MAPPING_NODE};
+      yaml_node_t e = empty;
+      e.start_mark = n->start_mark;
+      walk_map(w, w->key, &e, f->kids, name);
+      return;
+    }
     if (n->type != YAML_MAPPING_NODE) {
       fail(w, n, name, "expected a mapping, got %s", type_word(n));
       return;

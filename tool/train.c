@@ -834,7 +834,11 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
   if (st == RH_OK && cfg->resume && cfg->real && cfg->checkpoint_dir) {
     st = failed(&s, restore(&s, -1, &start), RH_CHECK_COLLECTIVES);
     s.global_step = (long)start * s.steps_per_epoch;
-    if (s.sparams) memcpy(s.sparams, s.params, s.nparams * sizeof(float));
+    if (s.sparams) { /* the serial replica starts from the checkpoint too, momentum and all */
+      memcpy(s.sparams, s.params, s.nparams * sizeof(float));
+      memcpy(s.sopt.state, s.opt.state, rh_optimizer_state_count(&s.opt) * sizeof(float));
+      s.sopt.steps = s.opt.steps;
+    }
     if (s.rank == 0) s.res->start_epoch = start;
   }
   if (st == RH_OK) st = run_epochs(&s, start, epochs);

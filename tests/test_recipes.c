@@ -1,0 +1,303 @@
+/*
+ * test_recipes.c: the seed recipes and their mistakes, run as a user runs them.  Each seed
+ * scenario passes every check; each mistake scenario is caught by the check it names, with the
+ * ranks involved, and fails the run unless the scenario expects it; IDX data loads and trains;
+ * a run resumed from its checkpoint ends with the same bytes as one that never stopped.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "data.h"
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  size_t got = fread(buf, 1, (size_t)n, f);
+  buf[got] = 0;
+  fclose(f);
+  return buf;
+}
+
+static char *in_tmp(const char *name) {
+  static char buf[4][256];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+  return buf[k];
+}
+
+/* Runs `rehearsal run FILE [args]`; returns the exit code, the output in *text (caller frees). */
+static int run(const char *scenario, char **text, char *a1, char *a2, char *a3) {
+  char file[300];
+  snprintf(file, sizeof file, "%s", scenario); /* in_tmp's buffers rotate below */
+  char *argv[] = {RH_BINARY, "run", file, a1, a2, a3, NULL};
+  int rc = rh_test_spawn(argv, in_tmp("out.txt"), in_tmp("err.txt"));
+  *text = slurp(in_tmp("out.txt"));
+  if (rc != 0) {
+    char *err = slurp(in_tmp("err.txt"));
+    print_message("%s: exit %d\n%s%s\n", file, rc, *text ? *text : "", err ? err : "");
+    free(err);
+  }
+  return rc;
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/rehearsal-recipes-XXXXXX");
+  return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  return system(cmd);
+}
+
+/* ---- seeds ----------------------------------------------------------------------------------- */
+
+static void check_seed(const char *name, int checks) {
+  char file[256], *text = NULL;
+  snprintf(file, sizeof file, "scenarios/seeds/%s.yaml", name);
+  assert_int_equal(run(file, &text, NULL, NULL, NULL), 0);
+  assert_non_null(text);
+  int passes = 0;
+  for (const char *p = text; (p = strstr(p, "  PASS  ")); p++) passes++;
+  if (strstr(text, "FAIL") || strstr(text, "----") || passes != checks)
+    print_error("%s: %d checks passed, want %d\n%s\n", name, passes, checks, text);
+  assert_null(strstr(text, "FAIL"));
+  assert_null(strstr(text, "----"));
+  assert_int_equal(passes, checks);
+  free(text);
+}
+
+static void test_seed_cifar10_keras_workshop(void **s) { (void)s; check_seed("cifar10-keras-workshop", 7); }
+static void test_seed_oci_pytorch_elastic_mnist(void **s) { (void)s; check_seed("oci-pytorch-elastic-mnist", 8); }
+static void test_seed_fashion_mnist_keras_lab(void **s) { (void)s; check_seed("fashion-mnist-keras-lab", 8); }
+static void test_seed_lenet5_tensorflow(void **s) { (void)s; check_seed("lenet5-mnist-tensorflow", 7); }
+static void test_seed_lenet5_keras(void **s) { (void)s; check_seed("lenet5-mnist-keras", 7); }
+static void test_seed_lenet5_pytorch(void **s) { (void)s; check_seed("lenet5-mnist-pytorch", 8); }
+
+/* ---- mistakes -------------------------------------------------------------------------------- */
+
+typedef struct mistake_case {
+  const char *file;
+  const char *verdicts[3]; /* each must appear in the output */
+} mistake_case;
+
+static const mistake_case mistakes[] = {
+    {"no-sharding",
+     {"FAIL  samples_once", "ranks 0-3 used the same samples", "(2000 distinct of 8000)"}},
+    {"no-initial-broadcast",
+     {"FAIL  identical_parameters   after epoch 1 step 1 the parameters of ranks 1-3 differ",
+      "FAIL  serial_equivalence", NULL}},
+    {"no-lr-scaling",
+     {"FAIL  lr_schedule            epoch 1 step 1: ranks 0-3 used lr 0.01 where the recipe gives 0.04",
+      NULL, NULL}},
+    {"metric-average-rank0-only",
+     {"FAIL  metrics_averaged       rank 0: stall:",
+      "allreduce 'avg_loss' (1 x double, avg): ranks 0 waited 30 s; ranks 1-3 never issued it",
+      NULL}},
+    {"no-metric-average",
+     {"FAIL  metrics_averaged       avg_loss: ranks 0-3 logged a value that is not the mean", NULL,
+      NULL}},
+    {"checkpoint-every-rank",
+     {"FAIL  one_checkpoint_writer  checkpoint-1.bin was written by 4 ranks (0-3)", NULL, NULL}},
+    {"mismatched-collective",
+     {"FAIL  collectives_match", "ranks 0-2 issued allreduce 'fc1.weight' (25088 x float, avg), missing on ranks 3",
+      "ranks 3 issued allreduce 'fc2.bias' (10 x float, avg), missing on ranks 0-2"}},
+    {"missing-collective",
+     {"FAIL  collectives_match", "ranks 0-2 issued allreduce 'fc1.bias' (32 x float, avg), missing on ranks 3",
+      "ranks 3 issued allreduce 'fc1.weight'"}},
+};
+
+static void test_mistakes_are_caught(void **s) {
+  (void)s;
+  for (size_t i = 0; i < sizeof mistakes / sizeof mistakes[0]; i++) {
+    char file[256], *text = NULL;
+    snprintf(file, sizeof file, "scenarios/mistakes/%s.yaml", mistakes[i].file);
+    int rc = run(file, &text, NULL, NULL, NULL);
+    assert_non_null(text);
+    for (int k = 0; k < 3; k++) {
+      if (!mistakes[i].verdicts[k]) continue;
+      if (!strstr(text, mistakes[i].verdicts[k]))
+        print_error("%s: missing \"%s\" in\n%s\n", file, mistakes[i].verdicts[k], text);
+      assert_non_null(strstr(text, mistakes[i].verdicts[k]));
+    }
+    assert_null(strstr(text, "UNEXPECTED"));
+    assert_int_equal(rc, 0); /* caught, as the scenario expects */
+    free(text);
+  }
+}
+
+/* Copies a scenario with its expect_fail line removed or replaced. */
+static void rewrite(const char *from, const char *to, const char *expect) {
+  char *text = slurp(from);
+  assert_non_null(text);
+  char *line = strstr(text, "  expect_fail:");
+  FILE *f = fopen(to, "w");
+  assert_non_null(f);
+  if (line) {
+    fwrite(text, 1, (size_t)(line - text), f);
+    if (expect) fprintf(f, "  expect_fail: [%s]\n", expect);
+    char *end = strchr(line, '\n');
+    if (end) fputs(end + 1, f);
+  } else {
+    fputs(text, f);
+    if (expect) fprintf(f, "checks:\n  expect_fail: [%s]\n", expect);
+  }
+  fclose(f);
+  free(text);
+}
+
+static void test_unexpected_outcomes_fail_the_run(void **s) {
+  (void)s;
+  char *text = NULL;
+  /* the same mistake, not expected: the run fails */
+  rewrite("scenarios/mistakes/no-lr-scaling.yaml", in_tmp("unexpected.yaml"), NULL);
+  assert_int_equal(run(in_tmp("unexpected.yaml"), &text, NULL, NULL, NULL), 1);
+  assert_non_null(strstr(text, "FAIL  lr_schedule"));
+  free(text);
+  /* a failure expected of a correct recipe that does not happen: the run fails too */
+  rewrite("scenarios/mistakes/no-lr-scaling.yaml", in_tmp("wrongly.yaml"), "samples_once");
+  assert_int_equal(run(in_tmp("wrongly.yaml"), &text, NULL, NULL, NULL), 1);
+  assert_non_null(strstr(text, "[expected to fail: UNEXPECTED]"));
+  free(text);
+}
+
+/* ---- IDX data and resume ----------------------------------------------------------------------- */
+
+static void write_idx(const char *stem, long n, uint64_t seed) {
+  /* digit-like images: a bright square whose place depends on the label, plus noise */
+  uint8_t *px = malloc((size_t)n * 28 * 28), *lb = malloc((size_t)n);
+  uint64_t r = seed;
+  for (long i = 0; i < n; i++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    lb[i] = (uint8_t)((r >> 33) % 10);
+    for (int p = 0; p < 28 * 28; p++) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      int row = p / 28, col = p % 28, br = (lb[i] / 5) * 14, bc = (lb[i] % 5) * 5;
+      bool on = row >= br && row < br + 12 && col >= bc && col < bc + 5;
+      px[(size_t)i * 784 + (size_t)p] = (uint8_t)((on ? 160 : 0) + (r >> 58));
+    }
+  }
+  char im[300], lbp[300];
+  snprintf(im, sizeof im, "%s-images-idx3-ubyte", stem);
+  snprintf(lbp, sizeof lbp, "%s-labels-idx1-ubyte", stem);
+  assert_int_equal(rh_idx_write_images(im, px, n, 28, 28), RH_OK);
+  assert_int_equal(rh_idx_write_labels(lbp, lb, n), RH_OK);
+  free(px);
+  free(lb);
+}
+
+static const char *idx_scenario =
+    "name: idx-mnist-like\n"
+    "cluster: {nodes: 1, gpus_per_node: 4, gpu: {tflops: 10}, intra: {bandwidth_GBps: 100}}\n"
+    "model: {kind: softmax}\n"
+    "data:\n"
+    "  source: idx\n"
+    "  train_images: train-images-idx3-ubyte\n"
+    "  train_labels: train-labels-idx1-ubyte\n"
+    "  validation_images: t10k-images-idx3-ubyte\n"
+    "  validation_labels: t10k-labels-idx1-ubyte\n"
+    "recipe: {batch_per_worker: 25, base_lr: 0.05, momentum: 0.5, epochs: %d, steps_per_epoch: loader}\n";
+
+static void test_idx_data_trains(void **s) {
+  (void)s;
+  write_idx(in_tmp("train"), 1000, 1);
+  write_idx(in_tmp("t10k"), 200, 2);
+  FILE *f = fopen(in_tmp("idx.yaml"), "w");
+  fprintf(f, idx_scenario, 3);
+  fclose(f);
+  char *text = NULL;
+  assert_int_equal(run(in_tmp("idx.yaml"), &text, NULL, NULL, NULL), 0);
+  assert_null(strstr(text, "FAIL"));
+  assert_non_null(strstr(text, "1000 distinct samples of 1000"));
+  /* the squares are easy to tell apart: the last epoch's validation accuracy is high */
+  char *last = strstr(text, "\n     3 ");
+  assert_non_null(last);
+  /* epoch steps time compute comm_wait step throughput lr loss accuracy val_loss val_acc */
+  double v[12];
+  assert_int_equal(sscanf(last, "%lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1],
+                          &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11]),
+                   12);
+  print_message("IDX: validation accuracy after 3 epochs %.4f\n", v[11]);
+  assert_true(v[11] > 0.9);
+  free(text);
+}
+
+static void test_resume_from_checkpoint_cli(void **s) {
+  (void)s;
+  /* 2 epochs, then resume to 3; against 3 epochs straight: the last checkpoint, byte for byte */
+  char *text = NULL;
+  write_idx(in_tmp("train"), 1000, 1);
+  write_idx(in_tmp("t10k"), 200, 2);
+  FILE *f = fopen(in_tmp("r2.yaml"), "w");
+  fprintf(f, idx_scenario, 2);
+  fclose(f);
+  f = fopen(in_tmp("r3.yaml"), "w");
+  fprintf(f, idx_scenario, 3);
+  fclose(f);
+  char straight[300], resumed[300];
+  snprintf(straight, sizeof straight, "%s", in_tmp("straight"));
+  snprintf(resumed, sizeof resumed, "%s", in_tmp("resumed"));
+  assert_int_equal(run(in_tmp("r3.yaml"), &text, "--out", straight, NULL), 0);
+  free(text);
+  assert_int_equal(run(in_tmp("r2.yaml"), &text, "--out", resumed, NULL), 0);
+  free(text);
+  assert_int_equal(run(in_tmp("r3.yaml"), &text, "--out", resumed, "--resume"), 0);
+  assert_non_null(strstr(text, "# resumed after epoch 2"));
+  free(text);
+  char a[400], b[400];
+  snprintf(a, sizeof a, "%s/checkpoints/checkpoint-3.bin", straight);
+  snprintf(b, sizeof b, "%s/checkpoints/checkpoint-3.bin", resumed);
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  assert_non_null(fa);
+  assert_non_null(fb);
+  int ca, cb;
+  long at = 0;
+  do {
+    ca = fgetc(fa);
+    cb = fgetc(fb);
+    at++;
+  } while (ca == cb && ca != EOF);
+  if (ca != cb) print_error("checkpoint-3.bin differs at byte %ld\n", at);
+  assert_int_equal(ca, cb);
+  fclose(fa);
+  fclose(fb);
+  /* --resume needs --out */
+  assert_int_equal(run(in_tmp("r3.yaml"), &text, "--resume", NULL, NULL), 2);
+  free(text);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_seed_cifar10_keras_workshop),
+      cmocka_unit_test(test_seed_oci_pytorch_elastic_mnist),
+      cmocka_unit_test(test_seed_fashion_mnist_keras_lab),
+      cmocka_unit_test(test_seed_lenet5_tensorflow),
+      cmocka_unit_test(test_seed_lenet5_keras),
+      cmocka_unit_test(test_seed_lenet5_pytorch),
+      cmocka_unit_test(test_mistakes_are_caught),
+      cmocka_unit_test(test_unexpected_outcomes_fail_the_run),
+      cmocka_unit_test(test_idx_data_trains),
+      cmocka_unit_test(test_resume_from_checkpoint_cli),
+  };
+  if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
