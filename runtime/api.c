@@ -28,6 +28,15 @@ static rh_coll coll_for(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_d
                    .timeout = rh_setting(ctx, RH_SETTING_TIMEOUT)};
 }
 
+/* Whether a timing-only collective may run at the coarse grain, decided once for the whole
+ * collective so that concurrent rings never mix grains: `auto` takes it where every ring step is
+ * the same (blocks divide evenly), `coarse` everywhere. */
+static bool coarse_for(const rh_ctx *ctx, bool timing_only, bool even) {
+  int grain = (int)rh_setting(ctx, RH_SETTING_GRAIN);
+  if (!timing_only || grain == RH_GRAIN_FINE || !ctx->ops->model_sync) return false;
+  return grain == RH_GRAIN_COARSE || even;
+}
+
 static bool valid_type(rh_dtype dtype) { return (int)dtype >= 0 && dtype < RH_DTYPE_COUNT; }
 
 const char *rh_last_error(const rh_ctx *ctx) { return ctx->last_error; }
@@ -43,6 +52,8 @@ typedef struct coll_desc {
   int32_t root;
   uint64_t count;
   uint64_t shape; /* allgatherv: a hash of every rank's count */
+  uint32_t invalid; /* this rank's arguments are wrong: every rank fails the collective */
+  uint32_t pad;
   double prescale, postscale;
   char name[40];
 } coll_desc;
@@ -104,7 +115,17 @@ static rh_status negotiate(rh_ctx *ctx, uint32_t seq, const coll_desc *d) {
   rh_status st = ctx->ops->audit(ctx, RH_AUDIT_COLLECTIVE | seq, d, sizeof *d, all, arrived, timeout);
   char what[160], ranks[160];
   say(d, what, sizeof what);
-  if (st == RH_ERR_TIMEOUT) {
+  bool any_invalid = false;
+  for (int r = 0; st == RH_OK && r < n; r++) {
+    group[r] = all[r].invalid != 0;
+    any_invalid = any_invalid || group[r];
+  }
+  if (any_invalid) {
+    rh__rank_list(group, n, 1, ranks, sizeof ranks);
+    snprintf(ctx->last_error, sizeof ctx->last_error,
+             "collective #%u %s: ranks %s passed invalid arguments", seq, what, ranks);
+    st = RH_ERR_INVALID;
+  } else if (st == RH_ERR_TIMEOUT) {
     char came[160];
     rh__rank_list(arrived, n, 1, came, sizeof came);
     rh__rank_list(arrived, n, 0, ranks, sizeof ranks);
@@ -112,6 +133,7 @@ static rh_status negotiate(rh_ctx *ctx, uint32_t seq, const coll_desc *d) {
              "stall: collective #%u %s: ranks %s waited %g s; ranks %s never issued it", seq, what,
              came, timeout, ranks);
   } else if (st == RH_OK) {
+    for (int r = 0; r < n; r++) group[r] = 0;
     /* group the ranks by what they issued, this rank's group first */
     int groups = 0;
     size_t k = 0;
@@ -158,8 +180,7 @@ static rh_status negotiate(rh_ctx *ctx, uint32_t seq, const coll_desc *d) {
 
 /* Records a failure's detail for rh_last_error unless negotiation already did. */
 static rh_status note(rh_ctx *ctx, rh_status st, uint32_t seq, const coll_desc *d) {
-  if (st == RH_OK || st == RH_ERR_MISMATCH || (st == RH_ERR_TIMEOUT && ctx->last_error[0]))
-    return st;
+  if (st == RH_OK || ctx->last_error[0]) return st; /* negotiation already explained it */
   char what[160];
   say(d, what, sizeof what);
   snprintf(ctx->last_error, sizeof ctx->last_error, "collective #%u %s: %s", seq, what,
@@ -188,117 +209,266 @@ rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *
   return rh_allgather(ctx, mine, bytes / 4, all, RH_INT32);
 }
 
-/* ---- allreduce ---------------------------------------------------------------------------- */
+/* ---- the collectives ------------------------------------------------------------------------ */
 
-static rh_status allreduce_run(rh_ctx *ctx, uint32_t seq, const void *send, void *recv,
-                               size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *o);
+/* One collective as issued.  Every call becomes one: blocking calls run it at once when nothing
+ * of this rank's is in flight, else behind the rank's requests, so each rank runs its collectives
+ * in the one order it issued them (as NCCL's stream requires, and as keeps tags apart). */
+struct rh_request {
+  rh_ctx *ctx;
+  coll_kind kind;
+  uint32_t seq;
+  const void *send;
+  void *recv;
+  size_t count;
+  rh_dtype dtype;
+  rh_op op;
+  int root;
+  rh_reduce_opts opts;
+  char name[40];  /* a copy: the caller's string may be gone when a request runs */
+  size_t *counts; /* allgatherv: a copy, owned */
+  bool invalid;   /* this rank's arguments are wrong */
+  rh_task *task;
+};
 
-static rh_status allreduce_seq(rh_ctx *ctx, uint32_t seq, const void *send, void *recv,
-                               size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *o) {
-  if (!(!send && !recv) && (!send || !recv) && count > 0) return RH_ERR_INVALID;
-  coll_desc d = describe(K_ALLREDUCE, dtype, op, -1, count, o);
-  rh_status st = negotiate(ctx, seq, &d);
-  if (st == RH_OK) st = allreduce_run(ctx, seq, send, recv, count, dtype, op, o);
-  return note(ctx, st, seq, &d);
-}
-
-static rh_status allreduce_run(rh_ctx *ctx, uint32_t seq, const void *send, void *recv,
-                               size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *o) {
-  bool timing_only = !send && !recv;
-  rh_reduce_opts opts = o ? *o : (rh_reduce_opts)RH_REDUCE_OPTS_INIT;
-  bool fp16 = opts.compression == RH_COMPRESS_FP16 ||
-              (opts.compression == RH_COMPRESS_DEFAULT &&
+static void allreduce_run(rh_request *r, rh_status *out) {
+  rh_ctx *ctx = r->ctx;
+  bool timing_only = !r->send && !r->recv;
+  size_t count = r->count;
+  bool fp16 = r->opts.compression == RH_COMPRESS_FP16 ||
+              (r->opts.compression == RH_COMPRESS_DEFAULT &&
                (int)rh_setting(ctx, RH_SETTING_COMPRESSION) == RH_WIRE_FP16);
-  fp16 = fp16 && (dtype == RH_FLOAT32 || dtype == RH_FLOAT64);
+  fp16 = fp16 && (r->dtype == RH_FLOAT32 || r->dtype == RH_FLOAT64);
   if (!timing_only) {
-    if (send != recv) memcpy(recv, send, count * rh_dtype_size(dtype));
-    rh__scale(recv, count, dtype, opts.prescale);
+    if (r->send != r->recv) memcpy(r->recv, r->send, count * rh_dtype_size(r->dtype));
+    rh__scale(r->recv, count, r->dtype, r->opts.prescale);
   }
-  void *wire = recv;
-  rh_dtype wire_type = fp16 ? RH_FLOAT16 : dtype;
+  void *wire = r->recv;
+  rh_dtype wire_type = fp16 ? RH_FLOAT16 : r->dtype;
   if (fp16 && !timing_only) {
     wire = malloc(count * sizeof(uint16_t) + 1);
-    if (!wire) return RH_ERR_NOMEM;
-    rh__to_half(wire, recv, count, dtype);
+    if (!wire) {
+      *out = RH_ERR_NOMEM;
+      return;
+    }
+    rh__to_half(wire, r->recv, count, r->dtype);
   }
-  rh_coll c = coll_for(ctx, seq, wire, count, wire_type, op);
+  rh_coll c = coll_for(ctx, r->seq, wire, count, wire_type, r->op);
   rh_status st = RH_OK;
   if (ctx->world.n > 1 && count > 0) {
     rh_algo algo = rh__choose_allreduce(ctx, count * rh_dtype_size(wire_type));
-    st = algo == RH_ALG_ALLREDUCE_HIERARCHICAL ? rh__allreduce_hierarchical(&c)
-                                               : rh__allreduce_ring(&c);
+    bool hier = algo == RH_ALG_ALLREDUCE_HIERARCHICAL && rh_topology_uniform(ctx->topo);
+    size_t unit = hier ? (size_t)ctx->node.n * (size_t)ctx->cross.n : (size_t)ctx->world.n;
+    c.coarse = coarse_for(ctx, timing_only, count % unit == 0);
+    st = hier ? rh__allreduce_hierarchical(&c) : rh__allreduce_ring(&c);
   }
-  if (wire != recv) {
-    if (st == RH_OK) rh__from_half(recv, wire, count, dtype);
+  if (wire != r->recv) {
+    if (st == RH_OK) rh__from_half(r->recv, wire, count, r->dtype);
     free(wire);
   }
   if (st == RH_OK && !timing_only) {
-    if (op == RH_AVERAGE && dtype == RH_INT32) { /* exact integer division, toward zero */
-      int32_t *v = recv;
+    if (r->op == RH_AVERAGE && r->dtype == RH_INT32) { /* exact integer division, toward zero */
+      int32_t *v = r->recv;
       for (size_t i = 0; i < count; i++) v[i] /= ctx->world.n;
-      rh__scale(recv, count, dtype, opts.postscale);
+      rh__scale(r->recv, count, r->dtype, r->opts.postscale);
     } else {
-      double post = opts.postscale * (op == RH_AVERAGE ? 1.0 / ctx->world.n : 1.0);
-      rh__scale(recv, count, dtype, post);
+      double post = r->opts.postscale * (r->op == RH_AVERAGE ? 1.0 / ctx->world.n : 1.0);
+      rh__scale(r->recv, count, r->dtype, post);
     }
   }
-  return st;
+  *out = st;
 }
 
-static rh_status check_reduce(rh_dtype dtype, rh_op op) {
-  if (!valid_type(dtype) || (int)op < 0 || op >= RH_OP_COUNT) return RH_ERR_INVALID;
-  return RH_OK;
+static rh_status broadcast_run(rh_request *r) {
+  rh_ctx *ctx = r->ctx;
+  if (ctx->world.n < 2 || r->count == 0) return RH_OK;
+  rh_coll c = coll_for(ctx, r->seq, r->recv, r->count, r->dtype, RH_SUM);
+  rh_algo algo = rh__choose_bcast(ctx, r->count * rh_dtype_size(r->dtype));
+  return algo == RH_ALG_BCAST_RING ? rh__bcast_ring(&c, r->root) : rh__bcast_tree(&c, r->root);
+}
+
+static rh_status allgatherv_run(rh_request *r) {
+  rh_ctx *ctx = r->ctx;
+  size_t esz = rh_dtype_size(r->dtype), off = 0;
+  bool even = true;
+  for (int i = 0; i < ctx->world.n; i++) {
+    if (i < ctx->rank) off += r->counts[i];
+    even = even && r->counts[i] == r->counts[0];
+  }
+  if (r->recv && r->counts[ctx->rank] > 0)
+    memmove((char *)r->recv + off * esz, r->send, r->counts[ctx->rank] * esz);
+  rh_coll c = coll_for(ctx, r->seq, r->recv, 0, r->dtype, RH_SUM);
+  c.coarse = coarse_for(ctx, !r->recv, even);
+  return rh__allgatherv_ring(&c, r->counts);
+}
+
+/* Agrees with the other ranks on the collective, then runs it. */
+static rh_status execute(rh_request *r) {
+  rh_ctx *ctx = r->ctx;
+  ctx->last_error[0] = 0;
+  coll_desc d = describe(r->kind, r->dtype, r->op, r->root, r->count,
+                         r->kind == K_ALLREDUCE ? &r->opts : NULL);
+  d.invalid = r->invalid;
+  if (r->kind == K_ALLGATHER && !r->invalid) {
+    uint64_t shape = 1469598103934665603ull; /* FNV-1a over the counts */
+    size_t total = 0;
+    for (int i = 0; i < ctx->world.n; i++) {
+      total += r->counts[i];
+      shape = (shape ^ r->counts[i]) * 1099511628211ull;
+    }
+    d.count = total;
+    d.shape = shape;
+  }
+  rh_status st = negotiate(ctx, r->seq, &d);
+  if (st == RH_OK && r->invalid) st = RH_ERR_INVALID; /* without negotiation: this rank alone */
+  if (st == RH_OK) {
+    switch (r->kind) {
+    case K_ALLREDUCE: allreduce_run(r, &st); break;
+    case K_BROADCAST: st = broadcast_run(r); break;
+    case K_ALLGATHER: st = allgatherv_run(r); break;
+    case K_BARRIER: {
+      rh_coll c = coll_for(ctx, r->seq, NULL, 0, RH_FLOAT32, RH_SUM);
+      st = rh__barrier_dissemination(&c);
+      break;
+    }
+    }
+  }
+  return note(ctx, st, r->seq, &d);
+}
+
+static rh_status task_main(void *arg) { return execute(arg); }
+
+static void release(rh_request *r) {
+  free(r->counts);
+  free(r);
+}
+
+/* Takes r (heap-allocated, owned from here on): runs it now, or queues it behind this rank's
+ * requests; `out` NULL means the caller blocks until it is done. */
+static rh_status submit(rh_request *r, rh_request **out) {
+  rh_ctx *ctx = r->ctx;
+  if (out && ctx->inflight >= RH_TAG_WINDOW - 1) {
+    snprintf(ctx->last_error, sizeof ctx->last_error,
+             "%u requests are in flight; wait for some before issuing more", ctx->inflight);
+    release(r);
+    return RH_ERR_UNSUPPORTED;
+  }
+  r->seq = ctx->seq++;
+  if (r->opts.name) {
+    snprintf(r->name, sizeof r->name, "%s", r->opts.name);
+    r->opts.name = r->name;
+  }
+  if (!out && ctx->inflight == 0) {
+    rh_status st = execute(r);
+    release(r);
+    return st;
+  }
+  rh_status st = ctx->ops->spawn(ctx, task_main, r, &r->task);
+  if (st != RH_OK) {
+    release(r);
+    return st;
+  }
+  ctx->inflight++;
+  if (out) {
+    *out = r;
+    return RH_OK;
+  }
+  return rh_wait(r);
+}
+
+static rh_request *request(rh_ctx *ctx, coll_kind kind) {
+  rh_request *r = calloc(1, sizeof *r);
+  if (r) *r = (rh_request){.ctx = ctx, .kind = kind, .root = -1,
+                           .opts = (rh_reduce_opts)RH_REDUCE_OPTS_INIT};
+  return r;
+}
+
+static rh_request *allreduce_request(rh_ctx *ctx, const void *send, void *recv, size_t count,
+                                     rh_dtype dtype, rh_op op, const rh_reduce_opts *opts) {
+  rh_request *r = request(ctx, K_ALLREDUCE);
+  if (!r) return NULL;
+  r->send = send;
+  r->recv = recv;
+  r->count = count;
+  r->dtype = dtype;
+  r->op = op;
+  if (opts) r->opts = *opts;
+  bool timing_only = !send && !recv;
+  r->invalid = !valid_type(dtype) || (int)op < 0 || op >= RH_OP_COUNT ||
+               (!timing_only && count > 0 && (!send || !recv));
+  if (r->invalid) r->dtype = RH_FLOAT32, r->op = RH_SUM; /* keep the descriptor printable */
+  return r;
 }
 
 rh_status rh_allreduce(rh_ctx *ctx, const void *send, void *recv, size_t count, rh_dtype dtype,
                        rh_op op, const rh_reduce_opts *opts) {
-  rh_status st = check_reduce(dtype, op);
-  if (st != RH_OK) return st;
-  return allreduce_seq(ctx, ctx->seq++, send, recv, count, dtype, op, opts);
+  rh_request *r = allreduce_request(ctx, send, recv, count, dtype, op, opts);
+  return r ? submit(r, NULL) : RH_ERR_NOMEM;
 }
 
-/* ---- broadcast, allgather, barrier ---------------------------------------------------------- */
+rh_status rh_iallreduce(rh_ctx *ctx, const void *send, void *recv, size_t count, rh_dtype dtype,
+                        rh_op op, const rh_reduce_opts *opts, rh_request **out) {
+  if (!out) return RH_ERR_INVALID;
+  rh_request *r = allreduce_request(ctx, send, recv, count, dtype, op, opts);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
+}
 
-static rh_status broadcast_seq(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_dtype dtype,
-                               int root) {
-  coll_desc d = describe(K_BROADCAST, dtype, RH_SUM, root, count, NULL);
-  rh_status st = negotiate(ctx, seq, &d);
-  if (st != RH_OK || ctx->world.n < 2 || count == 0) return note(ctx, st, seq, &d);
-  rh_coll c = coll_for(ctx, seq, buf, count, dtype, RH_SUM);
-  rh_algo algo = rh__choose_bcast(ctx, count * rh_dtype_size(dtype));
-  st = algo == RH_ALG_BCAST_RING ? rh__bcast_ring(&c, root) : rh__bcast_tree(&c, root);
-  return note(ctx, st, seq, &d);
+static rh_request *broadcast_request(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype,
+                                     int root) {
+  rh_request *r = request(ctx, K_BROADCAST);
+  if (!r) return NULL;
+  r->recv = buf;
+  r->count = count;
+  r->dtype = dtype;
+  r->root = root;
+  r->invalid = !valid_type(dtype) || root < 0 || root >= ctx->world.n;
+  if (r->invalid) r->dtype = RH_FLOAT32;
+  return r;
 }
 
 rh_status rh_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root) {
-  if (!valid_type(dtype) || root < 0 || root >= ctx->world.n) return RH_ERR_INVALID;
-  return broadcast_seq(ctx, ctx->seq++, buf, count, dtype, root);
+  rh_request *r = broadcast_request(ctx, buf, count, dtype, root);
+  return r ? submit(r, NULL) : RH_ERR_NOMEM;
 }
 
-static rh_status allgatherv_seq(rh_ctx *ctx, uint32_t seq, const void *send, void *recv,
-                                const size_t *counts, rh_dtype dtype) {
-  bool timing_only = !send && !recv;
-  if (!timing_only && (!send || !recv)) return RH_ERR_INVALID;
-  size_t esz = rh_dtype_size(dtype), off = 0, total = 0;
-  uint64_t shape = 1469598103934665603ull; /* FNV-1a over the counts */
-  for (int i = 0; i < ctx->world.n; i++) {
-    if (i < ctx->rank) off += counts[i];
-    total += counts[i];
-    shape = (shape ^ counts[i]) * 1099511628211ull;
+rh_status rh_ibroadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
+                        rh_request **out) {
+  if (!out) return RH_ERR_INVALID;
+  rh_request *r = broadcast_request(ctx, buf, count, dtype, root);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
+}
+
+static rh_request *allgatherv_request(rh_ctx *ctx, const void *send, void *recv,
+                                      const size_t *counts, rh_dtype dtype) {
+  rh_request *r = request(ctx, K_ALLGATHER);
+  if (!r) return NULL;
+  r->send = send;
+  r->recv = recv;
+  r->dtype = dtype;
+  r->counts = calloc((size_t)ctx->world.n, sizeof(size_t));
+  if (!r->counts) {
+    free(r);
+    return NULL;
   }
-  coll_desc d = describe(K_ALLGATHER, dtype, RH_SUM, -1, total, NULL);
-  d.shape = shape;
-  rh_status st = negotiate(ctx, seq, &d);
-  if (st != RH_OK) return note(ctx, st, seq, &d);
-  if (!timing_only) memmove((char *)recv + off * esz, send, counts[ctx->rank] * esz);
-  rh_coll c = coll_for(ctx, seq, recv, 0, dtype, RH_SUM);
-  return note(ctx, rh__allgatherv_ring(&c, counts), seq, &d);
+  if (counts) memcpy(r->counts, counts, (size_t)ctx->world.n * sizeof(size_t));
+  /* recv NULL: timing-only; a rank that contributes nothing may pass send NULL */
+  r->invalid = !valid_type(dtype) || !counts ||
+               (recv && !send && r->counts[ctx->rank] > 0) || (!recv && send);
+  if (r->invalid) r->dtype = RH_FLOAT32;
+  return r;
 }
 
 rh_status rh_allgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
                         rh_dtype dtype) {
-  if (!valid_type(dtype) || !counts) return RH_ERR_INVALID;
-  return allgatherv_seq(ctx, ctx->seq++, send, recv, counts, dtype);
+  rh_request *r = allgatherv_request(ctx, send, recv, counts, dtype);
+  return r ? submit(r, NULL) : RH_ERR_NOMEM;
+}
+
+rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
+                         rh_dtype dtype, rh_request **out) {
+  if (!out) return RH_ERR_INVALID;
+  rh_request *r = allgatherv_request(ctx, send, recv, counts, dtype);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
 }
 
 rh_status rh_allgather(rh_ctx *ctx, const void *send, size_t count, void *recv, rh_dtype dtype) {
@@ -311,101 +481,15 @@ rh_status rh_allgather(rh_ctx *ctx, const void *send, size_t count, void *recv, 
 }
 
 rh_status rh_barrier(rh_ctx *ctx) {
-  uint32_t seq = ctx->seq++;
-  coll_desc d = describe(K_BARRIER, RH_FLOAT32, RH_SUM, -1, 0, NULL);
-  rh_status st = negotiate(ctx, seq, &d);
-  if (st != RH_OK) return note(ctx, st, seq, &d);
-  rh_coll c = coll_for(ctx, seq, NULL, 0, RH_FLOAT32, RH_SUM);
-  return note(ctx, rh__barrier_dissemination(&c), seq, &d);
-}
-
-/* ---- non-blocking forms ------------------------------------------------------------------- */
-
-typedef enum { REQ_ALLREDUCE, REQ_BROADCAST, REQ_ALLGATHERV } req_kind;
-
-struct rh_request {
-  rh_ctx *ctx;
-  req_kind kind;
-  uint32_t seq;
-  const void *send;
-  void *recv;
-  size_t count;
-  rh_dtype dtype;
-  rh_op op;
-  int root;
-  bool has_opts;
-  rh_reduce_opts opts;
-  size_t *counts; /* allgatherv: a copy, owned */
-  rh_task *task;
-};
-
-static rh_status run_request(void *arg) {
-  rh_request *r = arg;
-  switch (r->kind) {
-  case REQ_ALLREDUCE:
-    return allreduce_seq(r->ctx, r->seq, r->send, r->recv, r->count, r->dtype, r->op,
-                         r->has_opts ? &r->opts : NULL);
-  case REQ_BROADCAST: return broadcast_seq(r->ctx, r->seq, r->recv, r->count, r->dtype, r->root);
-  case REQ_ALLGATHERV: return allgatherv_seq(r->ctx, r->seq, r->send, r->recv, r->counts, r->dtype);
-  }
-  return RH_ERR_INVALID;
-}
-
-static rh_status start_request(rh_request *r, rh_request **out) {
-  r->seq = r->ctx->seq++;
-  rh_status st = r->ctx->ops->spawn(r->ctx, run_request, r, &r->task);
-  if (st != RH_OK) {
-    free(r->counts);
-    free(r);
-    return st;
-  }
-  *out = r;
-  return RH_OK;
-}
-
-rh_status rh_iallreduce(rh_ctx *ctx, const void *send, void *recv, size_t count, rh_dtype dtype,
-                        rh_op op, const rh_reduce_opts *opts, rh_request **out) {
-  rh_status st = check_reduce(dtype, op);
-  if (st != RH_OK || !out) return st != RH_OK ? st : RH_ERR_INVALID;
-  rh_request *r = calloc(1, sizeof *r);
-  if (!r) return RH_ERR_NOMEM;
-  *r = (rh_request){.ctx = ctx, .kind = REQ_ALLREDUCE, .send = send, .recv = recv, .count = count,
-                    .dtype = dtype, .op = op, .has_opts = opts != NULL};
-  if (opts) r->opts = *opts;
-  return start_request(r, out);
-}
-
-rh_status rh_ibroadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
-                        rh_request **out) {
-  if (!valid_type(dtype) || root < 0 || root >= ctx->world.n || !out) return RH_ERR_INVALID;
-  rh_request *r = calloc(1, sizeof *r);
-  if (!r) return RH_ERR_NOMEM;
-  *r = (rh_request){.ctx = ctx, .kind = REQ_BROADCAST, .recv = buf, .count = count,
-                    .dtype = dtype, .root = root};
-  return start_request(r, out);
-}
-
-rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
-                         rh_dtype dtype, rh_request **out) {
-  if (!valid_type(dtype) || !counts || !out) return RH_ERR_INVALID;
-  rh_request *r = calloc(1, sizeof *r);
-  size_t *copy = malloc((size_t)ctx->world.n * sizeof(size_t));
-  if (!r || !copy) {
-    free(r);
-    free(copy);
-    return RH_ERR_NOMEM;
-  }
-  memcpy(copy, counts, (size_t)ctx->world.n * sizeof(size_t));
-  *r = (rh_request){.ctx = ctx, .kind = REQ_ALLGATHERV, .send = send, .recv = recv,
-                    .dtype = dtype, .counts = copy};
-  return start_request(r, out);
+  rh_request *r = request(ctx, K_BARRIER);
+  return r ? submit(r, NULL) : RH_ERR_NOMEM;
 }
 
 rh_status rh_wait(rh_request *req) {
   if (!req) return RH_ERR_INVALID;
   /* The collective's own waits carry the timeout; the join only collects its status. */
   rh_status st = req->ctx->ops->join(req->ctx, req->task, -1);
-  free(req->counts);
-  free(req);
+  req->ctx->inflight--;
+  release(req);
   return st;
 }

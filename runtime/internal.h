@@ -122,8 +122,10 @@ typedef struct rh_backend_ops {
   /* Charges the time of reducing `bytes` locally; NULL when reduction time is not modelled. */
   rh_status (*reduce_cost)(rh_ctx *ctx, size_t bytes);
   /* Zero-cost rendezvous of the group's ranks in modelled time (simulators only; NULL
-   * elsewhere).  Lets an algorithm simulate one step of a uniform pattern and skip the rest. */
-  rh_status (*model_sync)(rh_ctx *ctx, const rh_group *g, uint32_t tag);
+   * elsewhere).  Lets an algorithm simulate one step of a uniform pattern and skip the rest.
+   * `ok` false says this rank failed: the others then return RH_ERR_ABORTED.  A member that
+   * never comes within `timeout` gives RH_ERR_PEER_DEAD if its host died, else RH_ERR_TIMEOUT. */
+  rh_status (*model_sync)(rh_ctx *ctx, const rh_group *g, bool ok, double timeout);
   rh_status (*sleep)(rh_ctx *ctx, double seconds);
   /* Runs fn(arg) in the background on this rank; the tasks of one rank run one at a time in
    * spawn order.  join waits for it (timeout in seconds, negative: no limit) and releases the
@@ -140,6 +142,7 @@ typedef struct rh_backend_ops {
 
 #define RH_AUDIT_COLLECTIVE (0ull << 32)
 #define RH_AUDIT_CHECK (1ull << 32)
+#define RH_AUDIT_SYNC (1ull << 62) /* | group id << 32 | the rank's rendezvous count */
 
 /* ---- per-rank context -------------------------------------------------------------------- */
 
@@ -152,6 +155,8 @@ struct rh_ctx {
   void *backend;             /* the backend's per-rank state */
   uint32_t seq;              /* collectives issued by this rank so far */
   uint32_t audits;           /* audits (negotiations and checks) issued so far */
+  uint32_t syncs;            /* coarse-grain rendezvous taken so far */
+  uint32_t inflight;         /* requests issued and not yet waited */
   char last_error[1024];      /* detail of the last failure, for rh_last_error */
   rh_group world, node, cross;
 };
@@ -201,7 +206,7 @@ typedef struct rh_coll {
   rh_dtype dtype; /* the type on the wire */
   rh_op op;       /* SUM, MIN or MAX */
   double timeout; /* seconds per wait */
-  bool coarse;    /* may simulate one step of a uniform pattern and skip the rest */
+  bool coarse;    /* timing-only and uniform: simulate one ring step, charge the rest (api.c) */
 } rh_coll;
 
 /* Splits `count` elements into n blocks (the first count % n get one more). */

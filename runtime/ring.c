@@ -10,8 +10,9 @@
  *   after:   r0 owns b    r1 owns c    r2 owns d    r3 owns a       (index i owns i + 1)
  *
  * Allgather then circulates the owned blocks the same way with copies instead of reductions.
- * Coarse grain: when the steps are identical (timing-only, equal blocks), one step is simulated
- * between two zero-cost rendezvous and the remaining steps are charged as that step's duration.
+ * Coarse grain: when the steps are identical (timing-only, equal blocks: api.c decides once per
+ * collective), one step is simulated between two zero-cost rendezvous and the remaining steps are
+ * charged as that step's duration; a last rendezvous notices a peer that died meanwhile.
  */
 #include "internal.h"
 
@@ -27,20 +28,6 @@ void rh__blocks(size_t count, int n, size_t *counts, size_t *offsets) {
 }
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
-
-static bool equal_blocks(const size_t *counts, int n) {
-  for (int i = 1; i < n; i++)
-    if (counts[i] != counts[0]) return false;
-  return true;
-}
-
-/* Whether this phase may run at the coarse grain. */
-static bool use_coarse(const rh_coll *c, const rh_group *g, const size_t *counts) {
-  if (c->buf || !c->ctx->ops->model_sync || g->n < 3) return false;
-  int grain = (int)rh_setting(c->ctx, RH_SETTING_GRAIN);
-  if (grain == RH_GRAIN_FINE) return false;
-  return grain == RH_GRAIN_COARSE || equal_blocks(counts, g->n);
-}
 
 /* One ring step: send block `sb` right, receive block `rb` from the left into `tmp` (reduce) or
  * in place (copy). */
@@ -80,14 +67,19 @@ static rh_status ring_phase(const rh_coll *c, const rh_group *g, const size_t *c
     if (!tmp) return RH_ERR_NOMEM;
   }
   rh_status st = RH_OK;
-  if (use_coarse(c, g, counts)) {
-    st = ctx->ops->model_sync(ctx, g, c->tag);
+  if (c->coarse && n >= 3) {
+    /* align, run one step, agree that it went well, charge the rest, and meet again so that a
+     * peer that died meanwhile is noticed */
+    st = ctx->ops->model_sync(ctx, g, true, c->timeout);
     double t0 = ctx->ops->now(ctx);
+    rh_status step = st;
     if (st == RH_OK)
-      st = ring_step(c, g, counts, offsets, mod(first_send, n), mod(first_send - 1, n), tmp,
-                     reduce);
-    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, c->tag);
+      step = ring_step(c, g, counts, offsets, mod(first_send, n), mod(first_send - 1, n), tmp,
+                       reduce);
+    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, step == RH_OK, c->timeout);
+    if (step != RH_OK) st = step; /* this rank's own failure says more than ABORTED */
     if (st == RH_OK) st = ctx->ops->sleep(ctx, (double)(n - 2) * (ctx->ops->now(ctx) - t0));
+    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, true, c->timeout);
   } else {
     for (int s = 0; s < n - 1 && st == RH_OK; s++)
       st = ring_step(c, g, counts, offsets, mod(first_send - s, n), mod(first_send - s - 1, n),

@@ -10,7 +10,6 @@
 
 #include <simgrid/engine.h>
 #include <simgrid/actor.h>
-#include <simgrid/barrier.h>
 #include <simgrid/comm.h>
 #include <simgrid/host.h>
 #include <simgrid/mailbox.h>
@@ -23,14 +22,8 @@
 
 /* ---- job and rank state ---------------------------------------------------------------------- */
 
-/* A zero-cost rendezvous of one group for one collective (coarse grain). */
-typedef struct sync_point {
-  uint32_t group, tag;
-  int arrived, left, n;
-  sg_bar_t bar;
-} sync_point;
-
-/* One audit (negotiation or check) in progress: records gathered in shared memory, no time. */
+/* One rendezvous in progress (a negotiation, a check, or a coarse-grain sync): the members'
+ * records gathered in shared memory, in no simulated time. */
 typedef struct audit_point {
   uint64_t key;
   int n, count, left;
@@ -46,8 +39,6 @@ typedef struct sim_job {
   rh_topology topo;
   rh_rank_fn fn;
   void *arg;
-  sync_point *syncs;
-  size_t nsyncs, capsyncs;
   audit_point **audits; /* entries are heap-allocated: waiters keep pointers while it grows */
   size_t naudits, capaudits;
   double end_time;
@@ -62,9 +53,17 @@ typedef struct sim_rank {
   bool done;
 } sim_rank;
 
+/* What travels: the sender's length and whether numbers follow, so that a receiver expecting
+ * something else fails with RH_ERR_MISMATCH instead of reading past the message. */
+typedef struct message {
+  size_t bytes;
+  bool has_data;
+  unsigned char data[];
+} message;
+
 struct rh_p2p {
   sg_comm_t comm;
-  void *payload; /* send: the copy handed over; recv: filled on completion */
+  message *payload; /* send: the message handed over; recv: filled on completion */
   void *dst;     /* recv: where the payload goes; NULL for timing-only */
   size_t bytes;
   bool is_recv;
@@ -81,9 +80,6 @@ struct rh_task {
 };
 
 static sim_rank *rank_of(const rh_ctx *ctx) { return (sim_rank *)ctx->backend; }
-
-/* SimGrid refuses a NULL payload: timing-only and empty messages carry this token instead. */
-static char no_payload;
 
 static rh_status map_error(sg_error_t e) {
   switch (e) {
@@ -108,17 +104,17 @@ static rh_status sim_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf,
                            rh_p2p **out) {
   rh_p2p *r = calloc(1, sizeof *r);
   if (!r) return RH_ERR_NOMEM;
-  if (buf && bytes) {
-    r->payload = malloc(bytes);
-    if (!r->payload) {
-      free(r);
-      return RH_ERR_NOMEM;
-    }
-    memcpy(r->payload, buf, bytes);
+  size_t carried = buf ? bytes : 0;
+  r->payload = malloc(sizeof(message) + carried);
+  if (!r->payload) {
+    free(r);
+    return RH_ERR_NOMEM;
   }
+  r->payload->bytes = bytes;
+  r->payload->has_data = buf != NULL;
+  if (carried) memcpy(r->payload->data, buf, carried);
   r->bytes = bytes;
-  r->comm = sg_mailbox_put_async(mailbox(ctx->rank, peer, tag), r->payload ? r->payload : &no_payload,
-                                 (long)bytes);
+  r->comm = sg_mailbox_put_async(mailbox(ctx->rank, peer, tag), r->payload, (long)bytes);
   *out = r;
   return RH_OK;
 }
@@ -130,7 +126,7 @@ static rh_status sim_irecv(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_
   r->is_recv = true;
   r->dst = buf;
   r->bytes = bytes;
-  r->comm = sg_mailbox_get_async(mailbox(peer, ctx->rank, tag), &r->payload);
+  r->comm = sg_mailbox_get_async(mailbox(peer, ctx->rank, tag), (void **)&r->payload);
   *out = r;
   return RH_OK;
 }
@@ -155,11 +151,12 @@ static rh_status sim_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeou
     /* A "timeout" before the deadline is the partner cancelling its side after a failure. */
     if (st == RH_ERR_TIMEOUT && first == RH_OK && (deadline < 0 || simgrid_get_clock() < deadline))
       st = RH_ERR_ABORTED;
-    if (r->is_recv) {
-      bool carried = st == RH_OK && r->payload && r->payload != (void *)&no_payload;
-      if (carried && r->dst) memcpy(r->dst, r->payload, r->bytes);
-      if (carried) free(r->payload); /* the receiver owns a delivered payload */
-    } else if (st != RH_OK) {
+    if (r->is_recv && st == RH_OK) { /* the receiver owns a delivered message */
+      message *m = r->payload;
+      if (m->bytes != r->bytes || m->has_data != (r->dst != NULL)) st = RH_ERR_MISMATCH;
+      else if (r->dst) memcpy(r->dst, m->data, r->bytes);
+      free(m);
+    } else if (!r->is_recv && st != RH_OK) {
       free(r->payload); /* never delivered */
     }
     if (first == RH_OK) first = st;
@@ -194,45 +191,6 @@ static rh_status sim_reduce_cost(rh_ctx *ctx, size_t bytes) {
   return RH_OK;
 }
 
-static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, uint32_t tag) {
-  sim_job *job = rank_of(ctx)->job;
-  sync_point *sp = NULL;
-  for (size_t i = 0; i < job->nsyncs; i++) {
-    sync_point *s = &job->syncs[i];
-    if (s->group == g->id && s->tag == tag && s->arrived < s->n) {
-      sp = s;
-      break;
-    }
-  }
-  if (!sp) {
-    if (job->nsyncs == job->capsyncs) {
-      size_t cap = job->capsyncs ? 2 * job->capsyncs : 16;
-      sync_point *grown = realloc(job->syncs, cap * sizeof *grown);
-      if (!grown) return RH_ERR_NOMEM;
-      job->syncs = grown;
-      job->capsyncs = cap;
-    }
-    sp = &job->syncs[job->nsyncs++];
-    *sp = (sync_point){.group = g->id, .tag = tag, .n = g->n, .bar = sg_barrier_init((unsigned)g->n)};
-  }
-  sp->arrived++;
-  sg_bar_t bar = sp->bar;
-  uint32_t gid = g->id;
-  sg_barrier_wait(bar);
-  /* The array may have moved while this actor waited: find the entry again by its barrier. */
-  for (size_t i = 0; i < job->nsyncs; i++) {
-    sync_point *s = &job->syncs[i];
-    if (s->bar == bar && s->group == gid) {
-      if (++s->left == s->n) {
-        sg_barrier_destroy(s->bar);
-        job->syncs[i] = job->syncs[--job->nsyncs];
-      }
-      break;
-    }
-  }
-  return RH_OK;
-}
-
 /* ---- audits ---------------------------------------------------------------------------------- */
 
 static void audit_leave(sim_job *job, audit_point *a) {
@@ -248,10 +206,11 @@ static void audit_leave(sim_job *job, audit_point *a) {
   free(a);
 }
 
-static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
-                           uint8_t *arrived, double timeout) {
-  sim_job *job = rank_of(ctx)->job;
-  int n = ctx->world.n;
+/* Member `me` of an n-member rendezvous `key` leaves its record and waits for the others (no
+ * simulated time passes); all and arrived receive what came.  RH_ERR_TIMEOUT when some member
+ * did not come within `timeout` seconds (negative: no limit). */
+static rh_status rendezvous(sim_job *job, uint64_t key, int n, int me, const void *mine,
+                            size_t bytes, void *all, uint8_t *arrived, double timeout) {
   audit_point *a = NULL;
   for (size_t i = 0; i < job->naudits && !a; i++)
     if (job->audits[i]->key == key) a = job->audits[i];
@@ -282,9 +241,10 @@ static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t b
     a->all_came = sg_sem_init(0);
     job->audits[job->naudits++] = a;
   }
-  if (a->bytes != bytes) return RH_ERR_MISMATCH;
-  memcpy(a->records + (size_t)ctx->rank * bytes, mine, bytes);
-  a->arrived[ctx->rank] = 1;
+  /* records of another size: still arrive (so nobody waits for this rank), but say so */
+  bool same = a->bytes == bytes;
+  if (same) memcpy(a->records + (size_t)me * bytes, mine, bytes);
+  a->arrived[me] = 1;
   rh_status st = RH_OK;
   if (++a->count == n) {
     for (int i = 1; i < n; i++) sg_sem_release(a->all_came);
@@ -293,9 +253,37 @@ static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t b
   } else if (sg_sem_acquire_timeout(a->all_came, timeout)) {
     st = RH_ERR_TIMEOUT;
   }
-  memcpy(all, a->records, (size_t)n * bytes);
+  if (same) memcpy(all, a->records, (size_t)n * bytes);
   memcpy(arrived, a->arrived, (size_t)n);
   audit_leave(job, a);
+  return same ? st : RH_ERR_MISMATCH;
+}
+
+static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
+                           uint8_t *arrived, double timeout) {
+  return rendezvous(rank_of(ctx)->job, key, ctx->world.n, ctx->rank, mine, bytes, all, arrived,
+                    timeout);
+}
+
+static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double timeout) {
+  sim_job *job = rank_of(ctx)->job;
+  uint64_t key = RH_AUDIT_SYNC | ((uint64_t)g->id << 32) | ctx->syncs++;
+  uint8_t mine = ok, *all = calloc((size_t)g->n, 1), *arrived = calloc((size_t)g->n, 1);
+  if (!all || !arrived) {
+    free(all);
+    free(arrived);
+    return RH_ERR_NOMEM;
+  }
+  rh_status st = rendezvous(job, key, g->n, g->me, &mine, 1, all, arrived, timeout);
+  for (int i = 0; i < g->n && st == RH_OK; i++)
+    if (!all[i]) st = RH_ERR_ABORTED;
+  for (int i = 0; i < g->n && st == RH_ERR_TIMEOUT; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "rank%d", g->ranks[i]);
+    if (!arrived[i] && !sg_host_is_on(sg_host_by_name(name))) st = RH_ERR_PEER_DEAD;
+  }
+  free(all);
+  free(arrived);
   return st;
 }
 
@@ -437,7 +425,6 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     if (!ranks[r].done || ranks[r].result != 0) failed++;
   if (res) *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed};
   free(ranks);
-  free(job.syncs);
   for (size_t i = 0; i < job.naudits; i++) { /* left by ranks that never came */
     sg_sem_destroy(job.audits[i]->all_came);
     free(job.audits[i]->records);

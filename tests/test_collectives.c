@@ -218,6 +218,33 @@ static void check_nonblocking(rh_ctx *ctx) {
   for (int r = 0; r < n; r++) CHECK(g[2 * r] == r && g[2 * r + 1] == -r, "iallgatherv %d", r);
 }
 
+/* A blocking collective issued while a request is in flight runs after it, in issue order, even
+ * 256 collectives later (when the tags wrap around), and its numbers are right. */
+static void check_ordering(rh_ctx *ctx) {
+  int n = rh_size(ctx);
+  rh_request *req;
+  char *name = malloc(16);
+  snprintf(name, 16, "background");
+  rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  o.name = name;
+  rh_status st = rh_iallreduce(ctx, NULL, NULL, (size_t)1 << 22, RH_FLOAT32, RH_SUM, &o, &req);
+  free(name); /* the request keeps its own copy of the name */
+  for (int i = 0; i < 255 && st == RH_OK; i++) st = rh_barrier(ctx);
+  float v[8];
+  for (int i = 0; i < 8; i++) v[i] = (float)(rh_rank(ctx) + 1);
+  if (st == RH_OK) st = rh_allreduce(ctx, v, v, 8, RH_FLOAT32, RH_SUM, NULL);
+  rh_status w = rh_wait(req);
+  CHECK(st == RH_OK && w == RH_OK, "ordering: %s / %s", rh_status_string(st), rh_status_string(w));
+  for (int i = 0; i < 8; i++) CHECK(v[i] == (float)(n * (n + 1) / 2), "ordering [%d]: %g", i, v[i]);
+  /* a rank that contributes nothing may pass no send buffer */
+  size_t sizes[64];
+  for (int r = 0; r < n; r++) sizes[r] = r == 0 ? 0 : 2;
+  double mine[2] = {rh_rank(ctx), rh_rank(ctx)}, all[128];
+  st = rh_allgatherv(ctx, rh_rank(ctx) == 0 ? NULL : mine, all, sizes, RH_FLOAT64);
+  CHECK(st == RH_OK, "allgatherv with an empty NULL contribution: %s", rh_status_string(st));
+  for (int r = 1; r < n && st == RH_OK; r++) CHECK(all[2 * (r - 1)] == r, "allgatherv block %d", r);
+}
+
 static void check_arguments(rh_ctx *ctx) {
   float x = 1;
   CHECK(rh_allreduce(ctx, &x, &x, 1, RH_DTYPE_COUNT, RH_SUM, NULL) == RH_ERR_INVALID, "dtype");
@@ -241,6 +268,7 @@ static int all_collectives(rh_ctx *ctx, void *arg) {
   check_allgather(ctx);
   check_barrier(ctx);
   check_nonblocking(ctx);
+  check_ordering(ctx);
   check_arguments(ctx);
   return failures ? 1 : 0;
 }

@@ -163,6 +163,80 @@ static void test_stall_is_named(void **state) {
   free(cl.gpus_per_node);
 }
 
+/* The dying host again, at the default (coarse) grain: a status, not a deadlock. */
+static void test_dead_host_at_coarse_grain(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(1, RANKS, NULL);
+  rh_settings s;
+  char err[64];
+  rh_settings_init(&s, err, sizeof err);
+  s.value[RH_SETTING_TIMEOUT] = 0.5;
+  s.value[RH_SETTING_ALGORITHM] = RH_ALGO_RING;
+  for (int r = 0; r < RANKS; r++) statuses[r] = 1;
+  assert_int_equal(rh_test_simulate(&cl, &s, dying_host, NULL, NULL), 1);
+  int dead_seen = 0;
+  for (int r = 0; r < RANKS; r++) {
+    if (r == 1) continue;
+    print_message("rank %d: %s at %.6f s\n", r, rh_status_string((rh_status)statuses[r]), finished[r]);
+    assert_true(statuses[r] == RH_ERR_PEER_DEAD || statuses[r] == RH_ERR_ABORTED);
+    dead_seen += statuses[r] == RH_ERR_PEER_DEAD;
+  }
+  assert_true(dead_seen >= 1);
+  free(cl.gpus_per_node);
+}
+
+/* With the negotiation off, ranks that disagree on a length still fail cleanly: each message
+ * says how long it is. */
+static int lengths_differ(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  int me = rh_rank(ctx);
+  float buf[4096] = {0};
+  rh_status st = rh_broadcast(ctx, buf, me == 0 ? 4 : 4096, RH_FLOAT32, 0);
+  statuses[me] = st;
+  return 0;
+}
+
+static void test_length_mismatch_without_negotiation(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(1, 2, NULL);
+  rh_settings s;
+  char err[64];
+  rh_settings_init(&s, err, sizeof err);
+  s.value[RH_SETTING_CHECK_COLLECTIVES] = 0;
+  s.value[RH_SETTING_BCAST_ALGORITHM] = RH_BCAST_TREE;
+  s.value[RH_SETTING_TIMEOUT] = 1;
+  assert_int_equal(rh_test_simulate(&cl, &s, lengths_differ, NULL, NULL), 0);
+  assert_int_equal(statuses[1], RH_ERR_MISMATCH);
+  free(cl.gpus_per_node);
+}
+
+/* One rank's bad argument fails the collective on every rank, at once. */
+static int bad_root_on_one(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  int me = rh_rank(ctx);
+  float x = 1;
+  rh_status st = rh_broadcast(ctx, &x, 1, RH_FLOAT32, me == 3 ? 99 : 0);
+  statuses[me] = st;
+  finished[me] = rh_time(ctx);
+  snprintf(messages[me], sizeof messages[me], "%s", rh_last_error(ctx));
+  return 0;
+}
+
+static void test_invalid_argument_fails_every_rank(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(2, 2, NULL);
+  rh_settings s;
+  char err[64];
+  rh_settings_init(&s, err, sizeof err);
+  assert_int_equal(rh_test_simulate(&cl, &s, bad_root_on_one, NULL, NULL), 0);
+  for (int r = 0; r < RANKS; r++) {
+    assert_int_equal(statuses[r], RH_ERR_INVALID);
+    assert_true(finished[r] == 0.0); /* no waiting */
+    assert_non_null(strstr(messages[r], "ranks 3 passed invalid arguments"));
+  }
+  free(cl.gpus_per_node);
+}
+
 int main(void) {
   statuses = mmap(NULL, 16384, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   finished = (double *)(statuses + 64);
@@ -172,6 +246,9 @@ int main(void) {
       cmocka_unit_test(test_dead_host_is_a_status),
       cmocka_unit_test(test_mismatch_is_named),
       cmocka_unit_test(test_stall_is_named),
+      cmocka_unit_test(test_dead_host_at_coarse_grain),
+      cmocka_unit_test(test_length_mismatch_without_negotiation),
+      cmocka_unit_test(test_invalid_argument_fails_every_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,6 +121,32 @@ static void test_hierarchical_matches_model(void **s) {
   check_hierarchical(8, 8);
 }
 
+/* One grain decision per collective: auto equals fine also when the blocks do not divide evenly
+ * (then auto runs fine) and for hierarchical rings that run side by side. */
+static int uneven_allreduce(rh_ctx *ctx, void *arg) {
+  return rh_allreduce(ctx, NULL, NULL, *(size_t *)arg, RH_FLOAT32, RH_SUM, NULL) == RH_OK ? 0 : 1;
+}
+
+static void test_auto_grain_equals_fine(void **s) {
+  (void)s;
+  size_t counts[] = {600000, 600001};
+  for (int i = 0; i < 2; i++) {
+    rh_cluster cl = rh_test_cluster(3, 2, NULL);
+    double t[2];
+    for (int g = 0; g < 2; g++) {
+      rh_settings st;
+      char err[64];
+      rh_settings_init(&st, err, sizeof err);
+      st.value[RH_SETTING_ALGORITHM] = RH_ALGO_HIERARCHICAL;
+      st.value[RH_SETTING_GRAIN] = g == 0 ? RH_GRAIN_AUTO : RH_GRAIN_FINE;
+      assert_int_equal(rh_test_simulate(&cl, &st, uneven_allreduce, &counts[i], &t[g]), 0);
+    }
+    print_message("hierarchical 3 x 2, %zu floats: auto %.15e fine %.15e\n", counts[i], t[0], t[1]);
+    assert_true(fabs(t[0] - t[1]) <= 1e-12 * t[1]);
+    free(cl.gpus_per_node);
+  }
+}
+
 static void test_realistic_model_differs(void **s) {
   (void)s;
   rh_cluster cl = rh_test_cluster(2, 4, NULL);
@@ -139,6 +165,7 @@ int main(void) {
       cmocka_unit_test(test_ring_256),
       cmocka_unit_test(test_ring_1024_coarse),
       cmocka_unit_test(test_hierarchical_matches_model),
+      cmocka_unit_test(test_auto_grain_equals_fine),
       cmocka_unit_test(test_realistic_model_differs),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
