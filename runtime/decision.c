@@ -1,70 +1,153 @@
 /*
  * decision.c: which algorithm runs a collective.  The settings may name one; on `auto` the
- * alpha-beta cost of each candidate on this job's cluster decides (the same model the simulator
- * is validated against).  Without a cluster description (real hardware) the ring and the tree
- * are the defaults.
+ * alpha-beta cost of each candidate on this job's cluster decides.  Each message is charged the
+ * path it really takes (rh_cluster_path), and a node's shared fabric (backbone) is divided among
+ * the flows that cross it at once; the test suite holds these costs to the simulator's times.
+ * Without a cluster description (real hardware) the ring and the tree are the defaults.
  */
 #include "internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 
-/* Latency and seconds-per-byte of the slowest link between neighbours of a ring over `g`. */
-static void ring_link(const rh_ctx *ctx, const rh_group *g, double *a, double *b) {
-  double lat = 0, bw = INFINITY;
-  for (int i = 0; i < g->n && g->n > 1; i++) {
-    double l, w;
-    rh_cluster_path(ctx->cluster, ctx->topo->node_of[g->ranks[i]],
-                    ctx->topo->node_of[g->ranks[(i + 1) % g->n]], &l, &w);
-    if (l > lat) lat = l;
-    if (w < bw) bw = w;
+/* Seconds per byte of a flow from rank a to rank b when `flows[node]` flows cross each node's
+ * backbone and `up[node]` flows leave through each node's uplink at once; and its latency. */
+static void edge(const rh_ctx *ctx, int a, int b, const int *flows, const int *up, double *lat,
+                 double *spb) {
+  const rh_cluster *cl = ctx->cluster;
+  int na = ctx->topo->node_of[a], nb = ctx->topo->node_of[b];
+  double bw = cl->intra_bw, l = 2 * cl->intra_lat;
+  if (cl->intra_backbone_bw > 0) {
+    bw = fmin(bw, cl->intra_backbone_bw / (flows[na] > 0 ? flows[na] : 1));
+    if (nb != na) bw = fmin(bw, cl->intra_backbone_bw / (flows[nb] > 0 ? flows[nb] : 1));
   }
-  *a = lat;
-  *b = 1.0 / bw;
+  if (na != nb) {
+    double nic = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
+    bw = fmin(bw, nic / (up[na] > 0 ? up[na] : 1));
+    bw = fmin(bw, nic / (up[nb] > 0 ? up[nb] : 1));
+    l += 2 * cl->nic_lat;
+  }
+  *lat = l;
+  *spb = 1.0 / bw;
 }
 
-/* Ring allreduce over g where `streams` rings run at once through each node's uplink. */
-static double ring_allreduce_cost(const rh_ctx *ctx, const rh_group *g, double n, double streams) {
+/* Counts, per node, the flows of `streams` identical rings over g that cross its backbone and
+ * that leave through its uplink. */
+static void ring_flows(const rh_ctx *ctx, const rh_group *g, int streams, int *flows, int *up) {
+  for (int n = 0; n < ctx->topo->nodes; n++) flows[n] = up[n] = 0;
+  for (int i = 0; i < g->n; i++) {
+    int a = ctx->topo->node_of[g->ranks[i]], b = ctx->topo->node_of[g->ranks[(i + 1) % g->n]];
+    flows[a] += streams;
+    if (a != b) {
+      flows[b] += streams;
+      up[a] += streams;
+    }
+  }
+}
+
+/* Latency and seconds per byte of the slowest edge of a ring over g (a ring's steps advance at
+ * the pace of its slowest edge), with `streams` such rings at once. */
+static void ring_pace(const rh_ctx *ctx, const rh_group *g, int streams, double *a, double *b) {
+  int nodes = ctx->topo->nodes;
+  int *flows = calloc((size_t)nodes * 2, sizeof(int));
+  *a = 0;
+  *b = 0;
+  if (!flows) return;
+  ring_flows(ctx, g, streams, flows, flows + nodes);
+  for (int i = 0; i < g->n && g->n > 1; i++) {
+    double l, spb;
+    edge(ctx, g->ranks[i], g->ranks[(i + 1) % g->n], flows, flows + nodes, &l, &spb);
+    if (l > *a) *a = l;
+    if (spb > *b) *b = spb;
+  }
+  free(flows);
+}
+
+/* Ring allreduce over g, `streams` of them side by side: 2(p-1) steps of n/p bytes. */
+static double ring_allreduce_cost(const rh_ctx *ctx, const rh_group *g, double n, int streams) {
   if (g->n < 2) return 0;
   double a, b, p = g->n;
-  ring_link(ctx, g, &a, &b);
-  const rh_cluster *cl = ctx->cluster;
-  if (streams > 1 && ctx->topo->nodes > 1) {
-    double up = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1) / streams;
-    if (1.0 / up > b) b = 1.0 / up;
-  }
+  ring_pace(ctx, g, streams, &a, &b);
   double t = 2 * (p - 1) * a + 2 * n * (p - 1) / p * b;
-  if (cl->reduce_bw > 0) t += n * (p - 1) / p / cl->reduce_bw;
+  if (ctx->cluster->reduce_bw > 0) t += n * (p - 1) / p / ctx->cluster->reduce_bw;
   return t;
+}
+
+/* The pipelined chain from root: the first chunk crosses every hop, then each further chunk
+ * costs the slowest hop's time. */
+static double bcast_ring_cost(const rh_ctx *ctx, double n, int root) {
+  const rh_group *g = &ctx->world;
+  int p = g->n, nodes = ctx->topo->nodes;
+  double chunk = rh_setting(ctx, RH_SETTING_PIPELINE_CHUNK);
+  double k = ceil(n / (chunk > 0 ? chunk : 1));
+  if (k < 1) k = 1;
+  double c = n / k, fill = 0, slowest = 0;
+  int *flows = calloc((size_t)nodes * 2, sizeof(int));
+  if (!flows) return NAN;
+  for (int h = 0; h < p - 1; h++) { /* each hop is one flow through its nodes */
+    int a = ctx->topo->node_of[(root + h) % p], b = ctx->topo->node_of[(root + h + 1) % p];
+    flows[a]++;
+    if (a != b) {
+      flows[b]++;
+      flows[nodes + a]++;
+    }
+  }
+  for (int h = 0; h < p - 1; h++) {
+    double l, spb;
+    edge(ctx, (root + h) % p, (root + h + 1) % p, flows, flows + nodes, &l, &spb);
+    fill += l + c * spb;
+    if (l + c * spb > slowest) slowest = l + c * spb;
+  }
+  free(flows);
+  return fill + (k - 1) * slowest;
+}
+
+/* The binomial tree from root, send by send: each rank forwards the whole message to its
+ * children one after the other once it has it. */
+static double bcast_tree_cost(const rh_ctx *ctx, double n, int root) {
+  int p = ctx->world.n, nodes = ctx->topo->nodes;
+  double *got = calloc((size_t)p, sizeof(double)), last = 0;
+  int *flows = calloc((size_t)nodes * 2, sizeof(int));
+  if (!got || !flows) {
+    free(got);
+    free(flows);
+    return NAN;
+  }
+  for (int i = 0; i < nodes; i++) flows[i] = flows[nodes + i] = 1; /* one send at a time */
+  /* relative ranks in increasing order receive before they send, so one pass suffices */
+  for (int v = 0; v < p; v++) {
+    int low = 1;
+    while (low < p && !(v & low)) low <<= 1; /* v's lowest set bit (p for the root) */
+    double t = got[v];
+    for (int mask = low >> 1; mask > 0; mask >>= 1) {
+      if (v + mask >= p) continue;
+      double l, spb;
+      edge(ctx, (v + root) % p, (v + mask + root) % p, flows, flows + nodes, &l, &spb);
+      t += l + n * spb;
+      got[v + mask] = t;
+      if (t > last) last = t;
+    }
+  }
+  free(got);
+  free(flows);
+  return last;
 }
 
 double rh__predict(const rh_ctx *ctx, rh_algo algo, size_t bytes) {
   if (!ctx->cluster) return NAN;
-  double n = (double)bytes, p = ctx->world.n;
-  double a, b;
+  double n = (double)bytes;
   switch (algo) {
   case RH_ALG_ALLREDUCE_RING: return ring_allreduce_cost(ctx, &ctx->world, n, 1);
   case RH_ALG_ALLREDUCE_HIERARCHICAL: {
     if (!rh_topology_uniform(ctx->topo)) return ring_allreduce_cost(ctx, &ctx->world, n, 1);
-    double L = ctx->node.n;
-    double t = ring_allreduce_cost(ctx, &ctx->node, n, 1);
-    /* L concurrent cross-node rings on n/L bytes each share the node's uplink; the intra
-     * phases are a reduce-scatter and an allgather, one ring allreduce's worth */
-    t += ring_allreduce_cost(ctx, &ctx->cross, n / L, L);
-    return t;
+    int L = ctx->node.n;
+    /* reduce-scatter and allgather inside each node: one ring allreduce's worth; then L rings
+     * across nodes at once, one per local rank, on n/L bytes each */
+    return ring_allreduce_cost(ctx, &ctx->node, n, 1) +
+           ring_allreduce_cost(ctx, &ctx->cross, n / L, L);
   }
-  case RH_ALG_BCAST_RING: {
-    if (p < 2) return 0;
-    ring_link(ctx, &ctx->world, &a, &b);
-    double chunk = rh_setting(ctx, RH_SETTING_PIPELINE_CHUNK);
-    double k = ceil(n / (chunk > 0 ? chunk : 1));
-    if (k < 1) k = 1;
-    return (p - 1 + k - 1) * (a + n / k * b);
-  }
-  case RH_ALG_BCAST_TREE: {
-    if (p < 2) return 0;
-    ring_link(ctx, &ctx->world, &a, &b);
-    return ceil(log2(p)) * (a + n * b);
-  }
+  case RH_ALG_BCAST_RING: return ctx->world.n < 2 ? 0 : bcast_ring_cost(ctx, n, 0);
+  case RH_ALG_BCAST_TREE: return ctx->world.n < 2 ? 0 : bcast_tree_cost(ctx, n, 0);
   }
   return NAN;
 }

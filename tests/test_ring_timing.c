@@ -147,6 +147,73 @@ static void test_auto_grain_equals_fine(void **s) {
   }
 }
 
+/* The cost model that picks algorithms against the simulator: exact for broadcasts across nodes
+ * and for rings sharing a node's backbone; a flat ring across nodes that share backbones is the
+ * one approximation (its steps drift apart, so fewer flows overlap than the model assumes). */
+static size_t model_count;
+static int model_kind; /* 0 allreduce, 1 broadcast */
+
+static int one_collective(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  rh_status st = model_kind == 0
+                     ? rh_allreduce(ctx, NULL, NULL, model_count, RH_FLOAT32, RH_SUM, NULL)
+                     : rh_broadcast(ctx, NULL, model_count, RH_FLOAT32, 0);
+  return st == RH_OK ? 0 : 1;
+}
+
+static double model_error(int nodes, int per, double backbone, int kind, rh_algo algo,
+                          size_t count) {
+  rh_cluster cl = rh_test_cluster(nodes, per, NULL);
+  cl.intra_backbone_bw = backbone;
+  rh_settings s;
+  char err[64];
+  rh_settings_init(&s, err, sizeof err);
+  s.value[RH_SETTING_CHECK_COLLECTIVES] = 0;
+  if (kind == 0) s.value[RH_SETTING_ALGORITHM] = algo == RH_ALG_ALLREDUCE_RING ? RH_ALGO_RING : RH_ALGO_HIERARCHICAL;
+  else s.value[RH_SETTING_BCAST_ALGORITHM] = algo == RH_ALG_BCAST_RING ? RH_BCAST_RING : RH_BCAST_TREE;
+  model_count = count;
+  model_kind = kind;
+  double t = 0;
+  assert_int_equal(rh_test_simulate(&cl, &s, one_collective, NULL, &t), 0);
+  rh_topology topo;
+  rh_topology_init(&topo, cl.gpus_per_node, nodes);
+  rh_ctx ctx;
+  rh_ctx_init(&ctx, 0, &topo, &s, &cl, NULL, NULL);
+  double m = rh__predict(&ctx, algo, count * 4);
+  print_message("%2d x %d, backbone %2.0f GB/s, %s of %zu B: simulated %.9f ms, model %.9f ms, "
+                "rel %.2e\n", nodes, per, backbone / 1e9, kind ? "broadcast" : "allreduce",
+                count * 4, t * 1e3, m * 1e3, (m - t) / t);
+  rh_topology_free(&topo);
+  free(cl.gpus_per_node);
+  return fabs(m - t) / t;
+}
+
+static void test_cost_model_matches_simulation(void **s) {
+  (void)s;
+  assert_true(model_error(8, 8, 0, 1, RH_ALG_BCAST_RING, 12u << 20) < 1e-9);
+  assert_true(model_error(8, 8, 0, 1, RH_ALG_BCAST_TREE, 12u << 20) < 1e-9);
+  assert_true(model_error(4, 8, 0, 1, RH_ALG_BCAST_RING, 8u << 20) < 1e-9);
+  assert_true(model_error(4, 8, 0, 1, RH_ALG_BCAST_TREE, 8u << 20) < 1e-9);
+  assert_true(model_error(2, 4, 0, 1, RH_ALG_BCAST_TREE, 1u << 10) < 1e-9);
+  assert_true(model_error(1, 4, 40e9, 0, RH_ALG_ALLREDUCE_RING, 1u << 22) < 1e-9);
+  assert_true(model_error(2, 4, 40e9, 0, RH_ALG_ALLREDUCE_HIERARCHICAL, 1u << 22) < 1e-9);
+  assert_true(model_error(4, 4, 40e9, 0, RH_ALG_ALLREDUCE_HIERARCHICAL, 1u << 22) < 1e-9);
+  assert_true(model_error(2, 4, 40e9, 0, RH_ALG_ALLREDUCE_RING, 1u << 22) < 0.05);
+  /* so auto picks the pipelined chain for a large broadcast across 8 nodes */
+  rh_cluster cl = rh_test_cluster(8, 8, NULL);
+  rh_settings st;
+  char err[64];
+  rh_settings_init(&st, err, sizeof err);
+  rh_topology topo;
+  rh_topology_init(&topo, cl.gpus_per_node, 8);
+  rh_ctx ctx;
+  rh_ctx_init(&ctx, 0, &topo, &st, &cl, NULL, NULL);
+  assert_int_equal(rh__choose_bcast(&ctx, 48u << 20), RH_ALG_BCAST_RING);
+  assert_int_equal(rh__choose_bcast(&ctx, 64), RH_ALG_BCAST_TREE);
+  rh_topology_free(&topo);
+  free(cl.gpus_per_node);
+}
+
 static void test_realistic_model_differs(void **s) {
   (void)s;
   rh_cluster cl = rh_test_cluster(2, 4, NULL);
@@ -166,6 +233,7 @@ int main(void) {
       cmocka_unit_test(test_ring_1024_coarse),
       cmocka_unit_test(test_hierarchical_matches_model),
       cmocka_unit_test(test_auto_grain_equals_fine),
+      cmocka_unit_test(test_cost_model_matches_simulation),
       cmocka_unit_test(test_realistic_model_differs),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));

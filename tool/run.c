@@ -84,7 +84,8 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     in->layers = calloc((size_t)sc->model.nlayers, sizeof *in->layers);
     if (!in->layers) return 1;
     for (int i = 0; i < sc->model.nlayers; i++)
-      in->layers[i] = (rh_train_layer){sc->model.layers[i].name, sc->model.layers[i].parameters};
+      in->layers[i] = (rh_train_layer){sc->model.layers[i].name, sc->model.layers[i].parameters,
+                                       sc->model.layers[i].forward_flops};
     c->layers = in->layers;
     c->nlayers = sc->model.nlayers;
     return 0;

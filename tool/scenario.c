@@ -313,6 +313,15 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
       char sub[256];
       snprintf(sub, sizeof sub, "%s.%s", item_name, key);
       bool is_name = strcmp(key, "name") == 0, is_params = strcmp(key, "parameters") == 0;
+      bool is_flops = strcmp(key, "forward_gflops_per_sample") == 0;
+      if (is_flops) {
+        static const field ffield = {"forward_gflops_per_sample", T_NUM, false, 0, 1e12, true, 1e9,
+                                     0, NULL, NULL, 0};
+        w->key = k;
+        double v1;
+        if (number_value(w, v, &ffield, sub, &v1)) sc->model.layers[i].forward_flops = v1 * 1e9;
+        continue;
+      }
       if ((is_name && nnode) || (is_params && pnode)) {
         fail(w, k, sub, "appears twice");
       } else if (is_name) {
@@ -329,7 +338,7 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
         w->key = k;
         number_value(w, v, &pfield, sub, &sc->model.layers[i].parameters);
       } else {
-        fail(w, k, sub, "unknown key (expected name, parameters)");
+        fail(w, k, sub, "unknown key (expected name, parameters, forward_gflops_per_sample)");
       }
     }
     if (!nnode && !w->failed) {
@@ -570,7 +579,8 @@ static void check_whole(walker *w) {
     fail(w, node_at(w->doc, "cluster"), "cluster.network",
          "missing: a cluster of %d nodes needs a network section with nic_Gbps", cl->nodes);
   bool real = sc->model.kind != 0;
-  if (!real && sc->model.forward_flops <= 0) {
+  bool layer_flops = sc->model.nlayers > 0 && sc->model.layers[0].forward_flops > 0;
+  if (!real && sc->model.forward_flops <= 0 && !layer_flops) {
     fail(w, node_at(w->doc, "model"), "model.forward_gflops_per_sample",
          "missing (required for a timing-only model; kind softmax or mlp computes it)");
     return;
@@ -617,8 +627,20 @@ static void check_whole(walker *w) {
     sc->model.layers[0].parameters = sc->model.parameters;
     sc->model.nlayers = 1;
   } else {
-    double sum = 0;
-    for (int i = 0; i < sc->model.nlayers; i++) sum += sc->model.layers[i].parameters;
+    double sum = 0, flops = 0;
+    int with_flops = 0;
+    for (int i = 0; i < sc->model.nlayers; i++) {
+      sum += sc->model.layers[i].parameters;
+      flops += sc->model.layers[i].forward_flops;
+      with_flops += sc->model.layers[i].forward_flops > 0;
+    }
+    if (with_flops > 0 && with_flops < sc->model.nlayers) {
+      fail(w, node_at(w->doc, "model.layers"), "model.layers",
+           "%d of %d layers give forward_gflops_per_sample: give it for all or none", with_flops,
+           sc->model.nlayers);
+      return;
+    }
+    if (with_flops > 0) sc->model.forward_flops = flops; /* the model's is the layers' sum */
     if (sc->model.parameters > 0 && sum != sc->model.parameters)
       fail(w, node_at(w->doc, "model.parameters"), "model.parameters",
            "%.17g does not equal the sum of the layers' parameters (%.17g)", sc->model.parameters,

@@ -12,6 +12,7 @@
 typedef struct rh_layer {
   char *name;
   double parameters;
+  double forward_flops; /* per sample; 0: a share of the model's by parameters */
 } rh_layer;
 
 typedef struct rh_scenario {

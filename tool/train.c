@@ -46,6 +46,7 @@ void rh_train_result_free(rh_train_result *r) {
 typedef struct tensor {
   const char *name;
   size_t offset, count; /* in the flat gradient (real) or element counts (timing-only) */
+  double share;         /* of the backward FLOPs */
 } tensor;
 
 /* A run of tensors, in the order backward produced them, reduced as one fused allreduce. */
@@ -170,13 +171,20 @@ static rh_status setup(rank_state *s) {
   for (int i = 0; i < s->ntensors; i++) {
     if (cfg->real) {
       s->tensors[i] = (tensor){cfg->model.tensors[i].name, cfg->model.tensors[i].offset,
-                               cfg->model.tensors[i].count};
+                               cfg->model.tensors[i].count, 0};
     } else {
-      s->tensors[i] = (tensor){cfg->layers[i].name, off, (size_t)cfg->layers[i].parameters};
+      s->tensors[i] = (tensor){cfg->layers[i].name, off, (size_t)cfg->layers[i].parameters, 0};
       off += s->tensors[i].count;
     }
   }
   if (!cfg->real) s->nparams = off;
+  /* backward costs twice the forward, spread over the layers by their FLOPs when the scenario
+   * gives them, else by their parameters */
+  for (int i = 0; i < s->ntensors; i++) {
+    double f = cfg->real ? 0 : cfg->layers[i].forward_flops;
+    s->tensors[i].share = f > 0 ? f / cfg->forward_flops
+                                : (double)s->tensors[i].count / (double)s->nparams;
+  }
 
   double factor = rh_recipe_lr_factor(cfg->lr_scaling, s->size, s->local_size);
   s->recipe_lr = (rh_lr_schedule){.initial_lr = cfg->base_lr * factor, .size = s->size,
@@ -400,7 +408,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, double *t_compu
   bucket cur = {0};
   for (int k = 0; k < nt && st == RH_OK; k++) {
     const tensor *t = &s->tensors[order[k]];
-    st = rh_compute(ctx, 2 * cfg->forward_flops * (double)n * (double)t->count / (double)s->nparams);
+    st = rh_compute(ctx, 2 * cfg->forward_flops * (double)n * t->share);
     if (st == RH_OK && cur.to > cur.from && (double)(cur.count + t->count) > threshold) {
       buckets[nb] = cur;
       if (!(skip && nb == 0)) st = issue_bucket(s, order, &buckets[nb]);

@@ -46,6 +46,7 @@ extern const char *const rh_mistake_names[]; /* bit i <-> name i; NULL-terminate
 typedef struct rh_train_layer {
   const char *name;
   double parameters;
+  double forward_flops; /* per sample; 0: a share of the model's by parameters */
 } rh_train_layer;
 
 /* Everything the loop needs, in plain terms (filled by the command from the scenario). */
