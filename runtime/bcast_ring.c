@@ -41,6 +41,7 @@ rh_status rh__bcast_ring(const rh_coll *c, int root) {
       if (st == RH_OK) st = ctx->ops->isend(ctx, next, c->tag, p, cnt * esz, &pending);
     }
   }
-  rh_status w = ctx->ops->waitall(ctx, &pending, 1, c->timeout);
+  /* after a failure the send still pending is released at once, not waited for */
+  rh_status w = ctx->ops->waitall(ctx, &pending, 1, st == RH_OK ? c->timeout : 0);
   return st != RH_OK ? st : w;
 }

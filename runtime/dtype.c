@@ -166,10 +166,25 @@ void rh__scale(void *buf, size_t count, rh_dtype dtype, double factor) {
   }
 }
 
+/* double to float rounded to odd: truncated toward zero, with the last bit set when inexact.  A
+ * float has 13 more bits than a half, so rounding this to half gives the correctly rounded half
+ * of the double (a plain double -> float -> half rounds twice and can be one ulp off). */
+static float to_float_odd(double d) {
+  float f = (float)d;
+  if (isfinite(f) && (double)f != d) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    if (fabs((double)f) > fabs(d)) b -= 1; /* one step toward zero, in magnitude */
+    b |= 1;
+    memcpy(&f, &b, sizeof f);
+  }
+  return f;
+}
+
 void rh__to_half(uint16_t *dst, const void *src, size_t count, rh_dtype from) {
   if (from == RH_FLOAT64) {
     const double *s = src;
-    for (size_t i = 0; i < count; i++) dst[i] = rh_float_to_half((float)s[i]);
+    for (size_t i = 0; i < count; i++) dst[i] = rh_float_to_half(to_float_odd(s[i]));
   } else {
     const float *s = src;
     for (size_t i = 0; i < count; i++) dst[i] = rh_float_to_half(s[i]);

@@ -67,6 +67,18 @@ static void test_half_round_trip_all(void **state) {
   }
 }
 
+static void test_half_from_double_rounds_once(void **state) {
+  (void)state;
+  /* 1 + 2^-11 + 2^-40 is just above the half-way point between 1 and 1 + 2^-10: the correct half
+   * is 1 + 2^-10, but rounding to float first lands on the tie, which goes to even (1.0) */
+  double d[3] = {1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-11, -(1.0 + 0x1p-11 + 0x1p-40)};
+  uint16_t h[3];
+  rh__to_half(h, d, 3, RH_FLOAT64);
+  assert_true(rh_half_to_float(h[0]) == 1.0f + 0x1p-10f);
+  assert_true(rh_half_to_float(h[1]) == 1.0f); /* an exact tie still goes to even */
+  assert_true(rh_half_to_float(h[2]) == -(1.0f + 0x1p-10f));
+}
+
 static void test_reduce_ops(void **state) {
   (void)state;
   float a[4] = {1, -2, 3, 0.5f}, b[4] = {4, 5, -6, 0.25f};
@@ -124,6 +136,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),        cmocka_unit_test(test_half_known_values),
       cmocka_unit_test(test_half_rounding), cmocka_unit_test(test_half_round_trip_all),
+      cmocka_unit_test(test_half_from_double_rounds_once),
       cmocka_unit_test(test_reduce_ops),    cmocka_unit_test(test_scale),
       cmocka_unit_test(test_names),
   };
