@@ -8,6 +8,7 @@ set output out
 set title 'Simulated time per epoch'
 set xlabel 'epoch'
 set ylabel 'seconds'
+set datafile missing '-'
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.8 border -1

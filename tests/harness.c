@@ -54,3 +54,27 @@ int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+char *rh_test_slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
+  size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+  if (buf) buf[got] = 0;
+  fclose(f);
+  return buf;
+}
+
+int rh_test_mkdtemp(char *dir, const char *name) {
+  snprintf(dir, 64, "/tmp/rehearsal-%s-XXXXXX", name);
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+int rh_test_rmdir(const char *dir) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd);
+}

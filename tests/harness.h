@@ -20,4 +20,12 @@ int rh_test_simulate(const rh_cluster *cl, const rh_settings *s, rh_rank_fn fn, 
  * err_path when non-NULL. */
 int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path);
 
+/* The whole content of a file, NUL-terminated (caller frees), or NULL. */
+char *rh_test_slurp(const char *path);
+
+/* A new temporary directory /tmp/rehearsal-NAME-XXXXXX into dir (64 bytes); 0 on success.
+ * rh_test_rmdir removes it with everything in it. */
+int rh_test_mkdtemp(char *dir, const char *name);
+int rh_test_rmdir(const char *dir);
+
 #endif

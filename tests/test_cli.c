@@ -23,18 +23,6 @@
 
 static char tmpdir[64];
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  size_t got = fread(buf, 1, (size_t)n, f);
-  buf[got] = 0;
-  fclose(f);
-  return buf;
-}
 
 static char *path_in(const char *name) {
   static char buf[4][256];
@@ -52,15 +40,12 @@ static int run(const char *out, const char *err, char *a1, char *a2, char *a3, c
 
 static int setup(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/rehearsal-cli-XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
+  return rh_test_mkdtemp(tmpdir, "cli");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-  return system(cmd);
+  return rh_test_rmdir(tmpdir);
 }
 
 /* Runs a scenario with --out and returns its summary object (caller decrefs the root). */
@@ -68,7 +53,7 @@ static json_t *summary_of(const char *file, const char *tag, json_t **root) {
   char *out = path_in(tag), std[300], summary[300];
   snprintf(std, sizeof std, "%s.txt", out);
   assert_int_equal(run(std, NULL, "run", (char *)file, "--out", out, NULL, NULL, NULL, NULL), 0);
-  char *text = slurp(std);
+  char *text = rh_test_slurp(std);
   assert_non_null(text);
   assert_non_null(strstr(text, "#epoch"));
   assert_non_null(strstr(text, "scaling efficiency"));
@@ -124,8 +109,8 @@ static void test_deterministic(void **state) {
     char pa[300], pb[300];
     snprintf(pa, sizeof pa, "%s/summary.json", a);
     snprintf(pb, sizeof pb, "%s/summary.json", b);
-    char *ja = slurp(pa), *jb = slurp(pb), *ta = slurp(path_in("det-a.txt")),
-         *tb = slurp(path_in("det-b.txt"));
+    char *ja = rh_test_slurp(pa), *jb = rh_test_slurp(pb), *ta = rh_test_slurp(path_in("det-a.txt")),
+         *tb = rh_test_slurp(path_in("det-b.txt"));
     assert_non_null(ja);
     assert_non_null(jb);
     assert_string_equal(ja, jb); /* bit for bit, 17 significant digits */
@@ -149,7 +134,7 @@ static void test_bad_scenarios_exit_2_and_write_nothing(void **state) {
     char file[300], want[320], *out = path_in("never");
     snprintf(file, sizeof file, "tests/scenarios/bad/%s", e->d_name);
     int rc = run(NULL, path_in("bad.err"), "run", file, "--out", out, NULL, NULL, NULL, NULL);
-    char *err = slurp(path_in("bad.err"));
+    char *err = rh_test_slurp(path_in("bad.err"));
     snprintf(want, sizeof want, "rehearsal: %s:", file);
     if (rc != 2 || strncmp(err, want, strlen(want)) != 0)
       print_error("%s: exit %d, stderr: %s\n", file, rc, err);
@@ -215,7 +200,7 @@ static void test_collective_sweep(void **state) {
                    "--max", "64KiB");
       if (rc != 0) print_error("collective %s %s: exit %d\n", ops[o], types[t], rc);
       assert_int_equal(rc, 0);
-      char *text = slurp(path_in("coll.txt"));
+      char *text = rh_test_slurp(path_in("coll.txt"));
       assert_non_null(strstr(text, "# Out of bounds values : 0 OK"));
       free(text);
       (void)out;
@@ -240,7 +225,7 @@ static void test_timing_only_above_memory_limit(void **state) {
   assert_int_equal(run(path_in("big.txt"), NULL, "collective", "scenarios/default.yaml", "--min",
                        "256MiB", "--max", "1GiB", "--mem-limit", "1MiB"),
                    0);
-  char *text = slurp(path_in("big.txt"));
+  char *text = rh_test_slurp(path_in("big.txt"));
   assert_non_null(strstr(text, "N/A"));
   free(text);
 }

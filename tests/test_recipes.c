@@ -20,18 +20,6 @@
 
 static char tmpdir[64];
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  size_t got = fread(buf, 1, (size_t)n, f);
-  buf[got] = 0;
-  fclose(f);
-  return buf;
-}
 
 static char *in_tmp(const char *name) {
   static char buf[4][256];
@@ -47,9 +35,9 @@ static int run(const char *scenario, char **text, char *a1, char *a2, char *a3) 
   snprintf(file, sizeof file, "%s", scenario); /* in_tmp's buffers rotate below */
   char *argv[] = {RH_BINARY, "run", file, a1, a2, a3, NULL};
   int rc = rh_test_spawn(argv, in_tmp("out.txt"), in_tmp("err.txt"));
-  *text = slurp(in_tmp("out.txt"));
+  *text = rh_test_slurp(in_tmp("out.txt"));
   if (rc != 0) {
-    char *err = slurp(in_tmp("err.txt"));
+    char *err = rh_test_slurp(in_tmp("err.txt"));
     print_message("%s: exit %d\n%s%s\n", file, rc, *text ? *text : "", err ? err : "");
     free(err);
   }
@@ -58,15 +46,12 @@ static int run(const char *scenario, char **text, char *a1, char *a2, char *a3) 
 
 static int setup(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/rehearsal-recipes-XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
+  return rh_test_mkdtemp(tmpdir, "recipes");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-  return system(cmd);
+  return rh_test_rmdir(tmpdir);
 }
 
 /* ---- seeds ----------------------------------------------------------------------------------- */
@@ -147,7 +132,7 @@ static void test_mistakes_are_caught(void **s) {
 
 /* Copies a scenario with its expect_fail line removed or replaced. */
 static void rewrite(const char *from, const char *to, const char *expect) {
-  char *text = slurp(from);
+  char *text = rh_test_slurp(from);
   assert_non_null(text);
   char *line = strstr(text, "  expect_fail:");
   FILE *f = fopen(to, "w");

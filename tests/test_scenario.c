@@ -89,7 +89,7 @@ static const bad_case bad_cases[] = {
     /* model.layers */
     {"layers_sum_mismatch", 15, "model.parameters", "1000000 does not equal the sum of the layers' parameters (900000)"},
     {"layer_missing_parameters", 18, "model.layers[1]", "missing field 'parameters'"},
-    {"unknown_layer_key", 17, "model.layers[0].size", "unknown key (expected name, parameters)"},
+    {"unknown_layer_key", 17, "model.layers[0].size", "unknown key (expected name, parameters, forward_gflops_per_sample)"},
     {"layers_not_list", 15, "model.layers", "expected a list of layers, got a mapping"},
     {"layers_empty", 15, "model.layers", "the list of layers is empty"},
     {"layer_not_mapping", 15, "model.layers[0]", "expected a mapping with name and parameters, got a scalar"},
@@ -258,10 +258,20 @@ static void test_default_scenario(void **state) {
   assert_string_equal(sc.model.name, "resnet50");
   assert_close(sc.model.parameters, 25557032);
   assert_close(sc.model.forward_flops, 4.1e9);
+  /* ResNet-50 by stages: their parameters add up to the model's, their FLOPs make its FLOPs */
+  assert_int_equal(sc.model.nlayers, 6);
+  assert_string_equal(sc.model.layers[0].name, "conv1");
+  assert_string_equal(sc.model.layers[5].name, "fc");
+  assert_close(sc.model.layers[4].parameters, 14964736);
+  assert_close(sc.model.layers[2].forward_flops, 1.03e9);
+  rh_scenario one;
+  char err1[512];
+  assert_int_equal(rh_scenario_load("tests/scenarios/good/one_tensor.yaml", &one, err1, sizeof err1), RH_OK);
   /* no layers listed: one layer "all" holds every parameter */
-  assert_int_equal(sc.model.nlayers, 1);
-  assert_string_equal(sc.model.layers[0].name, "all");
-  assert_close(sc.model.layers[0].parameters, 25557032);
+  assert_int_equal(one.model.nlayers, 1);
+  assert_string_equal(one.model.layers[0].name, "all");
+  assert_close(one.model.layers[0].parameters, 25557032);
+  rh_scenario_free(&one);
   assert_close(sc.data.train, 128000);
   assert_close(sc.data.validation, 5000);
   assert_close(sc.recipe.batch, 64);

@@ -271,9 +271,11 @@ int rh_cmd_run(int argc, char **argv) {
     double t = s->end - s->start, thr = (double)s->steps * global / t;
     printf("%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f %10.6g", e + 1, s->steps, t, s->compute,
            s->exposed_comm, 1e3 * t / (double)s->steps, thr, s->lr_last);
-    if (cfg->real)
+    if (cfg->real && !isnan(s->val_loss))
       printf(" %9.5f %9.5f %9.5f %9.5f", s->train_loss, s->train_accuracy, s->val_loss,
              s->val_accuracy);
+    else if (cfg->real) /* no validation: gnuplot's missing-value mark */
+      printf(" %9.5f %9.5f %9s %9s", s->train_loss, s->train_accuracy, "-", "-");
     printf("\n");
     json_t *jep = json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch", e + 1,
                             "steps", (json_int_t)s->steps, "time_s", t, "compute_s", s->compute,
@@ -300,10 +302,12 @@ int rh_cmd_run(int argc, char **argv) {
     double step_s = total / (double)all_steps, compute_step = compute / (double)all_steps;
     double thr = (double)all_steps * global / total, ideal = size * batch / compute_step;
     printf("\nsummary\n");
-    printf("  model        %s%s: %.0f parameters, %.1f MB of fp32 gradients, %.4g GFLOP/sample "
-           "forward\n",
-           cfg->real ? (sc.model.kind == 1 ? "softmax regression " : "MLP ") : "",
-           sc.model.name ? sc.model.name : "", cfg->parameters, cfg->parameters * 4 / 1e6,
+    const char *kind = cfg->real ? (sc.model.kind == 1 ? "softmax regression" : "MLP") : "";
+    const char *mname = sc.model.name ? sc.model.name : "";
+    printf("  model        %s%s%s%s%s: %.0f parameters, %.1f MB of fp32 gradients, %.4g "
+           "GFLOP/sample forward\n",
+           kind, *kind && *mname ? " (" : "", mname, *kind && *mname ? ")" : "",
+           !*kind && !*mname ? "(unnamed)" : "", cfg->parameters, cfg->parameters * 4 / 1e6,
            cfg->forward_flops / 1e9);
     printf("  fusion       threshold %.4g MiB: %d bucket%s per step, largest %.4g MB; algorithm %s "
            "(model: %.4f ms for the whole gradient)\n",
