@@ -53,15 +53,19 @@ typedef struct rh_topology {
   int *node_of;        /* size entries */
   int *local_rank_of;  /* size entries */
   int *cross_rank_of;  /* size entries */
-  int *node_first;     /* nodes entries: first world rank on the node */
   int *node_size;      /* nodes entries */
+  int **node_ranks;    /* nodes lists: the node's world ranks, in rank order */
   int *cross_size_of;  /* max_local_size entries: hosts that have this local rank */
   int **cross_ranks;   /* max_local_size lists: world ranks with this local rank, host order */
-  int *identity;       /* size entries: 0..size-1, so a node's ranks are &identity[first] */
+  int *identity;       /* size entries: 0..size-1 */
 } rh_topology;
 
-/* Builds the topology for `nodes` hosts with the given slot counts (each >= 1). */
+/* Builds the topology for `nodes` hosts with the given slot counts (each >= 1), ranks filling
+ * the hosts in order. */
 rh_status rh_topology_init(rh_topology *t, const int *gpus_per_node, int nodes);
+/* Builds it from where each rank runs (node_of[r], nodes numbered in order of first
+ * appearance), as a launcher placed them: local ranks count a host's ranks in rank order. */
+rh_status rh_topology_init_map(rh_topology *t, const int *node_of, int size);
 void rh_topology_free(rh_topology *t);
 /* True when every node has the same number of ranks. */
 bool rh_topology_uniform(const rh_topology *t);
@@ -172,6 +176,7 @@ typedef struct rh_launch_config {
 typedef struct rh_launch_result {
   double end_time;  /* simulated (or wall) seconds when the last rank returned */
   int failed_ranks; /* ranks whose function returned non-zero or never returned */
+  int rank;         /* this process's rank; -1 when every rank runs in this process */
 } rh_launch_result;
 
 /* Runs fn on every rank of the target selected at build time.  Returns 0 when every rank

@@ -82,6 +82,32 @@ static void test_groups(void **state) {
   rh_topology_free(&t);
 }
 
+/* mpirun may place ranks round-robin: 5 ranks on hosts A B A B A */
+static void test_round_robin_placement(void **state) {
+  (void)state;
+  const int node_of[] = {0, 1, 0, 1, 0};
+  rh_topology t;
+  assert_int_equal(rh_topology_init_map(&t, node_of, 5), RH_OK);
+  const expect want[] = {{0, 3, 0, 2}, {0, 2, 1, 2}, {1, 3, 0, 2}, {1, 2, 1, 2}, {2, 3, 0, 1}};
+  for (int r = 0; r < 5; r++) {
+    rh_ctx ctx;
+    rh_ctx_init(&ctx, r, &t, NULL, NULL, NULL, NULL);
+    assert_int_equal(rh_local_rank(&ctx), want[r].local_rank);
+    assert_int_equal(rh_local_size(&ctx), want[r].local_size);
+    assert_int_equal(rh_cross_rank(&ctx), want[r].cross_rank);
+    assert_int_equal(rh_cross_size(&ctx), want[r].cross_size);
+  }
+  rh_ctx ctx;
+  rh_ctx_init(&ctx, 2, &t, NULL, NULL, NULL, NULL);
+  assert_int_equal(ctx.node.ranks[0], 0);
+  assert_int_equal(ctx.node.ranks[1], 2);
+  assert_int_equal(ctx.node.ranks[2], 4);
+  const int gap[] = {0, 2}; /* host numbers must appear in order */
+  rh_topology bad;
+  assert_int_equal(rh_topology_init_map(&bad, gap, 2), RH_ERR_INVALID);
+  rh_topology_free(&t);
+}
+
 static void test_invalid(void **state) {
   (void)state;
   rh_topology t;
@@ -95,6 +121,7 @@ int main(void) {
       cmocka_unit_test(test_uneven_3_2),  cmocka_unit_test(test_uneven_2_3_1),
       cmocka_unit_test(test_uniform_2x4), cmocka_unit_test(test_single),
       cmocka_unit_test(test_groups),      cmocka_unit_test(test_invalid),
+      cmocka_unit_test(test_round_robin_placement),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -225,7 +225,15 @@ int rh_cmd_collective(int argc, char **argv) {
   b.time = calloc((size_t)rows, sizeof(double));
   b.wrong = calloc((size_t)rows, sizeof(long));
   rh_launch_config cfg = {.cluster = &sc.cluster, .settings = &sc.settings};
-  int rc = rh__launch(&cfg, bench_rank, &b, NULL);
+  rh_launch_result lres = {0};
+  int rc = rh__launch(&cfg, bench_rank, &b, &lres);
+  if (lres.rank > 0 || rc == 2) { /* under a launcher rank 0 reports */
+    free(b.size);
+    free(b.time);
+    free(b.wrong);
+    rh_scenario_free(&sc);
+    return rc;
+  }
 
   double factor = b.coll == COLL_ALLREDUCE ? 2.0 * (n - 1) / n
                   : b.coll == COLL_ALLGATHER ? (double)(n - 1) / n

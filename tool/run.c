@@ -33,8 +33,26 @@ static void predict(const rh_scenario *sc, double bytes, const char **algo, doub
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: rehearsal run FILE [--out DIR] [--resume]\n");
+  fprintf(stderr, "usage: rehearsal run FILE [--out DIR] [--resume] [--compare SUMMARY.json]\n");
   return 2;
+}
+
+/* The step time of another run's summary (a simulated run's, to set beside a measured one). */
+static bool predicted_step(const char *path, double *step_ms, char *target, size_t len) {
+  json_error_t jerr;
+  json_t *root = json_load_file(path, 0, &jerr);
+  if (!root) {
+    fprintf(stderr, "rehearsal: %s:%d: --compare: %s\n", path, jerr.line, jerr.text);
+    return false;
+  }
+  json_t *v = json_object_get(json_object_get(root, "summary"), "step_ms");
+  const char *t = json_string_value(json_object_get(root, "target"));
+  snprintf(target, len, "%s", t ? t : "simulator");
+  bool ok = json_is_number(v);
+  if (ok) *step_ms = json_number_value(v);
+  else fprintf(stderr, "rehearsal: %s: --compare: no summary.step_ms in it\n", path);
+  json_decref(root);
+  return ok;
 }
 
 /* Everything a run owns besides the scenario. */
@@ -191,10 +209,11 @@ static void release(run_inputs *in) {
 }
 
 int rh_cmd_run(int argc, char **argv) {
-  const char *file = NULL, *out = NULL;
+  const char *file = NULL, *out = NULL, *compare = NULL;
   bool resume = false;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
+    else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc) compare = argv[++i];
     else if (strcmp(argv[i], "--resume") == 0) resume = true;
     else if (argv[i][0] == '-') return usage();
     else if (!file) file = argv[i];
@@ -206,6 +225,9 @@ int rh_cmd_run(int argc, char **argv) {
     return 2;
   }
 
+  double other_step = 0;
+  char other_target[32] = "";
+  if (compare && !predicted_step(compare, &other_step, other_target, sizeof other_target)) return 2;
   rh_scenario sc;
   char err[1024];
   if (rh_scenario_load(file, &sc, err, sizeof err) != RH_OK) {
@@ -228,6 +250,12 @@ int rh_cmd_run(int argc, char **argv) {
   rh_launch_config lc = {.cluster = &sc.cluster, .settings = &sc.settings};
   rh_launch_result lres = {0};
   int launch_rc = rh__launch(&lc, rh_train_rank, &job, &lres);
+  if (lres.rank > 0 || launch_rc == 2) { /* under a launcher rank 0 reports; 2: bad input */
+    rh_train_result_free(&res);
+    release(&in);
+    rh_scenario_free(&sc);
+    return launch_rc == 2 ? 2 : (lres.rank > 0 ? (launch_rc ? 1 : 0) : launch_rc);
+  }
 
   double batch = (double)cfg->batch, global = batch * size;
   const char *algo;
@@ -313,12 +341,22 @@ int rh_cmd_run(int argc, char **argv) {
            "(model: %.4f ms for the whole gradient)\n",
            sc.settings.value[RH_SETTING_FUSION_THRESHOLD] / 1048576, res.buckets_per_step,
            res.buckets_per_step == 1 ? "" : "s", res.bucket_bytes_max / 1e6, algo, predicted * 1e3);
-    printf("  time         %.6f s simulated over %ld steps: step %.4f ms = compute %.4f ms + "
+    printf("  time         %.6f s %s over %ld steps: step %.4f ms = compute %.4f ms + "
            "waiting for gradients %.4f ms\n",
-           total, all_steps, 1e3 * step_s, 1e3 * compute_step, 1e3 * exposed / (double)all_steps);
+           total, lres.rank < 0 ? "simulated" : "measured", all_steps, 1e3 * step_s,
+           1e3 * compute_step, 1e3 * exposed / (double)all_steps);
     printf("  throughput   %.1f samples/s; %d GPUs without communication: %.1f; scaling "
            "efficiency %.2f%%\n",
            thr, size, ideal, 100 * thr / ideal);
+    if (compare) {
+      double here = 1e3 * step_s, err_pct = 100 * (here - other_step) / other_step;
+      printf("  compared     step %.4f ms here (%s) against %.4f ms in %s (%s): %+.2f%%\n", here,
+             lres.rank < 0 ? "simulator" : "measured", other_step, compare, other_target, err_pct);
+      json_object_set_new(root, "compared",
+                          json_pack("{s:s, s:s, s:f, s:f, s:f}", "file", compare, "target",
+                                    other_target, "step_ms", other_step, "this_step_ms", here,
+                                    "error_percent", err_pct));
+    }
     json_object_set_new(
         root, "summary",
         json_pack("{s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:s, s:f}", "time_s", total,
@@ -366,6 +404,13 @@ int rh_cmd_run(int argc, char **argv) {
                                   rh_status_string(res.error), "detail", res.error_detail));
   }
   json_object_set_new(root, "end_time_s", json_real(lres.end_time));
+  json_object_set_new(root, "target", json_string(lres.rank < 0 ? "simulator" : "mpi"));
+  if (cfg->real && res.error == RH_OK) {
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)res.params_hash);
+    json_object_set_new(root, "final_parameters_fnv1a", json_string(hex));
+    printf("\nfinal parameters: FNV-1a %s\n", hex);
+  }
 
   rc = (unexpected || (launch_rc != 0 && !explained)) ? 1 : 0;
   if (out) {

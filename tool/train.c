@@ -852,6 +852,8 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
     if (s.rank == 0) s.res->start_epoch = start;
   }
   if (st == RH_OK) st = run_epochs(&s, start, epochs);
+  if (st == RH_OK && cfg->real && s.rank == 0)
+    s.res->params_hash = fnv(s.params, s.nparams * sizeof(float)); /* before the resume replay */
   if (st == RH_OK) st = check_resume(&s, s.epochs_run);
 
   /* verdicts of the checks that passed (failures were written when seen) */

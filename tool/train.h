@@ -117,6 +117,7 @@ typedef struct rh_train_result {
   double bucket_bytes_max;
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */
+  uint64_t params_hash;       /* FNV-1a of the final parameters' bytes (real models) */
   rh_check_result checks[RH_CHECK_COUNT];
   rh_status error;            /* first failure seen on any rank */
   int error_rank;

@@ -1,0 +1,389 @@
+/*
+ * backend.c: the MPI backend, one process per rank, launched by mpirun or srun.  MPI bootstraps
+ * the job: rank, size, and the hosts (MPI_Get_processor_name) that give local and cross ranks.
+ * The runtime's own algorithms run over MPI point-to-point messages, so a job reduces in the same
+ * order, and gets the same bits, as on the simulator.  Every wait polls against a deadline, so a
+ * hung peer is a timeout; MPI errors are mapped to rh_status here and nowhere else.
+ *
+ * Compute is the modelled GPU's time (flops / the scenario's GPU rate), slept: this path runs
+ * real multi-process jobs on any machine; the GPU path spends real FLOPs.
+ */
+#include "internal.h"
+
+#include <mpi.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- job and rank state ------------------------------------------------------------------ */
+
+typedef struct mpi_job {
+  MPI_Comm coll;  /* the collectives' messages */
+  MPI_Comm neg;   /* negotiations */
+  MPI_Comm check; /* checks */
+  double t0;
+  pthread_mutex_t lock; /* every MPI call holds it (MPI_THREAD_SERIALIZED) */
+} mpi_job;
+
+typedef struct mpi_rank {
+  rh_ctx ctx;
+  mpi_job *job;
+  pthread_mutex_t mu; /* the background tasks' turns */
+  pthread_cond_t cv;
+  uint64_t next_ticket, serving;
+} mpi_rank;
+
+struct rh_p2p {
+  MPI_Request req;
+  void *scratch; /* timing-only: the bytes that stand in for the payload, owned */
+  size_t bytes;
+  bool is_recv, done, completed; /* done: no longer pending; completed: not cancelled */
+};
+
+struct rh_task {
+  rh_status (*fn)(void *);
+  void *arg;
+  rh_status status;
+  bool done;
+  uint64_t ticket;
+  pthread_t thread;
+  mpi_rank *owner;
+};
+
+static mpi_rank *rank_of(const rh_ctx *ctx) { return (mpi_rank *)ctx->backend; }
+static mpi_job *job_of(const rh_ctx *ctx) { return rank_of(ctx)->job; }
+
+static rh_status map_error(int err) {
+  if (err == MPI_SUCCESS) return RH_OK;
+  int cls = MPI_ERR_OTHER;
+  MPI_Error_class(err, &cls);
+  if (cls == MPI_ERR_TRUNCATE) return RH_ERR_MISMATCH;
+  return RH_ERR_BACKEND;
+}
+
+static void pause_briefly(void) {
+  struct timespec ts = {0, 20000}; /* 20 us between polls */
+  nanosleep(&ts, NULL);
+}
+
+static void sleep_seconds(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+/* ---- point to point ---------------------------------------------------------------------- */
+
+static rh_status post(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_t bytes, bool recv,
+                      MPI_Comm comm, rh_p2p **out) {
+  if (bytes > (size_t)0x7fffffff) return RH_ERR_UNSUPPORTED; /* one MPI message */
+  rh_p2p *r = calloc(1, sizeof *r);
+  if (!r) return RH_ERR_NOMEM;
+  r->bytes = bytes;
+  r->is_recv = recv;
+  if (!buf && bytes) { /* timing-only: real bytes must still travel */
+    buf = r->scratch = calloc(1, bytes);
+    if (!buf) {
+      free(r);
+      return RH_ERR_NOMEM;
+    }
+  }
+  mpi_job *job = job_of(ctx);
+  pthread_mutex_lock(&job->lock);
+  int err = recv ? MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, (int)tag, comm, &r->req)
+                 : MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, (int)tag, comm, &r->req);
+  pthread_mutex_unlock(&job->lock);
+  if (err != MPI_SUCCESS) {
+    free(r->scratch);
+    free(r);
+    return map_error(err);
+  }
+  *out = r;
+  return RH_OK;
+}
+
+static rh_status mpi_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf, size_t bytes,
+                           rh_p2p **out) {
+  return post(ctx, peer, tag, (void *)buf, bytes, false, job_of(ctx)->coll, out);
+}
+
+static rh_status mpi_irecv(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_t bytes,
+                           rh_p2p **out) {
+  return post(ctx, peer, tag, buf, bytes, true, job_of(ctx)->coll, out);
+}
+
+/* Polls until every request is done or the deadline passes; cancels what is left. */
+static rh_status wait_requests(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeout) {
+  mpi_job *job = job_of(ctx);
+  double deadline = timeout >= 0 ? MPI_Wtime() + timeout : -1;
+  rh_status first = RH_OK;
+  for (;;) {
+    size_t left = 0;
+    pthread_mutex_lock(&job->lock);
+    for (size_t i = 0; i < n; i++) {
+      rh_p2p *r = reqs[i];
+      if (!r || r->done) continue;
+      int flag = 0;
+      MPI_Status status;
+      int err = MPI_Test(&r->req, &flag, &status);
+      if (err != MPI_SUCCESS) {
+        r->done = true;
+        if (first == RH_OK) first = map_error(err);
+        continue;
+      }
+      if (!flag) {
+        left++;
+        continue;
+      }
+      r->done = r->completed = true;
+      if (r->is_recv) {
+        int count = 0;
+        MPI_Get_count(&status, MPI_BYTE, &count);
+        if ((size_t)count != r->bytes && first == RH_OK) first = RH_ERR_MISMATCH;
+      }
+    }
+    bool late = deadline >= 0 && MPI_Wtime() > deadline;
+    if (left && late) { /* a peer that never came: give up on what is still pending */
+      for (size_t i = 0; i < n; i++) {
+        rh_p2p *r = reqs[i];
+        if (!r || r->done) continue;
+        MPI_Cancel(&r->req);
+        MPI_Request_free(&r->req);
+        r->done = true;
+      }
+      if (first == RH_OK) first = RH_ERR_TIMEOUT;
+      left = 0;
+    }
+    pthread_mutex_unlock(&job->lock);
+    if (!left) break;
+    pause_briefly();
+  }
+  return first;
+}
+
+static rh_status mpi_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeout) {
+  rh_status st = wait_requests(ctx, reqs, n, timeout);
+  for (size_t i = 0; i < n; i++) {
+    if (!reqs[i]) continue;
+    free(reqs[i]->scratch);
+    free(reqs[i]);
+    reqs[i] = NULL;
+  }
+  return st;
+}
+
+/* ---- time ------------------------------------------------------------------------------- */
+
+static double mpi_now(const rh_ctx *ctx) { return MPI_Wtime() - job_of(ctx)->t0; }
+
+static rh_status mpi_compute(rh_ctx *ctx, double flops) {
+  if (ctx->cluster && ctx->cluster->gpu_flops > 0) sleep_seconds(flops / ctx->cluster->gpu_flops);
+  return RH_OK;
+}
+
+static rh_status mpi_sleep(rh_ctx *ctx, double seconds) {
+  (void)ctx;
+  sleep_seconds(seconds);
+  return RH_OK;
+}
+
+/* ---- audits ------------------------------------------------------------------------------ */
+
+/* Every rank sends its record to every other; the key picks the communicator (negotiations and
+ * checks may run at once on two threads of a rank) and, modulo the tag range, the tag. */
+static rh_status mpi_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
+                           uint8_t *arrived, double timeout) {
+  mpi_job *job = job_of(ctx);
+  int n = ctx->world.n, me = ctx->rank;
+  MPI_Comm comm = (key & RH_AUDIT_CHECK) ? job->check : job->neg;
+  uint32_t tag = (uint32_t)(key & 0x7fff);
+  rh_p2p **reqs = calloc(2 * (size_t)n, sizeof *reqs);
+  if (!reqs) return RH_ERR_NOMEM;
+  memcpy((char *)all + (size_t)me * bytes, mine, bytes);
+  rh_status st = RH_OK;
+  for (int r = 0; r < n && st == RH_OK; r++) {
+    if (r == me) continue;
+    st = post(ctx, r, tag, (char *)all + (size_t)r * bytes, bytes, true, comm, &reqs[2 * r]);
+    if (st == RH_OK) st = post(ctx, r, tag, (void *)mine, bytes, false, comm, &reqs[2 * r + 1]);
+  }
+  rh_status w = wait_requests(ctx, reqs, 2 * (size_t)n, timeout);
+  if (st == RH_OK) st = w;
+  for (int r = 0; r < n; r++) /* a record came when its receive completed */
+    arrived[r] = r == me || (reqs[2 * r] && reqs[2 * r]->completed);
+  for (size_t i = 0; i < 2 * (size_t)n; i++) {
+    if (!reqs[i]) continue;
+    free(reqs[i]->scratch);
+    free(reqs[i]);
+  }
+  free(reqs);
+  return st;
+}
+
+/* ---- background tasks: one thread each, taking turns in issue order ----------------------- */
+
+static void *task_thread(void *arg) {
+  rh_task *t = arg;
+  mpi_rank *rk = t->owner;
+  pthread_mutex_lock(&rk->mu);
+  while (rk->serving != t->ticket) pthread_cond_wait(&rk->cv, &rk->mu);
+  pthread_mutex_unlock(&rk->mu);
+  rh_status st = t->fn(t->arg);
+  pthread_mutex_lock(&rk->mu);
+  t->status = st;
+  t->done = true;
+  rk->serving++;
+  pthread_cond_broadcast(&rk->cv);
+  pthread_mutex_unlock(&rk->mu);
+  return NULL;
+}
+
+static rh_status mpi_spawn(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_task **out) {
+  mpi_rank *rk = rank_of(ctx);
+  rh_task *t = calloc(1, sizeof *t);
+  if (!t) return RH_ERR_NOMEM;
+  *t = (rh_task){.fn = fn, .arg = arg, .owner = rk};
+  pthread_mutex_lock(&rk->mu);
+  t->ticket = rk->next_ticket++;
+  pthread_mutex_unlock(&rk->mu);
+  if (pthread_create(&t->thread, NULL, task_thread, t) != 0) {
+    /* give the turn back so later tasks are not stuck behind one that never ran */
+    pthread_mutex_lock(&rk->mu);
+    rk->next_ticket--;
+    pthread_mutex_unlock(&rk->mu);
+    free(t);
+    return RH_ERR_NOMEM;
+  }
+  *out = t;
+  return RH_OK;
+}
+
+static rh_status mpi_join(rh_ctx *ctx, rh_task *t, double timeout) {
+  (void)timeout; /* the task's own waits carry the timeout */
+  mpi_rank *rk = rank_of(ctx);
+  pthread_mutex_lock(&rk->mu);
+  while (!t->done) pthread_cond_wait(&rk->cv, &rk->mu);
+  pthread_mutex_unlock(&rk->mu);
+  pthread_join(t->thread, NULL);
+  rh_status st = t->status;
+  free(t);
+  return st;
+}
+
+static const rh_backend_ops mpi_ops = {
+    .name = "mpi",
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
+    .waitall = mpi_waitall,
+    .now = mpi_now,
+    .compute = mpi_compute,
+    .sleep = mpi_sleep,
+    .spawn = mpi_spawn,
+    .join = mpi_join,
+    .audit = mpi_audit,
+};
+
+/* ---- launch ------------------------------------------------------------------------------- */
+
+/* Which host each rank runs on, numbered in order of first appearance.  RH_MPI_GPUS_PER_NODE=k
+ * pretends every k consecutive ranks share a host (to rehearse several nodes on one machine). */
+static int *place_ranks(int rank, int size) {
+  int *node_of = calloc((size_t)size, sizeof(int));
+  char *names = calloc((size_t)size, MPI_MAX_PROCESSOR_NAME);
+  if (!node_of || !names) {
+    free(node_of);
+    free(names);
+    return NULL;
+  }
+  char mine[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(mine, &len);
+  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                MPI_COMM_WORLD);
+  const char *per = getenv("RH_MPI_GPUS_PER_NODE");
+  int k = per ? atoi(per) : 0;
+  int nodes = 0;
+  for (int r = 0; r < size; r++) {
+    if (k > 0) {
+      node_of[r] = r / k;
+      continue;
+    }
+    int found = -1;
+    for (int q = 0; q < r && found < 0; q++)
+      if (strcmp(names + (size_t)q * MPI_MAX_PROCESSOR_NAME, names + (size_t)r * MPI_MAX_PROCESSOR_NAME) == 0)
+        found = node_of[q];
+    node_of[r] = found >= 0 ? found : nodes++;
+  }
+  (void)rank;
+  free(names);
+  return node_of;
+}
+
+int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res) {
+  int provided = 0, inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+  else MPI_Query_thread(&provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (res) *res = (rh_launch_result){.rank = rank};
+  if (provided < MPI_THREAD_SERIALIZED) {
+    if (rank == 0) fprintf(stderr, "rehearsal: this MPI gives no MPI_THREAD_SERIALIZED\n");
+    MPI_Finalize();
+    return 1;
+  }
+  if (cfg->cluster && rh_cluster_size(cfg->cluster) != size) {
+    if (rank == 0)
+      fprintf(stderr,
+              "rehearsal: the scenario's cluster has %d GPUs but %d processes were started "
+              "(mpirun -np %d)\n",
+              rh_cluster_size(cfg->cluster), size, rh_cluster_size(cfg->cluster));
+    MPI_Finalize();
+    return 2;
+  }
+  int *node_of = place_ranks(rank, size);
+  rh_topology topo;
+  if (!node_of || rh_topology_init_map(&topo, node_of, size) != RH_OK) {
+    free(node_of);
+    MPI_Finalize();
+    return 1;
+  }
+  free(node_of);
+
+  mpi_job job = {0};
+  pthread_mutex_init(&job.lock, NULL);
+  MPI_Comm_dup(MPI_COMM_WORLD, &job.coll);
+  MPI_Comm_dup(MPI_COMM_WORLD, &job.neg);
+  MPI_Comm_dup(MPI_COMM_WORLD, &job.check);
+  MPI_Comm_set_errhandler(job.coll, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(job.neg, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(job.check, MPI_ERRORS_RETURN);
+  mpi_rank me = {.job = &job, .next_ticket = 0, .serving = 0};
+  pthread_mutex_init(&me.mu, NULL);
+  pthread_cond_init(&me.cv, NULL);
+  rh_ctx_init(&me.ctx, rank, &topo, cfg->settings, cfg->cluster, &mpi_ops, &me);
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  job.t0 = MPI_Wtime();
+  int result = fn(&me.ctx, arg);
+  double end = MPI_Wtime() - job.t0, last = end;
+  int failed = result != 0, failures = failed;
+  MPI_Allreduce(&end, &last, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&failed, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (res) *res = (rh_launch_result){.end_time = last, .failed_ranks = failures, .rank = rank};
+
+  MPI_Comm_free(&job.coll);
+  MPI_Comm_free(&job.neg);
+  MPI_Comm_free(&job.check);
+  pthread_cond_destroy(&me.cv);
+  pthread_mutex_destroy(&me.mu);
+  pthread_mutex_destroy(&job.lock);
+  rh_topology_free(&topo);
+  MPI_Finalize();
+  return failures ? 1 : 0;
+}

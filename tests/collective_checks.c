@@ -1,0 +1,271 @@
+/*
+ * collective_checks.c: every collective checked for exact results on the ranks of whatever target
+ * runs it (the simulator in test_collectives, MPI processes in test_mpi_collectives).  Each rank
+ * checks its own results against values it folds in double itself; failures are counted in
+ * rh_test_failures and described on stderr.
+ */
+#include "collective_checks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rh_test_failures;
+#define failures rh_test_failures
+
+static const size_t counts[] = {1, 3, 7, 257, 1031};
+#define NCOUNTS (sizeof counts / sizeof counts[0])
+
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond) && failures++ < 20) {                                                              \
+      fprintf(stderr, "rank %d: ", rh_rank(ctx));                                                  \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+    }                                                                                              \
+  } while (0)
+
+/* Values rank r contributes: small integers, exact in every type and every sum for n <= 64. */
+static double value(rh_op op, int r, size_t i, int n) {
+  if (op == RH_SUM || op == RH_AVERAGE) return 1 + (double)((r + (int)(i % 61)) % 2);
+  double v = (double)(r + 1) * (double)(i % 3 + 1);
+  return (i % 2) ? v : -v - (double)(n - r);
+}
+
+static void store(void *buf, size_t i, rh_dtype t, double v) {
+  if (t == RH_FLOAT32) ((float *)buf)[i] = (float)v;
+  else if (t == RH_FLOAT64) ((double *)buf)[i] = v;
+  else if (t == RH_FLOAT16) ((uint16_t *)buf)[i] = rh_float_to_half((float)v);
+  else ((int32_t *)buf)[i] = (int32_t)v;
+}
+
+static double load(const void *buf, size_t i, rh_dtype t) {
+  if (t == RH_FLOAT32) return ((const float *)buf)[i];
+  if (t == RH_FLOAT64) return ((const double *)buf)[i];
+  if (t == RH_FLOAT16) return rh_half_to_float(((const uint16_t *)buf)[i]);
+  return ((const int32_t *)buf)[i];
+}
+
+static double expected(rh_op op, rh_dtype t, size_t i, int n) {
+  double acc = value(op, 0, i, n);
+  for (int r = 1; r < n; r++) {
+    double v = value(op, r, i, n);
+    acc = op == RH_MIN ? fmin(acc, v) : op == RH_MAX ? fmax(acc, v) : acc + v;
+  }
+  if (op == RH_AVERAGE) acc = t == RH_INT32 ? trunc(acc / n) : acc / n;
+  return acc;
+}
+
+static bool close_enough(rh_op op, rh_dtype t, double got, double want) {
+  if (op != RH_AVERAGE || t == RH_INT32) return got == want;
+  double ulp = t == RH_FLOAT16 ? 0x1p-10 : t == RH_FLOAT32 ? 0x1p-23 : 0x1p-52;
+  return fabs(got - want) <= 2 * ulp * fabs(want);
+}
+
+static void check_allreduce(rh_ctx *ctx) {
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  for (size_t c = 0; c < NCOUNTS; c++)
+    for (int op = 0; op < RH_OP_COUNT; op++)
+      for (int t = 0; t < RH_DTYPE_COUNT; t++) {
+        size_t count = counts[c], esz = rh_dtype_size((rh_dtype)t);
+        char *in = malloc(count * esz), *out = malloc(count * esz);
+        for (size_t i = 0; i < count; i++) store(in, i, (rh_dtype)t, value((rh_op)op, me, i, n));
+        bool in_place = c % 2 == 1;
+        if (in_place) memcpy(out, in, count * esz);
+        rh_status st = rh_allreduce(ctx, in_place ? out : in, out, count, (rh_dtype)t, (rh_op)op,
+                                    NULL);
+        CHECK(st == RH_OK, "allreduce %s %s count %zu: %s", rh_op_name(op), rh_dtype_name(t),
+              count, rh_status_string(st));
+        for (size_t i = 0; i < count && st == RH_OK; i++) {
+          double got = load(out, i, (rh_dtype)t), want = expected((rh_op)op, (rh_dtype)t, i, n);
+          CHECK(close_enough((rh_op)op, (rh_dtype)t, got, want),
+                "allreduce %s %s count %zu [%zu]: got %.17g want %.17g", rh_op_name(op),
+                rh_dtype_name(t), count, i, got, want);
+        }
+        free(in);
+        free(out);
+      }
+}
+
+static void check_scaling_and_compression(rh_ctx *ctx) {
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  size_t count = 1031;
+  double *d = malloc(count * sizeof *d);
+  for (size_t i = 0; i < count; i++) d[i] = value(RH_SUM, me, i, n);
+  rh_reduce_opts o = {.prescale = 3.0, .postscale = 0.5, .compression = RH_COMPRESS_NONE};
+  rh_status st = rh_allreduce(ctx, d, d, count, RH_FLOAT64, RH_SUM, &o);
+  CHECK(st == RH_OK, "scaled allreduce: %s", rh_status_string(st));
+  for (size_t i = 0; i < count; i++)
+    CHECK(d[i] == 1.5 * expected(RH_SUM, RH_FLOAT64, i, n), "scaled [%zu]: %.17g", i, d[i]);
+  /* fp16 on the wire: the values and sums are exact in half, so the float result is exact */
+  float *f = malloc(count * sizeof *f);
+  for (size_t i = 0; i < count; i++) f[i] = (float)value(RH_SUM, me, i, n) * 0.25f;
+  o = (rh_reduce_opts){.prescale = 1, .postscale = 1, .compression = RH_COMPRESS_FP16};
+  st = rh_allreduce(ctx, f, f, count, RH_FLOAT32, RH_SUM, &o);
+  CHECK(st == RH_OK, "fp16 allreduce: %s", rh_status_string(st));
+  for (size_t i = 0; i < count; i++)
+    CHECK(f[i] == (float)(0.25 * expected(RH_SUM, RH_FLOAT32, i, n)), "fp16 [%zu]: %.9g", i, f[i]);
+  /* a value that fp16 cannot hold shows the compression really happened */
+  f[0] = 1.0f + 0x1p-20f;
+  st = rh_allreduce(ctx, f, f, 1, RH_FLOAT32, RH_MAX, &o);
+  CHECK(st == RH_OK && f[0] == 1.0f, "fp16 rounding: %.9g", f[0]);
+  free(d);
+  free(f);
+}
+
+static void check_broadcast(rh_ctx *ctx) {
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  int roots[] = {0, 1, n / 2, n - 1};
+  for (int k = 0; k < 4; k++) {
+    int root = roots[k] % n;
+    for (size_t c = 0; c < NCOUNTS; c++)
+      for (int t = 0; t < RH_DTYPE_COUNT; t++) {
+        size_t count = counts[c];
+        char *buf = malloc(count * rh_dtype_size((rh_dtype)t));
+        for (size_t i = 0; i < count; i++)
+          store(buf, i, (rh_dtype)t, me == root ? value(RH_MAX, root, i, n) : -7);
+        rh_status st = rh_broadcast(ctx, buf, count, (rh_dtype)t, root);
+        CHECK(st == RH_OK, "broadcast root %d: %s", root, rh_status_string(st));
+        for (size_t i = 0; i < count; i++)
+          CHECK(load(buf, i, (rh_dtype)t) == value(RH_MAX, root, i, n),
+                "broadcast root %d %s count %zu [%zu]: %g", root, rh_dtype_name(t), count, i,
+                load(buf, i, (rh_dtype)t));
+        free(buf);
+      }
+  }
+}
+
+static void check_allgather(rh_ctx *ctx) {
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  for (size_t c = 0; c < NCOUNTS; c++)
+    for (int t = 0; t < RH_DTYPE_COUNT; t++) {
+      size_t count = counts[c], esz = rh_dtype_size((rh_dtype)t);
+      char *in = malloc(count * esz), *out = malloc(count * esz * (size_t)n);
+      for (size_t i = 0; i < count; i++) store(in, i, (rh_dtype)t, value(RH_MAX, me, i, n));
+      rh_status st = rh_allgather(ctx, in, count, out, (rh_dtype)t);
+      CHECK(st == RH_OK, "allgather: %s", rh_status_string(st));
+      for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < count; i++)
+          CHECK(load(out, (size_t)r * count + i, (rh_dtype)t) == value(RH_MAX, r, i, n),
+                "allgather %s count %zu block %d [%zu]", rh_dtype_name(t), count, r, i);
+      free(in);
+      free(out);
+    }
+  /* unequal blocks, some empty */
+  size_t *cnt = malloc((size_t)n * sizeof *cnt), total = 0;
+  for (int r = 0; r < n; r++) total += cnt[r] = (size_t)((r * 5 + 1) % 7);
+  double *in = malloc(cnt[me] * 8 + 8), *out = malloc(total * 8 + 8);
+  for (size_t i = 0; i < cnt[me]; i++) in[i] = value(RH_MIN, me, i, n);
+  rh_status st = rh_allgatherv(ctx, in, out, cnt, RH_FLOAT64);
+  CHECK(st == RH_OK, "allgatherv: %s", rh_status_string(st));
+  size_t off = 0;
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < cnt[r]; i++, off++)
+      CHECK(out[off] == value(RH_MIN, r, i, n), "allgatherv block %d [%zu]", r, i);
+  free(in);
+  free(out);
+  free(cnt);
+}
+
+static void check_barrier(rh_ctx *ctx) {
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  double start = rh_time(ctx);
+  /* rank r arrives r milliseconds late; nobody may leave before the last one arrived */
+  rh_compute(ctx, me * 1e-3 * (ctx->cluster ? ctx->cluster->gpu_flops : 0));
+  rh_status st = rh_barrier(ctx);
+  CHECK(st == RH_OK, "barrier: %s", rh_status_string(st));
+  CHECK(rh_time(ctx) >= start + (n - 1) * 1e-3, "left the barrier at %.9g, before rank %d came",
+        rh_time(ctx), n - 1);
+}
+
+static void check_nonblocking(rh_ctx *ctx) {
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  enum { C = 1031 };
+  float a[C], b[C];
+  double g[64 * 2];
+  int32_t bc[C];
+  for (size_t i = 0; i < C; i++) {
+    a[i] = (float)value(RH_SUM, me, i, n);
+    b[i] = (float)value(RH_MAX, me, i, n);
+    bc[i] = me == 0 ? (int32_t)i : -1;
+  }
+  double mine[2] = {me, -me};
+  size_t gc[64];
+  for (int r = 0; r < n; r++) gc[r] = 2;
+  rh_request *r1, *r2, *r3, *r4;
+  rh_status st = rh_iallreduce(ctx, a, a, C, RH_FLOAT32, RH_SUM, NULL, &r1);
+  if (st == RH_OK) st = rh_iallreduce(ctx, b, b, C, RH_FLOAT32, RH_MAX, NULL, &r2);
+  if (st == RH_OK) st = rh_ibroadcast(ctx, bc, C, RH_INT32, 0, &r3);
+  if (st == RH_OK) st = rh_iallgatherv(ctx, mine, g, gc, RH_FLOAT64, &r4);
+  CHECK(st == RH_OK, "issue: %s", rh_status_string(st));
+  if (st != RH_OK) return;
+  /* waited in reverse order */
+  CHECK(rh_wait(r4) == RH_OK, "wait allgatherv");
+  CHECK(rh_wait(r3) == RH_OK, "wait broadcast");
+  CHECK(rh_wait(r2) == RH_OK, "wait max");
+  CHECK(rh_wait(r1) == RH_OK, "wait sum");
+  for (size_t i = 0; i < C; i++) {
+    CHECK(a[i] == (float)expected(RH_SUM, RH_FLOAT32, i, n), "iallreduce sum [%zu]", i);
+    CHECK(b[i] == (float)expected(RH_MAX, RH_FLOAT32, i, n), "iallreduce max [%zu]", i);
+    CHECK(bc[i] == (int32_t)i, "ibroadcast [%zu]", i);
+  }
+  for (int r = 0; r < n; r++) CHECK(g[2 * r] == r && g[2 * r + 1] == -r, "iallgatherv %d", r);
+}
+
+/* A blocking collective issued while a request is in flight runs after it, in issue order, even
+ * 256 collectives later (when the tags wrap around), and its numbers are right. */
+static void check_ordering(rh_ctx *ctx) {
+  int n = rh_size(ctx);
+  rh_request *req;
+  char *name = malloc(16);
+  snprintf(name, 16, "background");
+  rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  o.name = name;
+  rh_status st = rh_iallreduce(ctx, NULL, NULL, (size_t)1 << 20, RH_FLOAT32, RH_SUM, &o, &req);
+  free(name); /* the request keeps its own copy of the name */
+  for (int i = 0; i < 255 && st == RH_OK; i++) st = rh_barrier(ctx);
+  float v[8];
+  for (int i = 0; i < 8; i++) v[i] = (float)(rh_rank(ctx) + 1);
+  if (st == RH_OK) st = rh_allreduce(ctx, v, v, 8, RH_FLOAT32, RH_SUM, NULL);
+  rh_status w = rh_wait(req);
+  CHECK(st == RH_OK && w == RH_OK, "ordering: %s / %s", rh_status_string(st), rh_status_string(w));
+  for (int i = 0; i < 8; i++) CHECK(v[i] == (float)(n * (n + 1) / 2), "ordering [%d]: %g", i, v[i]);
+  /* a rank that contributes nothing may pass no send buffer */
+  size_t sizes[64];
+  for (int r = 0; r < n; r++) sizes[r] = r == 0 ? 0 : 2;
+  double mine[2] = {rh_rank(ctx), rh_rank(ctx)}, all[128];
+  st = rh_allgatherv(ctx, rh_rank(ctx) == 0 ? NULL : mine, all, sizes, RH_FLOAT64);
+  CHECK(st == RH_OK, "allgatherv with an empty NULL contribution: %s", rh_status_string(st));
+  for (int r = 1; r < n && st == RH_OK; r++) CHECK(all[2 * (r - 1)] == r, "allgatherv block %d", r);
+}
+
+static void check_arguments(rh_ctx *ctx) {
+  float x = 1;
+  CHECK(rh_allreduce(ctx, &x, &x, 1, RH_DTYPE_COUNT, RH_SUM, NULL) == RH_ERR_INVALID, "dtype");
+  CHECK(rh_allreduce(ctx, &x, &x, 1, RH_FLOAT32, RH_OP_COUNT, NULL) == RH_ERR_INVALID, "op");
+  CHECK(rh_allreduce(ctx, &x, NULL, 1, RH_FLOAT32, RH_SUM, NULL) == RH_ERR_INVALID, "one NULL");
+  CHECK(rh_broadcast(ctx, &x, 1, RH_FLOAT32, rh_size(ctx)) == RH_ERR_INVALID, "root");
+  CHECK(rh_compute(ctx, -1) == RH_ERR_INVALID, "negative flops");
+  /* timing-only forms move simulated bytes and carry nothing */
+  CHECK(rh_allreduce(ctx, NULL, NULL, 1 << 20, RH_FLOAT32, RH_AVERAGE, NULL) == RH_OK, "timing");
+  CHECK(rh_broadcast(ctx, NULL, 1 << 12, RH_FLOAT32, 0) == RH_OK, "timing broadcast");
+  /* after all of it the ranks still agree */
+  CHECK(rh_allreduce(ctx, &x, &x, 1, RH_FLOAT32, RH_SUM, NULL) == RH_OK && x == rh_size(ctx),
+        "after: %g", x);
+}
+
+int rh_test_all_collectives(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  check_allreduce(ctx);
+  check_scaling_and_compression(ctx);
+  check_broadcast(ctx);
+  check_allgather(ctx);
+  check_barrier(ctx);
+  check_nonblocking(ctx);
+  check_ordering(ctx);
+  check_arguments(ctx);
+  return failures ? 1 : 0;
+}
+
