@@ -31,6 +31,11 @@ static rh_coll coll_for(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_d
 /* Whether a timing-only collective may run at the coarse grain, decided once for the whole
  * collective so that concurrent rings never mix grains: `auto` takes it where every ring step is
  * the same (blocks divide evenly), `coarse` everywhere. */
+/* Whether the backend's own collective runs this one (real buffers, asked for, available). */
+static bool native(const rh_ctx *ctx, bool available, const void *buf) {
+  return buf && available && (int)rh_setting(ctx, RH_SETTING_COLLECTIVES) == RH_IMPL_NATIVE;
+}
+
 static bool coarse_for(const rh_ctx *ctx, bool timing_only, bool even) {
   int grain = (int)rh_setting(ctx, RH_SETTING_GRAIN);
   if (!timing_only || grain == RH_GRAIN_FINE || !ctx->ops->model_sync) return false;
@@ -255,7 +260,9 @@ static void allreduce_run(rh_request *r, rh_status *out) {
   }
   rh_coll c = coll_for(ctx, r->seq, wire, count, wire_type, r->op);
   rh_status st = RH_OK;
-  if (ctx->world.n > 1 && count > 0) {
+  if (ctx->world.n > 1 && count > 0 && native(ctx, ctx->ops->allreduce != NULL, wire)) {
+    st = ctx->ops->allreduce(ctx, wire, count, wire_type, c.op, c.timeout);
+  } else if (ctx->world.n > 1 && count > 0) {
     rh_algo algo = rh__choose_allreduce(ctx, count * rh_dtype_size(wire_type));
     bool hier = algo == RH_ALG_ALLREDUCE_HIERARCHICAL && rh_topology_uniform(ctx->topo);
     size_t unit = hier ? (size_t)ctx->node.n * (size_t)ctx->cross.n : (size_t)ctx->world.n;
@@ -283,6 +290,8 @@ static rh_status broadcast_run(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   if (ctx->world.n < 2 || r->count == 0) return RH_OK;
   rh_coll c = coll_for(ctx, r->seq, r->recv, r->count, r->dtype, RH_SUM);
+  if (native(ctx, ctx->ops->broadcast != NULL, r->recv))
+    return ctx->ops->broadcast(ctx, r->recv, r->count, r->dtype, r->root, c.timeout);
   rh_algo algo = rh__choose_bcast(ctx, r->count * rh_dtype_size(r->dtype));
   return algo == RH_ALG_BCAST_RING ? rh__bcast_ring(&c, r->root) : rh__bcast_tree(&c, r->root);
 }
@@ -298,6 +307,8 @@ static rh_status allgatherv_run(rh_request *r) {
   if (r->recv && r->counts[ctx->rank] > 0)
     memmove((char *)r->recv + off * esz, r->send, r->counts[ctx->rank] * esz);
   rh_coll c = coll_for(ctx, r->seq, r->recv, 0, r->dtype, RH_SUM);
+  if (native(ctx, ctx->ops->allgatherv != NULL, r->recv))
+    return ctx->ops->allgatherv(ctx, r->recv, r->counts, r->dtype, c.timeout);
   c.coarse = coarse_for(ctx, !r->recv, even);
   return rh__allgatherv_ring(&c, r->counts);
 }

@@ -102,6 +102,7 @@ enum { RH_ALGO_AUTO = 0, RH_ALGO_RING = 1, RH_ALGO_HIERARCHICAL = 2 };
 enum { RH_BCAST_AUTO = 0, RH_BCAST_RING = 1, RH_BCAST_TREE = 2 };
 enum { RH_GRAIN_AUTO = 0, RH_GRAIN_FINE = 1, RH_GRAIN_COARSE = 2 };
 enum { RH_WIRE_NONE = 0, RH_WIRE_FP16 = 1 };
+enum { RH_IMPL_RUNTIME = 0, RH_IMPL_NATIVE = 1 };
 
 /* ---- backend ----------------------------------------------------------------------------- */
 
@@ -142,6 +143,17 @@ typedef struct rh_backend_ops {
    * Keys: RH_AUDIT_COLLECTIVE | seq for negotiations, RH_AUDIT_CHECK | n for checks. */
   rh_status (*audit)(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
                      uint8_t *arrived, double timeout);
+  /* The backend's own collectives (MPI's, NCCL's), used when the `collectives` setting says
+   * native; NULL: the runtime's algorithms over isend/irecv.  They work in place on buf (never
+   * NULL: timing-only calls use the algorithms); op is SUM, MIN or MAX; a wait past `timeout` is
+   * RH_ERR_TIMEOUT, after which the backend's communicator may be unusable. */
+  rh_status (*allreduce)(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, rh_op op,
+                         double timeout);
+  rh_status (*broadcast)(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
+                         double timeout);
+  /* buf holds every rank's block in rank order, this rank's already in place */
+  rh_status (*allgatherv)(rh_ctx *ctx, void *buf, const size_t *counts, rh_dtype dtype,
+                          double timeout);
 } rh_backend_ops;
 
 #define RH_AUDIT_COLLECTIVE (0ull << 32)

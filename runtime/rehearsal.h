@@ -174,6 +174,7 @@ typedef enum rh_setting_id {
   RH_SETTING_GRAIN,           /* simulation grain: auto, fine, coarse */
   RH_SETTING_PIPELINE_CHUNK,  /* bytes per pipelined chunk in ring broadcast */
   RH_SETTING_CHECK_COLLECTIVES, /* ranks agree on each collective before it runs: on, off */
+  RH_SETTING_COLLECTIVES,     /* runtime (own algorithms) or native (the backend's: MPI, NCCL) */
   RH_SETTING_COUNT
 } rh_setting_id;
 

@@ -16,6 +16,7 @@ static const char *const bcast_choices[] = {"auto", "ring", "tree", NULL};
 static const char *const compression_choices[] = {"none", "fp16", NULL};
 static const char *const grain_choices[] = {"auto", "fine", "coarse", NULL};
 static const char *const onoff_choices[] = {"off", "on", NULL};
+static const char *const impl_choices[] = {"runtime", "native", NULL};
 
 const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
     [RH_SETTING_ALGORITHM] = {"algorithm", "RH_ALGORITHM", RH_KIND_ENUM, RH_ALGO_AUTO,
@@ -38,6 +39,10 @@ const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
     [RH_SETTING_CHECK_COLLECTIVES] = {"check_collectives", "RH_CHECK_COLLECTIVES", RH_KIND_ENUM, 1,
                                       onoff_choices, false,
                                       "ranks agree on each collective before it runs"},
+    [RH_SETTING_COLLECTIVES] = {"collectives", "RH_COLLECTIVES", RH_KIND_ENUM, RH_IMPL_RUNTIME,
+                                impl_choices, false,
+                                "runtime: own algorithms (the simulator's order); native: the "
+                                "backend's (MPI, NCCL), where it has them"},
 };
 
 int rh_settings_find(const char *name) {

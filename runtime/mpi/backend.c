@@ -2,7 +2,8 @@
  * backend.c: the MPI backend, one process per rank, launched by mpirun or srun.  MPI bootstraps
  * the job: rank, size, and the hosts (MPI_Get_processor_name) that give local and cross ranks.
  * The runtime's own algorithms run over MPI point-to-point messages, so a job reduces in the same
- * order, and gets the same bits, as on the simulator.  Every wait polls against a deadline, so a
+ * order, and gets the same bits, as on the simulator; RH_COLLECTIVES=native uses MPI's own
+ * collectives instead (MPI's reduction order).  Every wait polls against a deadline, so a
  * hung peer is a timeout; MPI errors are mapped to rh_status here and nowhere else.
  *
  * Compute is the modelled GPU's time (flops / the scenario's GPU rate), slept: this path runs
@@ -23,6 +24,8 @@
 
 typedef struct mpi_job {
   MPI_Comm coll;  /* the collectives' messages */
+  MPI_Comm native; /* MPI's own collectives (RH_COLLECTIVES=native) */
+  MPI_Op half_ops[RH_OP_COUNT]; /* fp16 has no MPI type: sum, min and max of our own */
   MPI_Comm neg;   /* negotiations */
   MPI_Comm check; /* checks */
   double t0;
@@ -224,6 +227,105 @@ static rh_status mpi_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t b
   return st;
 }
 
+/* ---- MPI's own collectives ----------------------------------------------------------------- */
+
+static void half_reduce(void *in, void *inout, int *len, rh_op op) {
+  rh__reduce(inout, in, (size_t)*len, RH_FLOAT16, op);
+}
+static void half_sum(void *in, void *inout, int *len, MPI_Datatype *t) {
+  (void)t;
+  half_reduce(in, inout, len, RH_SUM);
+}
+static void half_min(void *in, void *inout, int *len, MPI_Datatype *t) {
+  (void)t;
+  half_reduce(in, inout, len, RH_MIN);
+}
+static void half_max(void *in, void *inout, int *len, MPI_Datatype *t) {
+  (void)t;
+  half_reduce(in, inout, len, RH_MAX);
+}
+
+static MPI_Datatype mpi_type(rh_dtype t) {
+  switch (t) {
+  case RH_FLOAT32: return MPI_FLOAT;
+  case RH_FLOAT64: return MPI_DOUBLE;
+  case RH_INT32: return MPI_INT32_T;
+  default: return MPI_UINT16_T; /* fp16, with our own ops */
+  }
+}
+
+static MPI_Op mpi_op(const mpi_job *job, rh_dtype t, rh_op op) {
+  if (t == RH_FLOAT16) return job->half_ops[op];
+  return op == RH_MIN ? MPI_MIN : op == RH_MAX ? MPI_MAX : MPI_SUM;
+}
+
+/* Polls a started MPI collective until it is done or `timeout` passes (then it is abandoned:
+ * MPI cannot cancel a collective, so the communicator is unusable afterwards). */
+static rh_status finish(rh_ctx *ctx, int err, MPI_Request *req, double timeout) {
+  mpi_job *job = job_of(ctx);
+  if (err != MPI_SUCCESS) return map_error(err);
+  double deadline = timeout >= 0 ? MPI_Wtime() + timeout : -1;
+  for (;;) {
+    int flag = 0;
+    pthread_mutex_lock(&job->lock);
+    err = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    pthread_mutex_unlock(&job->lock);
+    if (err != MPI_SUCCESS) return map_error(err);
+    if (flag) return RH_OK;
+    if (deadline >= 0 && MPI_Wtime() > deadline) return RH_ERR_TIMEOUT;
+    pause_briefly();
+  }
+}
+
+static rh_status mpi_allreduce(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, rh_op op,
+                               double timeout) {
+  if (count > 0x7fffffff) return RH_ERR_UNSUPPORTED;
+  mpi_job *job = job_of(ctx);
+  MPI_Request req;
+  pthread_mutex_lock(&job->lock);
+  int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(dtype), mpi_op(job, dtype, op),
+                           job->native, &req);
+  pthread_mutex_unlock(&job->lock);
+  return finish(ctx, err, &req, timeout);
+}
+
+static rh_status mpi_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
+                               double timeout) {
+  if (count > 0x7fffffff) return RH_ERR_UNSUPPORTED;
+  mpi_job *job = job_of(ctx);
+  MPI_Request req;
+  pthread_mutex_lock(&job->lock);
+  int err = MPI_Ibcast(buf, (int)count, mpi_type(dtype), root, job->native, &req);
+  pthread_mutex_unlock(&job->lock);
+  return finish(ctx, err, &req, timeout);
+}
+
+static rh_status mpi_allgatherv(rh_ctx *ctx, void *buf, const size_t *counts, rh_dtype dtype,
+                                double timeout) {
+  mpi_job *job = job_of(ctx);
+  int n = ctx->world.n;
+  int *cnt = calloc((size_t)n, sizeof(int)), *displ = calloc((size_t)n, sizeof(int));
+  size_t off = 0;
+  rh_status st = cnt && displ ? RH_OK : RH_ERR_NOMEM;
+  for (int r = 0; r < n && st == RH_OK; r++) {
+    if (counts[r] > 0x7fffffff || off > 0x7fffffff) st = RH_ERR_UNSUPPORTED;
+    cnt[r] = (int)counts[r];
+    displ[r] = (int)off;
+    off += counts[r];
+  }
+  if (st == RH_OK) {
+    MPI_Request req;
+    pthread_mutex_lock(&job->lock);
+    int err = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displ,
+                              mpi_type(dtype), job->native, &req);
+    pthread_mutex_unlock(&job->lock);
+    st = finish(ctx, err, &req, timeout);
+  }
+  free(cnt); /* after the collective completed (or was abandoned: MPI keeps its own copy) */
+  free(displ);
+  return st;
+}
+
 /* ---- background tasks: one thread each, taking turns in issue order ----------------------- */
 
 static void *task_thread(void *arg) {
@@ -285,6 +387,9 @@ static const rh_backend_ops mpi_ops = {
     .spawn = mpi_spawn,
     .join = mpi_join,
     .audit = mpi_audit,
+    .allreduce = mpi_allreduce,
+    .broadcast = mpi_broadcast,
+    .allgatherv = mpi_allgatherv,
 };
 
 /* ---- launch ------------------------------------------------------------------------------- */
@@ -358,9 +463,15 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   mpi_job job = {0};
   pthread_mutex_init(&job.lock, NULL);
   MPI_Comm_dup(MPI_COMM_WORLD, &job.coll);
+  MPI_Comm_dup(MPI_COMM_WORLD, &job.native);
+  MPI_Op_create(half_sum, 1, &job.half_ops[RH_SUM]);
+  MPI_Op_create(half_sum, 1, &job.half_ops[RH_AVERAGE]); /* averages reduce as sums */
+  MPI_Op_create(half_min, 1, &job.half_ops[RH_MIN]);
+  MPI_Op_create(half_max, 1, &job.half_ops[RH_MAX]);
   MPI_Comm_dup(MPI_COMM_WORLD, &job.neg);
   MPI_Comm_dup(MPI_COMM_WORLD, &job.check);
   MPI_Comm_set_errhandler(job.coll, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(job.native, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(job.neg, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(job.check, MPI_ERRORS_RETURN);
   mpi_rank me = {.job = &job, .next_ticket = 0, .serving = 0};
@@ -378,6 +489,8 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   if (res) *res = (rh_launch_result){.end_time = last, .failed_ranks = failures, .rank = rank};
 
   MPI_Comm_free(&job.coll);
+  MPI_Comm_free(&job.native);
+  for (int i = 0; i < RH_OP_COUNT; i++) MPI_Op_free(&job.half_ops[i]);
   MPI_Comm_free(&job.neg);
   MPI_Comm_free(&job.check);
   pthread_cond_destroy(&me.cv);
