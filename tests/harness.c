@@ -78,3 +78,18 @@ int rh_test_rmdir(const char *dir) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   return system(cmd);
 }
+
+char *rh_test_path(const char *dir, const char *name) {
+  static char buf[4][320];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+  return buf[k];
+}
+
+rh_settings rh_test_settings(double timeout) {
+  rh_settings s;
+  for (int i = 0; i < RH_SETTING_COUNT; i++) s.value[i] = rh__setting_defs[i].default_value;
+  s.value[RH_SETTING_TIMEOUT] = timeout;
+  return s;
+}

@@ -28,4 +28,10 @@ char *rh_test_slurp(const char *path);
 int rh_test_mkdtemp(char *dir, const char *name);
 int rh_test_rmdir(const char *dir);
 
+/* "dir/name" in one of a few rotating static buffers (valid for the next three calls). */
+char *rh_test_path(const char *dir, const char *name);
+
+/* Default settings (the environment ignored) with the given timeout in seconds. */
+rh_settings rh_test_settings(double timeout);
+
 #endif

@@ -24,13 +24,7 @@
 static char tmpdir[64];
 
 
-static char *path_in(const char *name) {
-  static char buf[4][256];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-  return buf[k];
-}
+static char *path_in(const char *name) { return rh_test_path(tmpdir, name); }
 
 static int run(const char *out, const char *err, char *a1, char *a2, char *a3, char *a4, char *a5,
                char *a6, char *a7, char *a8) {

@@ -41,10 +41,7 @@ static int absent_rank(rh_ctx *ctx, void *arg) {
 static void test_absent_peer_times_out(void **state) {
   (void)state;
   rh_cluster cl = rh_test_cluster(2, 2, NULL);
-  rh_settings s;
-  char err[64];
-  rh_settings_init(&s, err, sizeof err);
-  s.value[RH_SETTING_TIMEOUT] = 0.5;
+  rh_settings s = rh_test_settings(0.5);
   s.value[RH_SETTING_GRAIN] = RH_GRAIN_FINE;
   for (int r = 0; r < RANKS; r++) statuses[r] = 1;
   double end = 0;
@@ -78,10 +75,7 @@ static int dying_host(rh_ctx *ctx, void *arg) {
 static void test_dead_host_is_a_status(void **state) {
   (void)state;
   rh_cluster cl = rh_test_cluster(1, RANKS, NULL);
-  rh_settings s;
-  char err[64];
-  rh_settings_init(&s, err, sizeof err);
-  s.value[RH_SETTING_TIMEOUT] = 0.5;
+  rh_settings s = rh_test_settings(0.5);
   s.value[RH_SETTING_GRAIN] = RH_GRAIN_FINE;
   s.value[RH_SETTING_ALGORITHM] = RH_ALGO_RING;
   for (int r = 0; r < RANKS; r++) statuses[r] = 1;
@@ -118,9 +112,7 @@ static int mismatched(rh_ctx *ctx, void *arg) {
 static void test_mismatch_is_named(void **state) {
   (void)state;
   rh_cluster cl = rh_test_cluster(2, 2, NULL);
-  rh_settings s;
-  char err[64];
-  rh_settings_init(&s, err, sizeof err);
+  rh_settings s = rh_test_settings(600);
   assert_int_equal(rh_test_simulate(&cl, &s, mismatched, NULL, NULL), 0);
   for (int r = 0; r < RANKS; r++) {
     print_message("rank %d: %s\n", r, messages[r]);
@@ -148,10 +140,7 @@ static int stalled(rh_ctx *ctx, void *arg) {
 static void test_stall_is_named(void **state) {
   (void)state;
   rh_cluster cl = rh_test_cluster(1, RANKS, NULL);
-  rh_settings s;
-  char err[64];
-  rh_settings_init(&s, err, sizeof err);
-  s.value[RH_SETTING_TIMEOUT] = 60;
+  rh_settings s = rh_test_settings(60);
   assert_int_equal(rh_test_simulate(&cl, &s, stalled, NULL, NULL), 0);
   for (int r = 0; r < 3; r++) {
     print_message("rank %d at %.3f s: %s\n", r, finished[r], messages[r]);
@@ -167,10 +156,7 @@ static void test_stall_is_named(void **state) {
 static void test_dead_host_at_coarse_grain(void **state) {
   (void)state;
   rh_cluster cl = rh_test_cluster(1, RANKS, NULL);
-  rh_settings s;
-  char err[64];
-  rh_settings_init(&s, err, sizeof err);
-  s.value[RH_SETTING_TIMEOUT] = 0.5;
+  rh_settings s = rh_test_settings(0.5);
   s.value[RH_SETTING_ALGORITHM] = RH_ALGO_RING;
   for (int r = 0; r < RANKS; r++) statuses[r] = 1;
   assert_int_equal(rh_test_simulate(&cl, &s, dying_host, NULL, NULL), 1);
@@ -199,9 +185,7 @@ static int lengths_differ(rh_ctx *ctx, void *arg) {
 static void test_length_mismatch_without_negotiation(void **state) {
   (void)state;
   rh_cluster cl = rh_test_cluster(1, 2, NULL);
-  rh_settings s;
-  char err[64];
-  rh_settings_init(&s, err, sizeof err);
+  rh_settings s = rh_test_settings(600);
   s.value[RH_SETTING_CHECK_COLLECTIVES] = 0;
   s.value[RH_SETTING_BCAST_ALGORITHM] = RH_BCAST_TREE;
   s.value[RH_SETTING_TIMEOUT] = 1;
@@ -225,9 +209,7 @@ static int bad_root_on_one(rh_ctx *ctx, void *arg) {
 static void test_invalid_argument_fails_every_rank(void **state) {
   (void)state;
   rh_cluster cl = rh_test_cluster(2, 2, NULL);
-  rh_settings s;
-  char err[64];
-  rh_settings_init(&s, err, sizeof err);
+  rh_settings s = rh_test_settings(600);
   assert_int_equal(rh_test_simulate(&cl, &s, bad_root_on_one, NULL, NULL), 0);
   for (int r = 0; r < RANKS; r++) {
     assert_int_equal(statuses[r], RH_ERR_INVALID);

@@ -19,13 +19,7 @@
 
 static char tmpdir[64];
 
-static char *in_tmp(const char *name) {
-  static char buf[4][256];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-  return buf[k];
-}
+static char *in_tmp(const char *name) { return rh_test_path(tmpdir, name); }
 
 /* The run's "final parameters: FNV-1a X" into hash (17 bytes). */
 static void final_hash(const char *text, char *hash) {

@@ -21,13 +21,7 @@
 static char tmpdir[64];
 
 
-static char *in_tmp(const char *name) {
-  static char buf[4][256];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-  return buf[k];
-}
+static char *in_tmp(const char *name) { return rh_test_path(tmpdir, name); }
 
 /* Runs `rehearsal run FILE [args]`; returns the exit code, the output in *text (caller frees). */
 static int run(const char *scenario, char **text, char *a1, char *a2, char *a3) {

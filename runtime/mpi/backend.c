@@ -182,7 +182,15 @@ static rh_status mpi_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeou
 
 /* ---- time ------------------------------------------------------------------------------- */
 
-static double mpi_now(const rh_ctx *ctx) { return MPI_Wtime() - job_of(ctx)->t0; }
+/* The system clock, not MPI_Wtime: Open MPI may read per-core cycle counters that do not agree
+ * between processes, where the system clock is one per host (and NTP-aligned across hosts). */
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double mpi_now(const rh_ctx *ctx) { return wall() - job_of(ctx)->t0; }
 
 static rh_status mpi_compute(rh_ctx *ctx, double flops) {
   if (ctx->cluster && ctx->cluster->gpu_flops > 0) sleep_seconds(flops / ctx->cluster->gpu_flops);
@@ -479,10 +487,13 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   pthread_cond_init(&me.cv, NULL);
   rh_ctx_init(&me.ctx, rank, &topo, cfg->settings, cfg->cluster, &mpi_ops, &me);
 
+  /* one time origin for the job: rank 0's, so that times compare across the processes of a host
+   * (and across hosts as far as their clocks agree) */
   MPI_Barrier(MPI_COMM_WORLD);
-  job.t0 = MPI_Wtime();
+  job.t0 = wall();
+  MPI_Bcast(&job.t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   int result = fn(&me.ctx, arg);
-  double end = MPI_Wtime() - job.t0, last = end;
+  double end = wall() - job.t0, last = end;
   int failed = result != 0, failures = failed;
   MPI_Allreduce(&end, &last, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(&failed, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
