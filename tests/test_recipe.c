@@ -54,10 +54,12 @@ static void test_validation_steps(void **s) {
   (void)s;
   const long oversampled[6] = {468, 234, 156, 117, 58, 29}; /* 30000 / (64 * size) */
   const long divided[6] = {156, 78, 52, 39, 19, 9};         /* (10000 // 64) // size */
+  /* each rank its shard of ceil(10000 / size) = 10000, 5000, 3334, 2500, 1250, 625 in batches */
+  const long full[6] = {157, 79, 53, 40, 20, 10};
   for (int i = 0; i < 6; i++) {
     assert_int_equal(rh_recipe_validation_steps(RH_VAL_OVERSAMPLED, 10000, 64, sizes[i]), oversampled[i]);
     assert_int_equal(rh_recipe_validation_steps(RH_VAL_DIVIDED, 10000, 64, sizes[i]), divided[i]);
-    assert_int_equal(rh_recipe_validation_steps(RH_VAL_FULL, 10000, 64, sizes[i]), 156);
+    assert_int_equal(rh_recipe_validation_steps(RH_VAL_FULL, 10000, 64, sizes[i]), full[i]);
     assert_int_equal(rh_recipe_validation_steps(RH_VAL_NONE, 10000, 64, sizes[i]), 0);
   }
 }

@@ -68,7 +68,14 @@ static void check_seed(const char *name, int checks) {
 static void test_seed_cifar10_keras_workshop(void **s) { (void)s; check_seed("cifar10-keras-workshop", 7); }
 static void test_seed_oci_pytorch_elastic_mnist(void **s) { (void)s; check_seed("oci-pytorch-elastic-mnist", 8); }
 static void test_seed_fashion_mnist_keras_lab(void **s) { (void)s; check_seed("fashion-mnist-keras-lab", 8); }
-static void test_seed_lenet5_tensorflow(void **s) { (void)s; check_seed("lenet5-mnist-tensorflow", 7); }
+static void test_seed_lenet5_tensorflow(void **s) {
+  (void)s;
+  check_seed("lenet5-mnist-tensorflow", 6); /* and metrics_averaged does not apply: */
+  char *text = NULL;
+  assert_int_equal(run("scenarios/seeds/lenet5-mnist-tensorflow.yaml", &text, NULL, NULL, NULL), 0);
+  assert_non_null(strstr(text, "SKIP  metrics_averaged       no validation ran"));
+  free(text);
+}
 static void test_seed_lenet5_keras(void **s) { (void)s; check_seed("lenet5-mnist-keras", 7); }
 static void test_seed_lenet5_pytorch(void **s) { (void)s; check_seed("lenet5-mnist-pytorch", 8); }
 
@@ -156,6 +163,85 @@ static void test_unexpected_outcomes_fail_the_run(void **s) {
   rewrite("scenarios/mistakes/no-lr-scaling.yaml", in_tmp("wrongly.yaml"), "samples_once");
   assert_int_equal(run(in_tmp("wrongly.yaml"), &text, NULL, NULL, NULL), 1);
   assert_non_null(strstr(text, "[expected to fail: UNEXPECTED]"));
+  free(text);
+}
+
+/* ---- verdicts that must not lie ---------------------------------------------------------- */
+
+static const char *verdict_base =
+    "name: verdicts\n"
+    "cluster: {nodes: 2, gpus_per_node: 2, gpu: {tflops: 14}, intra: {bandwidth_GBps: 50},\n"
+    "          network: {nic_Gbps: 100}}\n"
+    "model: {kind: mlp, hidden: 16, forward_gflops_per_sample: 0.0008}\n"
+    "data: {train_samples: 4000, validation_samples: 1000, inputs: 64, classes: 10}\n";
+
+typedef struct verdict_case {
+  const char *what;
+  const char *rest; /* recipe, collective, checks, mistakes */
+  int rc;
+  const char *says;
+} verdict_case;
+
+static const verdict_case verdict_cases[] = {
+    {"a rank that does not shard, with the undivided step count, is still caught",
+     "recipe: {batch_per_worker: 32, epochs: 1, steps_per_epoch: full}\nmistakes: [no_sharding]\n", 1,
+     "FAIL  samples_once"},
+    {"the undivided step count alone wraps each shard: caught too",
+     "recipe: {batch_per_worker: 32, epochs: 1, steps_per_epoch: full}\n", 1, "FAIL  samples_once"},
+    {"a failure expected of a check that is off does not count as met",
+     "recipe: {batch_per_worker: 32, epochs: 1}\nchecks: {samples_once: false, expect_fail: [samples_once]}\n",
+     1, "OFF   samples_once           switched off in the scenario  [expected to fail: UNEXPECTED]"},
+    {"without validation there is no metric to check",
+     "recipe: {batch_per_worker: 32, epochs: 1, validation_steps: none}\nmistakes: [no_metric_average]\n",
+     0, "SKIP  metrics_averaged       no validation ran"},
+    {"a recipe that writes no checkpoint passes the writer check by not applying",
+     "recipe: {batch_per_worker: 32, epochs: 2, checkpoint_every_epochs: 0}\n", 0,
+     "SKIP  one_checkpoint_writer"},
+    {"a resume point without a checkpoint is bad input",
+     "recipe: {batch_per_worker: 32, epochs: 4, checkpoint_every_epochs: 2}\nchecks: {resume_from_epoch: 3}\n",
+     2, NULL},
+    {"StopAtStepHook(20 // 4 ranks = 5): five steps",
+     "recipe: {batch_per_worker: 32, epochs: 3, stop_at_step: 20}\n", 0, "\n     1      5 "},
+    {"StopAtStepHook(3 // 4 = 0) still runs one step, as TensorFlow does",
+     "recipe: {batch_per_worker: 32, epochs: 3, stop_at_step: 3}\n", 0, "\n     1      1 "},
+    {"fp16 gradients: the serial check allows their rounding; metrics are averaged uncompressed",
+     "recipe: {batch_per_worker: 32, epochs: 1}\ncollective: {compression: fp16}\n", 0,
+     "PASS  metrics_averaged"},
+};
+
+static void test_verdicts_do_not_lie(void **s) {
+  (void)s;
+  for (size_t i = 0; i < sizeof verdict_cases / sizeof verdict_cases[0]; i++) {
+    const verdict_case *v = &verdict_cases[i];
+    FILE *f = fopen(in_tmp("verdict.yaml"), "w");
+    fprintf(f, "%s%s", verdict_base, v->rest);
+    fclose(f);
+    char *text = NULL;
+    int rc = run(in_tmp("verdict.yaml"), &text, NULL, NULL, NULL);
+    bool says = !v->says || (text && strstr(text, v->says));
+    if (rc != v->rc || !says)
+      print_error("%s: exit %d (want %d), output lacks \"%s\":\n%s\n", v->what, rc, v->rc,
+                  v->says ? v->says : "", text ? text : "");
+    assert_int_equal(rc, v->rc);
+    assert_true(says);
+    free(text);
+  }
+}
+
+static void test_damaged_checkpoint_stops_resume(void **s) {
+  (void)s;
+  FILE *f = fopen(in_tmp("damaged.yaml"), "w");
+  fprintf(f, "%srecipe: {batch_per_worker: 32, epochs: 3}\n", verdict_base);
+  fclose(f);
+  char *text = NULL, out[300], ck[400];
+  snprintf(out, sizeof out, "%s", in_tmp("damaged"));
+  assert_int_equal(run(in_tmp("damaged.yaml"), &text, "--out", out, NULL), 0);
+  free(text);
+  snprintf(ck, sizeof ck, "%s/checkpoints/checkpoint-3.bin", out);
+  assert_int_equal(truncate(ck, 100), 0); /* the newest checkpoint, cut short */
+  int rc = run(in_tmp("damaged.yaml"), &text, "--out", out, "--resume");
+  assert_int_equal(rc, 1); /* not a silent fresh start */
+  assert_non_null(strstr(text, "damaged"));
   free(text);
 }
 
@@ -274,6 +360,8 @@ int main(void) {
       cmocka_unit_test(test_seed_lenet5_pytorch),
       cmocka_unit_test(test_mistakes_are_caught),
       cmocka_unit_test(test_unexpected_outcomes_fail_the_run),
+      cmocka_unit_test(test_verdicts_do_not_lie),
+      cmocka_unit_test(test_damaged_checkpoint_stops_resume),
       cmocka_unit_test(test_idx_data_trains),
       cmocka_unit_test(test_resume_from_checkpoint_cli),
   };

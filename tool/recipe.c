@@ -49,7 +49,7 @@ long rh_recipe_validation_steps(rh_val_rule rule, long val, long batch, int size
   switch (rule) {
   case RH_VAL_DIVIDED: return (val / batch) / size;
   case RH_VAL_OVERSAMPLED: return 3 * val / (batch * size);
-  case RH_VAL_FULL: return val / batch;
+  case RH_VAL_FULL: return (rh_sampler_shard_size(val, size) + batch - 1) / batch;
   case RH_VAL_NONE: return 0;
   }
   return 0;

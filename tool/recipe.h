@@ -24,7 +24,7 @@ typedef enum rh_steps_rule {
 typedef enum rh_val_rule {
   RH_VAL_DIVIDED = 0,     /* (val / batch) / size */
   RH_VAL_OVERSAMPLED = 1, /* 3 * val / (batch * size) */
-  RH_VAL_FULL = 2,        /* val / batch */
+  RH_VAL_FULL = 2,        /* ceil(ceil(val / size) / batch): each rank its whole shard (PyTorch) */
   RH_VAL_NONE = 3
 } rh_val_rule;
 

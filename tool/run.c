@@ -268,6 +268,14 @@ int rh_cmd_run(int argc, char **argv) {
          size, sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "", sc.cluster.gpu_flops / 1e12,
          batch, global, res.steps_per_epoch);
   if (res.start_epoch > 0) printf("# resumed after epoch %d from %s\n", res.start_epoch, cfg->checkpoint_dir);
+  if (resume && res.error == RH_OK && res.start_epoch >= epochs_cap) {
+    printf("nothing to resume: the checkpoints in %s already hold all %d epochs\n",
+           cfg->checkpoint_dir, epochs_cap);
+    rh_train_result_free(&res);
+    release(&in);
+    rh_scenario_free(&sc);
+    return 0; /* the finished run's summary.json stays as it was */
+  }
   if (cfg->real)
     printf("#%5s %6s %11s %10s %10s %9s %11s %10s %9s %9s %9s %9s\n", "epoch", "steps", "time",
            "compute", "comm_wait", "step", "throughput", "lr", "loss", "accuracy", "val_loss",
@@ -380,20 +388,27 @@ int rh_cmd_run(int argc, char **argv) {
   json_t *jchecks = json_object();
   bool any = false;
   for (int i = 0; i < RH_CHECK_COUNT; i++) any = any || cfg->check[i];
+  any = any || sc.checks.expect_fail;
   if (any) printf("\nchecks\n");
   for (int i = 0; i < RH_CHECK_COUNT; i++) {
-    if (!cfg->check[i]) continue;
-    rh_check_result *c = &res.checks[i];
     bool expect_fail = sc.checks.expect_fail & (1u << i);
-    bool passed = c->ran && c->passed;
-    const char *word = !c->ran ? "----" : passed ? "PASS" : "FAIL";
-    if (passed == expect_fail && (c->ran || !explained)) unexpected++;
-    printf("  %s  %-22s %s%s\n", word, rh_check_names[i], c->ran ? c->detail : "did not run",
-           expect_fail ? (passed ? "  [expected to fail: UNEXPECTED]" : "  [expected]") : "");
+    if (!cfg->check[i] && !expect_fail) continue;
+    rh_check_result *c = &res.checks[i];
+    bool passed = cfg->check[i] && c->ran && c->passed;
+    const char *word = !cfg->check[i] ? "OFF " : c->skipped ? "SKIP" : !c->ran ? "----" : passed ? "PASS" : "FAIL";
+    const char *detail = !cfg->check[i] ? "switched off in the scenario"
+                         : c->ran || c->skipped ? c->detail : "did not run";
+    /* an expected failure must really happen; otherwise a check must pass, or not apply, or not
+     * have run because an expected failure stopped the run first */
+    bool ok = expect_fail ? cfg->check[i] && c->ran && !c->passed
+                          : passed || c->skipped || (!c->ran && explained);
+    if (!ok) unexpected++;
+    printf("  %s  %-22s %s%s\n", word, rh_check_names[i], detail,
+           expect_fail ? (ok ? "  [expected]" : "  [expected to fail: UNEXPECTED]") : "");
     json_object_set_new(jchecks, rh_check_names[i],
-                        json_pack("{s:b, s:b, s:b, s:s}", "ran", c->ran, "passed", passed,
-                                  "expected_to_fail", expect_fail, "detail",
-                                  c->ran ? c->detail : "did not run"));
+                        json_pack("{s:b, s:b, s:b, s:b, s:s}", "ran", c->ran, "passed", passed,
+                                  "applicable", !c->skipped && cfg->check[i], "expected_to_fail",
+                                  expect_fail, "detail", detail));
   }
   json_object_set_new(root, "checks", jchecks);
   if (res.error != RH_OK) {

@@ -647,6 +647,12 @@ static void check_whole(walker *w) {
            sum);
     sc->model.parameters = sum;
   }
+  int k = sc->checks.resume_from_epoch, every = sc->recipe.checkpoint_every;
+  if (!w->failed && k > 0 && real && (every == 0 || k % every != 0))
+    fail(w, node_at(w->doc, "checks.resume_from_epoch"), "checks.resume_from_epoch",
+         every == 0 ? "needs checkpoints, but recipe.checkpoint_every_epochs is 0"
+                    : "%d is not an epoch with a checkpoint (recipe.checkpoint_every_epochs is %d)",
+         k, every);
   if (!w->failed && sc->data.train > 0 && rh_scenario_steps_per_epoch(sc) < 1)
     fail(w, node_at(w->doc, "data.train_samples"), "data.train_samples",
          "%.17g samples give no full step: %d workers x batch %.17g need %.17g per step",

@@ -24,13 +24,14 @@ const char *const rh_mistake_names[] = {
     "metric_average_rank0_only", "no_metric_average",    "checkpoint_on_every_rank",
     "mismatched_collective", "missing_collective",       NULL};
 
-/* Parameters of a rank are compared step by step with the serial replica to this tolerance,
- * relative to the largest parameter: both sides are fp32, and the distributed side sums size
- * per-rank means in ring order where the serial side sums size x B samples in order, so they may
- * differ by a few ulps per step, amplified a little by later steps.  Measured on the seed
- * recipes: 1.5e-8 to 2.7e-7 over 20 to 300 steps; any real divergence (a rank on other
- * parameters, other samples or another lr) is orders of magnitude larger. */
+/* One step of the ranks is compared with one serial step from the same parameters, to this
+ * tolerance relative to the largest parameter: both sides are fp32, and the distributed side
+ * sums size per-rank means in ring order where the serial side sums size x B samples in order,
+ * so they differ by a few ulps.  A rank on other parameters, other samples or another lr differs
+ * by orders of magnitude more. */
 #define SERIAL_TOLERANCE 1e-5
+/* With fp16 on the wire each gradient is rounded to 11 bits before the average. */
+#define SERIAL_TOLERANCE_FP16 1e-3
 
 rh_status rh_train_result_init(rh_train_result *r, int capacity) {
   *r = (rh_train_result){.error = RH_OK, .error_rank = -1, .capacity = capacity};
@@ -79,13 +80,15 @@ typedef struct rank_state {
   rh_optimizer sopt;
   long *all_used;
   double serial_max_diff;
-  long serial_steps;
+  long serial_steps, serial_batch;
   /* schedules: what the recipe says, and what this (perhaps mistaken) program uses */
   rh_lr_schedule recipe_lr, used_lr;
   long steps_per_epoch, last_batch, global_step, last_step;
   bool recording; /* false while the resume check replays epochs */
   bool stopped;
   int epochs_run; /* epochs this rank completed (its own count: the result is rank 0's) */
+  uint8_t *written; /* written[e]: this run wrote checkpoint-e (epochs + 2 entries) */
+  bool validated;   /* some epoch ran validation */
   /* evidence */
   long identical_steps;
   bool identical_failed, lr_failed;
@@ -107,6 +110,14 @@ static void verdict(rank_state *s, rh_check_id id, bool passed, const char *fmt,
   va_end(ap);
 }
 
+/* The check does not apply to this recipe or run; says why (rank 0). */
+static void skip(rank_state *s, rh_check_id id, const char *why) {
+  rh_check_result *c = &s->res->checks[id];
+  if (s->rank != 0 || c->ran) return;
+  c->skipped = true;
+  snprintf(c->detail, sizeof c->detail, "%s", why);
+}
+
 static bool checking(const rank_state *s, rh_check_id id) {
   return s->cfg->real && s->cfg->check[id] && s->recording;
 }
@@ -118,8 +129,13 @@ static rh_status failed(rank_state *s, rh_status st, rh_check_id blame) {
   if (r->error == RH_OK) {
     r->error = st;
     r->error_rank = s->rank;
-    snprintf(r->error_detail, sizeof r->error_detail, "%s", rh_last_error(s->ctx));
+    if (rh_last_error(s->ctx)[0] || !r->error_detail[0])
+      snprintf(r->error_detail, sizeof r->error_detail, "%s", rh_last_error(s->ctx));
   }
+  /* a collective's failure is the check's verdict; I/O or memory errors are the job's alone */
+  bool collective = st == RH_ERR_TIMEOUT || st == RH_ERR_MISMATCH || st == RH_ERR_PEER_DEAD ||
+                    st == RH_ERR_ABORTED;
+  if (!collective) return st;
   rh_check_result *c = &r->checks[blame];
   if (!c->ran || c->passed) {
     c->ran = true;
@@ -198,6 +214,8 @@ static rh_status setup(rank_state *s) {
   s->steps_per_epoch = rh_recipe_steps_per_epoch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
   s->last_batch = rh_recipe_last_batch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
   s->last_step = rh_recipe_last_step(cfg->stop_at_step, s->size);
+  s->written = calloc((size_t)rh_recipe_epochs(cfg->epochs, cfg->epochs_divided, s->size) + 2, 1);
+  if (!s->written) return RH_ERR_NOMEM;
   if (!cfg->real) return RH_OK;
 
   long B = cfg->batch;
@@ -230,6 +248,7 @@ static rh_status setup(rank_state *s) {
 }
 
 static void teardown(rank_state *s) {
+  free(s->written);
   free(s->tensors);
   free(s->params);
   free(s->grad);
@@ -306,25 +325,33 @@ static rh_status write_checkpoint(rank_state *s, int epoch) {
   return RH_OK;
 }
 
-/* Reads checkpoint-EPOCH, or with epoch < 0 the newest one; returns its epoch or -1. */
+/* Reads checkpoint-EPOCH, or with epoch < 0 the newest one; returns its epoch, -1 when there is
+ * none, -2 when the file is damaged or of another model (the state is then left untouched). */
 static int read_checkpoint(rank_state *s, int epoch) {
-  for (int e = epoch >= 0 ? epoch : s->cfg->epochs + 1; e >= (epoch >= 0 ? epoch : 1); e--) {
+  int newest = rh_recipe_epochs(s->cfg->epochs, s->cfg->epochs_divided, s->size);
+  for (int e = epoch >= 0 ? epoch : newest; e >= (epoch >= 0 ? epoch : 1); e--) {
     char path[1024];
     ckpt_path(s, e, path, sizeof path);
     FILE *f = fopen(path, "rb");
     if (!f) continue;
     ckpt_header h;
-    bool ok = fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, "RHCKPT1", 8) == 0 &&
-              h.nparams == s->nparams && h.nstate == rh_optimizer_state_count(&s->opt) &&
-              fread(s->params, sizeof(float), s->nparams, f) == s->nparams &&
-              fread(s->opt.state, sizeof(float), h.nstate, f) == h.nstate;
+    size_t nstate = rh_optimizer_state_count(&s->opt);
+    float *p = malloc(s->nparams * sizeof(float)), *o = malloc(nstate * sizeof(float) + 1);
+    bool ok = p && o && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, "RHCKPT1", 8) == 0 &&
+              h.nparams == s->nparams && h.nstate == nstate &&
+              fread(p, sizeof(float), s->nparams, f) == s->nparams &&
+              fread(o, sizeof(float), nstate, f) == nstate && fgetc(f) == EOF;
     fclose(f);
-    if (!ok) {
-      fprintf(stderr, "rehearsal: %s is not a checkpoint of this model\n", path);
-      return -1;
+    if (ok) { /* only a whole, matching file replaces the state */
+      memcpy(s->params, p, s->nparams * sizeof(float));
+      memcpy(s->opt.state, o, nstate * sizeof(float));
+      s->opt.steps = h.opt_steps;
+    } else {
+      fprintf(stderr, "rehearsal: %s is damaged or not a checkpoint of this model\n", path);
     }
-    s->opt.steps = h.opt_steps;
-    return h.epoch;
+    free(p);
+    free(o);
+    return ok ? h.epoch : -2;
   }
   return -1;
 }
@@ -332,10 +359,18 @@ static int read_checkpoint(rank_state *s, int epoch) {
 /* Rank 0 finds the checkpoint and broadcasts the epoch and the state; returns the epoch to start
  * from (0 when there is none). */
 static rh_status restore(rank_state *s, int which, int *start_epoch) {
-  int epoch = s->rank == 0 ? read_checkpoint(s, which) : 0;
-  if (epoch < 0) epoch = 0;
-  rh_status st = broadcast_state(s, &epoch);
-  *start_epoch = epoch;
+  int32_t epoch = s->rank == 0 ? read_checkpoint(s, which) : 0;
+  /* every rank learns first whether rank 0 could read it */
+  rh_status st = rh_broadcast(s->ctx, &epoch, 1, RH_INT32, 0);
+  if (st != RH_OK) return st;
+  if (epoch == -2) {
+    snprintf(s->res->error_detail, sizeof s->res->error_detail,
+             "the newest checkpoint in %s is damaged", s->cfg->checkpoint_dir);
+    return RH_ERR_IO;
+  }
+  int e = epoch < 0 ? 0 : epoch;
+  st = broadcast_state(s, &e);
+  *start_epoch = e;
   return st;
 }
 
@@ -538,6 +573,7 @@ static rh_status check_step(rank_state *s, int epoch, long step, double lr) {
       }
       if (diff / (big > 1 ? big : 1) > s->serial_max_diff) s->serial_max_diff = diff / (big > 1 ? big : 1);
       s->serial_steps++;
+      if (m > s->serial_batch) s->serial_batch = m;
     }
   }
   return failed(s, st, RH_CHECK_COLLECTIVES);
@@ -573,7 +609,10 @@ static rh_status check_samples(rank_state *s, int epoch, long steps_run) {
             involved[owner[idx]] = 1;
           }
         }
-      long allowed = total > N ? total - N : 0; /* the padding of the last shard positions */
+      /* only the recipe's own padding may repeat a sample: each rank covers at most its shard of
+       * ceil(N / size) positions, of which size * shard - N repeat the start of the order */
+      long shard = rh_sampler_shard_size(N, n), covered = per_rank < shard ? per_rank : shard;
+      long allowed = (long)n * covered > N ? (long)n * covered - N : 0;
       char ranks[256];
       rank_list(involved, n, ranks, sizeof ranks);
       if (repeats > allowed)
@@ -583,8 +622,8 @@ static rh_status check_samples(rank_state *s, int epoch, long steps_run) {
                 epoch + 1, repeats, total, distinct, N, ranks);
       else
         verdict(s, RH_CHECK_SAMPLES, true,
-                "every epoch: %ld draws over %d ranks, %ld distinct samples of %ld, %ld repeated "
-                "by the sampler's padding",
+                "each epoch (the last: %ld draws over %d ranks, %ld distinct samples of %ld, %ld "
+                "repeated by the sampler's padding)",
                 total, n, distinct, N, repeats);
     }
     free(owner);
@@ -604,6 +643,7 @@ static rh_status average_metric(rank_state *s, double *value, const char *name) 
   if ((m & RH_MISTAKE_METRIC_RANK0_ONLY) && s->rank != 0) return RH_OK;
   rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
   o.name = name;
+  o.compression = RH_COMPRESS_NONE; /* compression is the optimizer's, for gradients (Horovod) */
   return rh_allreduce(s->ctx, value, value, 1, RH_FLOAT64, RH_AVERAGE, &o);
 }
 
@@ -637,9 +677,8 @@ static rh_status check_metric(rank_state *s, double local, double logged, const 
 static rh_status validate(rank_state *s, rh_epoch_stats *es, int epoch) {
   const rh_train_config *cfg = s->cfg;
   es->val_loss = es->val_accuracy = NAN;
-  long steps = cfg->val_rule == RH_VAL_FULL
-                   ? (rh_sampler_shard_size(cfg->validation_samples, s->size) + cfg->val_batch - 1) / cfg->val_batch
-                   : rh_recipe_validation_steps(cfg->val_rule, cfg->validation_samples, cfg->val_batch, s->size);
+  long steps = rh_recipe_validation_steps(cfg->val_rule, cfg->validation_samples, cfg->val_batch,
+                                          s->size);
   es->val_steps = steps;
   if (!cfg->real || steps == 0 || !cfg->validation || cfg->validation_samples == 0) return RH_OK;
   long n = cfg->validation_samples, shard = rh_sampler_shard_size(n, s->size);
@@ -680,23 +719,26 @@ static rh_status validate(rank_state *s, rh_epoch_stats *es, int epoch) {
   if (st == RH_OK) st = check_metric(s, local_va, va, "avg_accuracy");
   es->val_loss = vl;
   es->val_accuracy = va;
+  s->validated = true;
   return failed(s, st, RH_CHECK_COLLECTIVES);
 }
 
-static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch) {
+static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch, bool complete) {
   const rh_train_config *cfg = s->cfg;
   rh_status st = RH_OK;
   if (cfg->real) {
     double m[2] = {s->epoch_loss / s->epoch_samples, s->epoch_correct / s->epoch_samples};
     rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
     o.name = "train_metrics";
+    o.compression = RH_COMPRESS_NONE;
     st = rh_allreduce(s->ctx, m, m, 2, RH_FLOAT64, RH_AVERAGE, &o);
     if (st != RH_OK) return failed(s, st, RH_CHECK_COLLECTIVES);
     es->train_loss = m[0];
     es->train_accuracy = m[1];
   }
   st = validate(s, es, epoch);
-  bool due = cfg->real && cfg->checkpoint_dir && cfg->checkpoint_every > 0 &&
+  /* a checkpoint holds whole epochs only (one cut short by the stop step is not one) */
+  bool due = cfg->real && cfg->checkpoint_dir && cfg->checkpoint_every > 0 && complete &&
              (epoch + 1) % cfg->checkpoint_every == 0 && s->recording;
   if (st == RH_OK && due) {
     bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
@@ -711,6 +753,7 @@ static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch) {
       int writers = 0;
       for (int r = 0; st == RH_OK && r < s->size; r++) writers += all[r];
       s->checkpoint_writes++;
+      s->written[epoch + 1] = 1;
       if (st == RH_OK && (writers != 1 || !all[0])) {
         char ranks[256];
         rank_list(all, s->size, ranks, sizeof ranks);
@@ -747,12 +790,15 @@ static rh_status run_epochs(rank_state *s, int from, int to) {
       if (rc) return RH_ERR_NOMEM;
     }
     long step;
-    for (step = 0; step < s->steps_per_epoch && st == RH_OK; step++) {
-      if (s->last_step > 0 && s->global_step >= s->last_step) {
-        s->stopped = true;
-        break;
-      }
+    for (step = 0; step < s->steps_per_epoch && st == RH_OK && !s->stopped; step++) {
       double t0 = rh_time(s->ctx), tc = t0, lr = 0;
+      if (s->sparams && checking(s, RH_CHECK_SERIAL)) {
+        /* the replica starts each step from rank 0's state: the check compares one step at a
+         * time, so fp32 sums in another order cannot add up over a long run */
+        memcpy(s->sparams, s->params, s->nparams * sizeof(float));
+        memcpy(s->sopt.state, s->opt.state, rh_optimizer_state_count(&s->opt) * sizeof(float));
+        s->sopt.steps = s->opt.steps;
+      }
       st = train_step(s, e, step, &tc, &lr);
       es.compute += tc - t0;
       es.exposed_comm += rh_time(s->ctx) - tc;
@@ -760,10 +806,12 @@ static rh_status run_epochs(rank_state *s, int from, int to) {
       es.lr_last = lr;
       if (st == RH_OK) st = check_step(s, e, step, lr);
       s->global_step++;
+      /* StopAtStepHook(last_step): checked after each step, so last_step 0 still runs one */
+      if (s->cfg->stop_at_step > 0 && s->global_step >= s->last_step) s->stopped = true;
     }
     es.steps = step;
     if (st == RH_OK && checking(s, RH_CHECK_SAMPLES)) st = check_samples(s, e, step);
-    if (st == RH_OK && step > 0) st = end_epoch(s, &es, e);
+    if (st == RH_OK && step > 0) st = end_epoch(s, &es, e, step == s->steps_per_epoch);
     es.end = rh_time(s->ctx);
     if (st == RH_OK && step > 0) s->epochs_run = e + 1;
     if (s->rank == 0 && s->recording && e < s->res->capacity && step > 0) {
@@ -780,10 +828,17 @@ static rh_status check_resume(rank_state *s, int epochs) {
   const rh_train_config *cfg = s->cfg;
   int k = cfg->resume_from_epoch;
   if (!checking(s, RH_CHECK_RESUME)) return RH_OK;
-  if (!cfg->checkpoint_dir || k < 1 || k >= epochs) {
-    verdict(s, RH_CHECK_RESUME, false,
-            "cannot check: resume_from_epoch %d needs a checkpoint between epoch 1 and %d", k,
-            epochs - 1);
+  if (k < 1 || k >= epochs) {
+    char why[160];
+    snprintf(why, sizeof why, "resume_from_epoch %d leaves nothing to replay: %d epochs ran", k,
+             epochs);
+    skip(s, RH_CHECK_RESUME, why);
+    return RH_OK;
+  }
+  if (!s->written[k]) {
+    char why[160];
+    snprintf(why, sizeof why, "this run wrote no checkpoint after epoch %d", k);
+    skip(s, RH_CHECK_RESUME, why);
     return RH_OK;
   }
   float *whole = malloc(s->nparams * sizeof(float));
@@ -857,7 +912,12 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
   if (st == RH_OK) st = check_resume(&s, s.epochs_run);
 
   /* verdicts of the checks that passed (failures were written when seen) */
+  if (st == RH_OK && s.rank == 0 && s.global_step == (long)start * s.steps_per_epoch)
+    for (int i = 0; i < RH_CHECK_COUNT; i++) /* resumed with nothing left to run */
+      skip(&s, (rh_check_id)i, "no step was left to run");
   if (st == RH_OK && cfg->real && s.rank == 0) {
+    bool fp16 = (int)rh_setting(ctx, RH_SETTING_COMPRESSION) == 1;
+    double tolerance = fp16 ? SERIAL_TOLERANCE_FP16 : SERIAL_TOLERANCE;
     if (cfg->check[RH_CHECK_IDENTICAL] && !s.identical_failed)
       verdict(&s, RH_CHECK_IDENTICAL, true,
               "parameters identical, bit for bit, on all %d ranks after each of %ld steps", s.size,
@@ -867,18 +927,22 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
               cfg->base_lr, rh_recipe_lr_factor(cfg->lr_scaling, s.size, s.local_size),
               cfg->warmup_epochs > 0 ? ", warmup" : "", cfg->ndecay ? ", step decay" : "");
     if (cfg->check[RH_CHECK_SERIAL])
-      verdict(&s, RH_CHECK_SERIAL, s.serial_max_diff <= SERIAL_TOLERANCE,
-              "%ld steps against serial SGD with batch %ld: largest difference %.3g of the largest "
-              "parameter (tolerance %g: fp32 sums in another order)",
-              s.serial_steps, (long)s.size * cfg->batch, s.serial_max_diff, SERIAL_TOLERANCE);
-    if (cfg->check[RH_CHECK_METRICS])
+      verdict(&s, RH_CHECK_SERIAL, s.serial_max_diff <= tolerance,
+              "%ld steps, each against serial SGD with batch %ld from the same parameters: "
+              "largest difference %.3g of the largest parameter (tolerance %g: %s)",
+              s.serial_steps, s.serial_batch, s.serial_max_diff, tolerance,
+              fp16 ? "gradients travel as fp16" : "fp32 sums in another order");
+    if (cfg->check[RH_CHECK_METRICS] && s.validated)
       verdict(&s, RH_CHECK_METRICS, true, "validation loss and accuracy are the mean over %d ranks",
               s.size);
-    if (cfg->check[RH_CHECK_CHECKPOINT])
-      verdict(&s, RH_CHECK_CHECKPOINT, s.checkpoint_writes > 0,
-              s.checkpoint_writes ? "%d checkpoints, each written by rank 0 alone"
-                                  : "no checkpoint was written (%d); give --out or checkpoints",
+    else if (cfg->check[RH_CHECK_METRICS])
+      skip(&s, RH_CHECK_METRICS, "no validation ran: no metric to average");
+    if (cfg->check[RH_CHECK_CHECKPOINT] && s.checkpoint_writes > 0)
+      verdict(&s, RH_CHECK_CHECKPOINT, true, "%d checkpoints, each written by rank 0 alone",
               s.checkpoint_writes);
+    else if (cfg->check[RH_CHECK_CHECKPOINT])
+      skip(&s, RH_CHECK_CHECKPOINT, "no checkpoint was due in the epochs that ran");
+
   }
   if (st == RH_OK && cfg->check[RH_CHECK_COLLECTIVES])
     verdict(&s, RH_CHECK_COLLECTIVES, true,

@@ -104,6 +104,7 @@ typedef struct rh_epoch_stats {
 
 typedef struct rh_check_result {
   bool ran, passed;
+  bool skipped; /* not applicable to this recipe or run (detail says why) */
   char detail[512];
 } rh_check_result;
 
