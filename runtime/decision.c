@@ -1,7 +1,8 @@
 /*
  * decision.c: which algorithm runs a collective.  The settings may name one; on `auto` the
  * alpha-beta cost of each candidate on this job's cluster decides.  Each message is charged the
- * path it really takes (rh_cluster_path), and a node's shared fabric (backbone) is divided among
+ * path it really takes (edge(): two GPU hops inside a node; the GPU hops, the sending node's
+ * uplink and the receiving node's downlink across nodes), and a node's shared fabric is divided among
  * the flows that cross it at once; the test suite holds these costs to the simulator's times.
  * Without a cluster description (real hardware) the ring and the tree are the defaults.
  */

@@ -30,9 +30,6 @@ typedef struct rh_cluster {
   bool exact_network;     /* true: analytic CM02 network; false: SimGrid's default LV08 */
 } rh_cluster;
 
-/* Latency and bandwidth of the path between two ranks' GPUs as the platform models it: two hops
- * inside a node; GPU, node uplink, switch, node downlink, GPU across nodes. */
-void rh_cluster_path(const rh_cluster *cl, int node_a, int node_b, double *lat, double *bw);
 int rh_cluster_size(const rh_cluster *cl);
 
 /* ---- topology ---------------------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /*
  * platform.h: the SimGrid platform of a cluster description.  One <cluster> zone per node (one host
  * per GPU, named "rank<R>", its GPU link as the cluster's private link), a switch zone joining the
- * nodes' uplinks.  Routes follow rh_cluster_path() exactly.
+ * nodes' uplinks.  decision.c's cost model charges these same routes.
  */
 #ifndef REHEARSAL_SIM_PLATFORM_H
 #define REHEARSAL_SIM_PLATFORM_H
