@@ -28,13 +28,14 @@ static rh_coll coll_for(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_d
                    .timeout = rh_setting(ctx, RH_SETTING_TIMEOUT)};
 }
 
-/* Whether a timing-only collective may run at the coarse grain, decided once for the whole
- * collective so that concurrent rings never mix grains: `auto` takes it where every ring step is
- * the same (blocks divide evenly), `coarse` everywhere. */
 /* Whether the backend's own collective runs this one (real buffers, asked for, available). */
 static bool native(const rh_ctx *ctx, bool available, const void *buf) {
   return buf && available && (int)rh_setting(ctx, RH_SETTING_COLLECTIVES) == RH_IMPL_NATIVE;
 }
+
+/* Whether a timing-only collective may run at the coarse grain, decided once for the whole
+ * collective so that concurrent rings never mix grains: `auto` takes it where every ring step is
+ * the same (blocks divide evenly), `coarse` everywhere. */
 
 static bool coarse_for(const rh_ctx *ctx, bool timing_only, bool even) {
   int grain = (int)rh_setting(ctx, RH_SETTING_GRAIN);
@@ -231,84 +232,182 @@ struct rh_request {
   int root;
   rh_reduce_opts opts;
   char name[40];  /* a copy: the caller's string may be gone when a request runs */
-  size_t *counts; /* allgatherv: a copy, owned */
+  size_t *counts; /* allgatherv, group: a copy, owned */
+  void **group;   /* group: the tensors (a copy, owned; NULL: timing-only) */
+  int ngroup;     /* group: how many; -1 for a single buffer */
   bool invalid;   /* this rank's arguments are wrong */
   rh_task *task;
 };
 
-static void allreduce_run(rh_request *r, rh_status *out) {
+/* ---- where the work runs ------------------------------------------------------------------- */
+
+/* The memory a collective's numbers are worked on in: the device's on a device target (host
+ * buffers are staged through it), the host's elsewhere. */
+static const rh_memory_ops *work_memory(const rh_ctx *ctx) {
+  return ctx->ops->device ? ctx->ops->device : &rh__host_memory;
+}
+
+/* The memory `p` is in. */
+static const rh_memory_ops *home_of(const rh_ctx *ctx, const void *p) {
+  const rh_memory_ops *dev = ctx->ops->device;
+  return dev && dev->owns(p) ? dev : &rh__host_memory;
+}
+
+/* A buffer of `bytes` in work memory holding what `user` holds (copy: false leaves it
+ * undefined): `user` itself when it is there already. */
+static void *stage_in(rh_ctx *ctx, void *user, size_t bytes, bool copy, rh_status *st) {
+  const rh_memory_ops *m = work_memory(ctx);
+  if (home_of(ctx, user) == m) return user;
+  void *w = m->alloc(ctx, bytes);
+  if (!w) *st = RH_ERR_NOMEM;
+  else if (copy) *st = m->copy(ctx, w, user, bytes);
+  return w;
+}
+
+/* Copies a staged buffer back (when `st` is RH_OK) and releases it. */
+static void stage_out(rh_ctx *ctx, void *user, void *work, size_t bytes, rh_status *st) {
+  if (!work || work == user) return;
+  const rh_memory_ops *m = work_memory(ctx);
+  if (*st == RH_OK) *st = m->copy(ctx, user, work, bytes);
+  m->release(ctx, work);
+}
+
+/* Whether the collective runs through the backend's own collective: on a device target always
+ * (for one rank too: the data path is the same at every size), else when asked for. */
+static bool use_native(const rh_ctx *ctx, bool available, const void *buf) {
+  if (!buf || !available) return false;
+  return ctx->ops->device || (ctx->world.n > 1 && native(ctx, available, buf));
+}
+
+/* ---- allreduce ------------------------------------------------------------------------------ */
+
+/* Reduces `work` (count elements, in work memory) in place: prescale, compression, the
+ * algorithm or the native collective, postscale.  work NULL: timing-only. */
+static rh_status reduce_in_place(rh_request *r, void *work) {
   rh_ctx *ctx = r->ctx;
-  bool timing_only = !r->send && !r->recv;
+  const rh_memory_ops *m = work_memory(ctx);
   size_t count = r->count;
+  bool timing_only = !work;
   bool fp16 = r->opts.compression == RH_COMPRESS_FP16 ||
               (r->opts.compression == RH_COMPRESS_DEFAULT &&
                (int)rh_setting(ctx, RH_SETTING_COMPRESSION) == RH_WIRE_FP16);
   fp16 = fp16 && (r->dtype == RH_FLOAT32 || r->dtype == RH_FLOAT64);
-  if (!timing_only) {
-    if (r->send != r->recv) memcpy(r->recv, r->send, count * rh_dtype_size(r->dtype));
-    rh__scale(r->recv, count, r->dtype, r->opts.prescale);
-  }
-  void *wire = r->recv;
+  rh_status st = RH_OK;
+  if (!timing_only) st = m->scale(ctx, work, count, r->dtype, r->opts.prescale);
+  void *wire = work;
   rh_dtype wire_type = fp16 ? RH_FLOAT16 : r->dtype;
-  if (fp16 && !timing_only) {
-    wire = malloc(count * sizeof(uint16_t) + 1);
-    if (!wire) {
-      *out = RH_ERR_NOMEM;
-      return;
-    }
-    rh__to_half(wire, r->recv, count, r->dtype);
+  if (st == RH_OK && fp16 && !timing_only) {
+    wire = m->alloc(ctx, count * sizeof(uint16_t));
+    if (!wire) return RH_ERR_NOMEM;
+    st = m->to_half(ctx, wire, work, count, r->dtype);
   }
   rh_coll c = coll_for(ctx, r->seq, wire, count, wire_type, r->op);
-  rh_status st = RH_OK;
-  if (ctx->world.n > 1 && count > 0 && native(ctx, ctx->ops->allreduce != NULL, wire)) {
+  if (st != RH_OK || count == 0) {
+  } else if (use_native(ctx, ctx->ops->allreduce != NULL, wire)) {
     st = ctx->ops->allreduce(ctx, wire, count, wire_type, c.op, c.timeout);
-  } else if (ctx->world.n > 1 && count > 0) {
+  } else if (ctx->world.n > 1) {
     rh_algo algo = rh__choose_allreduce(ctx, count * rh_dtype_size(wire_type));
     bool hier = algo == RH_ALG_ALLREDUCE_HIERARCHICAL && rh_topology_uniform(ctx->topo);
     size_t unit = hier ? (size_t)ctx->node.n * (size_t)ctx->cross.n : (size_t)ctx->world.n;
     c.coarse = coarse_for(ctx, timing_only, count % unit == 0);
     st = hier ? rh__allreduce_hierarchical(&c) : rh__allreduce_ring(&c);
   }
-  if (wire != r->recv) {
-    if (st == RH_OK) rh__from_half(r->recv, wire, count, r->dtype);
-    free(wire);
+  if (wire != work) {
+    if (st == RH_OK) st = m->from_half(ctx, work, wire, count, r->dtype);
+    m->release(ctx, wire);
   }
   if (st == RH_OK && !timing_only) {
-    if (r->op == RH_AVERAGE && r->dtype == RH_INT32) { /* exact integer division, toward zero */
-      int32_t *v = r->recv;
-      for (size_t i = 0; i < count; i++) v[i] /= ctx->world.n;
-      rh__scale(r->recv, count, r->dtype, r->opts.postscale);
-    } else {
-      double post = r->opts.postscale * (r->op == RH_AVERAGE ? 1.0 / ctx->world.n : 1.0);
-      rh__scale(r->recv, count, r->dtype, post);
-    }
+    double post = r->opts.postscale;
+    if (r->op == RH_AVERAGE && r->dtype == RH_INT32) /* exact integer division, toward zero */
+      st = m->divide(ctx, work, count, ctx->world.n);
+    else if (r->op == RH_AVERAGE)
+      post *= 1.0 / ctx->world.n;
+    if (st == RH_OK) st = m->scale(ctx, work, count, r->dtype, post);
   }
-  *out = st;
+  return st;
 }
+
+static rh_status allreduce_run(rh_request *r) {
+  rh_ctx *ctx = r->ctx;
+  const rh_memory_ops *m = work_memory(ctx);
+  size_t esz = rh_dtype_size(r->dtype), bytes = r->count * esz;
+  rh_status st = RH_OK;
+  if (ctx->ops->device && (r->ngroup >= 0 ? !r->group : !r->recv)) {
+    /* timing-only on real GPUs: the bytes move for real, through a scratch buffer */
+    void *scratch = m->alloc(ctx, bytes);
+    if (!scratch) return RH_ERR_NOMEM;
+    st = reduce_in_place(r, scratch);
+    m->release(ctx, scratch);
+    return st == RH_OK ? m->sync(ctx) : st;
+  }
+  if (r->ngroup >= 0) { /* tensor fusion: pack, reduce, unpack */
+    if (!r->group) return reduce_in_place(r, NULL);
+    const rh_memory_ops *home = home_of(ctx, r->ngroup ? r->group[0] : NULL);
+    void *fused = m->alloc(ctx, bytes), *packed = fused;
+    if (!fused) return RH_ERR_NOMEM;
+    if (home != m && !(packed = home->alloc(ctx, bytes))) st = RH_ERR_NOMEM;
+    if (st == RH_OK) st = home->pack(ctx, packed, r->group, r->counts, r->ngroup, esz, false);
+    if (st == RH_OK && packed != fused) st = m->copy(ctx, fused, packed, bytes);
+    if (st == RH_OK) st = reduce_in_place(r, fused);
+    if (st == RH_OK && packed != fused) st = m->copy(ctx, packed, fused, bytes);
+    if (st == RH_OK) st = home->pack(ctx, packed, r->group, r->counts, r->ngroup, esz, true);
+    if (st == RH_OK) st = home->sync(ctx);
+    if (packed != fused && packed) home->release(ctx, packed);
+    m->release(ctx, fused);
+    return st;
+  }
+  if (!r->send && !r->recv) return reduce_in_place(r, NULL);
+  void *work = stage_in(ctx, r->recv, bytes, false, &st);
+  if (st == RH_OK) st = m->copy(ctx, work, r->send, bytes); /* nothing when in place */
+  if (st == RH_OK) st = reduce_in_place(r, work);
+  stage_out(ctx, r->recv, work, bytes, &st);
+  if (st == RH_OK) st = m->sync(ctx);
+  return st;
+}
+
+/* ---- broadcast and allgather --------------------------------------------------------------- */
 
 static rh_status broadcast_run(rh_request *r) {
   rh_ctx *ctx = r->ctx;
-  if (ctx->world.n < 2 || r->count == 0) return RH_OK;
+  size_t bytes = r->count * rh_dtype_size(r->dtype);
+  if (r->count == 0 || (ctx->world.n < 2 && !ctx->ops->device)) return RH_OK;
+  rh_status st = RH_OK;
+  if (use_native(ctx, ctx->ops->broadcast != NULL, r->recv)) {
+    void *work = stage_in(ctx, r->recv, bytes, ctx->rank == r->root, &st);
+    if (st == RH_OK) st = ctx->ops->broadcast(ctx, work, r->count, r->dtype, r->root,
+                                              rh_setting(ctx, RH_SETTING_TIMEOUT));
+    stage_out(ctx, r->recv, work, bytes, &st);
+    return st;
+  }
+  if (ctx->world.n < 2) return RH_OK;
   rh_coll c = coll_for(ctx, r->seq, r->recv, r->count, r->dtype, RH_SUM);
-  if (native(ctx, ctx->ops->broadcast != NULL, r->recv))
-    return ctx->ops->broadcast(ctx, r->recv, r->count, r->dtype, r->root, c.timeout);
-  rh_algo algo = rh__choose_bcast(ctx, r->count * rh_dtype_size(r->dtype));
+  rh_algo algo = rh__choose_bcast(ctx, bytes);
   return algo == RH_ALG_BCAST_RING ? rh__bcast_ring(&c, r->root) : rh__bcast_tree(&c, r->root);
 }
 
 static rh_status allgatherv_run(rh_request *r) {
   rh_ctx *ctx = r->ctx;
-  size_t esz = rh_dtype_size(r->dtype), off = 0;
+  size_t esz = rh_dtype_size(r->dtype), off = 0, total = 0;
   bool even = true;
   for (int i = 0; i < ctx->world.n; i++) {
     if (i < ctx->rank) off += r->counts[i];
+    total += r->counts[i];
     even = even && r->counts[i] == r->counts[0];
   }
-  if (r->recv && r->counts[ctx->rank] > 0)
-    memmove((char *)r->recv + off * esz, r->send, r->counts[ctx->rank] * esz);
+  size_t mine = r->counts[ctx->rank] * esz;
+  rh_status st = RH_OK;
+  if (use_native(ctx, ctx->ops->allgatherv != NULL, r->recv)) {
+    const rh_memory_ops *m = work_memory(ctx);
+    void *work = stage_in(ctx, r->recv, total * esz, false, &st);
+    if (st == RH_OK) st = m->copy(ctx, (char *)work + off * esz, r->send, mine);
+    if (st == RH_OK)
+      st = ctx->ops->allgatherv(ctx, work, r->counts, r->dtype, rh_setting(ctx, RH_SETTING_TIMEOUT));
+    stage_out(ctx, r->recv, work, total * esz, &st);
+    if (st == RH_OK) st = m->sync(ctx);
+    return st;
+  }
+  if (r->recv && mine > 0) memmove((char *)r->recv + off * esz, r->send, mine);
   rh_coll c = coll_for(ctx, r->seq, r->recv, 0, r->dtype, RH_SUM);
-  if (native(ctx, ctx->ops->allgatherv != NULL, r->recv))
-    return ctx->ops->allgatherv(ctx, r->recv, r->counts, r->dtype, c.timeout);
   c.coarse = coarse_for(ctx, !r->recv, even);
   return rh__allgatherv_ring(&c, r->counts);
 }
@@ -334,7 +433,7 @@ static rh_status execute(rh_request *r) {
   if (st == RH_OK && r->invalid) st = RH_ERR_INVALID; /* without negotiation: this rank alone */
   if (st == RH_OK) {
     switch (r->kind) {
-    case K_ALLREDUCE: allreduce_run(r, &st); break;
+    case K_ALLREDUCE: st = allreduce_run(r); break;
     case K_BROADCAST: st = broadcast_run(r); break;
     case K_ALLGATHER: st = allgatherv_run(r); break;
     case K_BARRIER: {
@@ -351,6 +450,7 @@ static rh_status task_main(void *arg) { return execute(arg); }
 
 static void release(rh_request *r) {
   free(r->counts);
+  free(r->group);
   free(r);
 }
 
@@ -389,7 +489,7 @@ static rh_status submit(rh_request *r, rh_request **out) {
 
 static rh_request *request(rh_ctx *ctx, coll_kind kind) {
   rh_request *r = calloc(1, sizeof *r);
-  if (r) *r = (rh_request){.ctx = ctx, .kind = kind, .root = -1,
+  if (r) *r = (rh_request){.ctx = ctx, .kind = kind, .root = -1, .ngroup = -1,
                            .opts = (rh_reduce_opts)RH_REDUCE_OPTS_INIT};
   return r;
 }
@@ -421,6 +521,46 @@ rh_status rh_iallreduce(rh_ctx *ctx, const void *send, void *recv, size_t count,
                         rh_op op, const rh_reduce_opts *opts, rh_request **out) {
   if (!out) return RH_ERR_INVALID;
   rh_request *r = allreduce_request(ctx, send, recv, count, dtype, op, opts);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
+}
+
+static rh_request *group_request(rh_ctx *ctx, void *const *bufs, const size_t *counts, int n,
+                                 rh_dtype dtype, rh_op op, const rh_reduce_opts *opts) {
+  rh_request *r = allreduce_request(ctx, NULL, NULL, 0, dtype, op, opts);
+  if (!r) return NULL;
+  r->ngroup = n < 0 ? 0 : n;
+  r->counts = calloc((size_t)r->ngroup + 1, sizeof(size_t));
+  r->group = bufs ? calloc((size_t)r->ngroup + 1, sizeof(void *)) : NULL;
+  if (!r->counts || (bufs && !r->group)) {
+    release(r);
+    return NULL;
+  }
+  bool bad = n < 0 || (n > 0 && !counts) || r->invalid;
+  const rh_memory_ops *home = bufs && n > 0 ? home_of(ctx, bufs[0]) : NULL;
+  for (int i = 0; i < n && !bad; i++) {
+    r->counts[i] = counts[i];
+    r->count += counts[i];
+    if (bufs) {
+      r->group[i] = bufs[i];
+      /* every tensor real, and all in one memory */
+      bad = (!bufs[i] && counts[i] > 0) || (bufs[i] && home_of(ctx, bufs[i]) != home);
+    }
+  }
+  r->invalid = bad;
+  return r;
+}
+
+rh_status rh_allreduce_group(rh_ctx *ctx, void *const *bufs, const size_t *counts, int n,
+                             rh_dtype dtype, rh_op op, const rh_reduce_opts *opts) {
+  rh_request *r = group_request(ctx, bufs, counts, n, dtype, op, opts);
+  return r ? submit(r, NULL) : RH_ERR_NOMEM;
+}
+
+rh_status rh_iallreduce_group(rh_ctx *ctx, void *const *bufs, const size_t *counts, int n,
+                              rh_dtype dtype, rh_op op, const rh_reduce_opts *opts,
+                              rh_request **out) {
+  if (!out) return RH_ERR_INVALID;
+  rh_request *r = group_request(ctx, bufs, counts, n, dtype, op, opts);
   return r ? submit(r, out) : RH_ERR_NOMEM;
 }
 

@@ -103,6 +103,29 @@ enum { RH_IMPL_RUNTIME = 0, RH_IMPL_NATIVE = 1 };
 
 /* ---- backend ----------------------------------------------------------------------------- */
 
+/* Where tensors live and how they are moved, scaled and cast there.  The host's table does it
+ * with the C functions below; a GPU target's does it with CUDA kernels on one stream, ordered with
+ * its collectives.  Calls may return before the work is done; `sync` waits for all of it. */
+typedef struct rh_memory_ops {
+  const char *name;
+  bool (*owns)(const void *p); /* p is this table's memory */
+  void *(*alloc)(rh_ctx *ctx, size_t bytes);
+  void (*release)(rh_ctx *ctx, void *p);
+  /* Any direction between host memory and this table's; blocks when host memory is involved. */
+  rh_status (*copy)(rh_ctx *ctx, void *dst, const void *src, size_t bytes);
+  rh_status (*scale)(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, double factor);
+  /* int32 buf[i] /= n, truncating toward zero */
+  rh_status (*divide)(rh_ctx *ctx, int32_t *buf, size_t count, int n);
+  rh_status (*to_half)(rh_ctx *ctx, uint16_t *dst, const void *src, size_t count, rh_dtype from);
+  rh_status (*from_half)(rh_ctx *ctx, void *dst, const uint16_t *src, size_t count, rh_dtype to);
+  /* The n tensors one after the other into `fused` (unpack: back out of it), elements of esz. */
+  rh_status (*pack)(rh_ctx *ctx, void *fused, void *const *bufs, const size_t *counts, int n,
+                    size_t esz, bool unpack);
+  rh_status (*sync)(rh_ctx *ctx);
+} rh_memory_ops;
+
+extern const rh_memory_ops rh__host_memory;
+
 typedef struct rh_p2p rh_p2p;   /* a backend's point-to-point request */
 typedef struct rh_task rh_task; /* a backend's background task */
 
@@ -151,6 +174,10 @@ typedef struct rh_backend_ops {
   /* buf holds every rank's block in rank order, this rank's already in place */
   rh_status (*allgatherv)(rh_ctx *ctx, void *buf, const size_t *counts, rh_dtype dtype,
                           double timeout);
+  /* A device target's memory (NULL: host memory only).  On such a target every collective on
+   * real buffers runs through the native collectives above, on this memory: host buffers are
+   * staged through it, so the scaling, compression and fusion run as its kernels. */
+  const rh_memory_ops *device;
 } rh_backend_ops;
 
 #define RH_AUDIT_COLLECTIVE (0ull << 32)
@@ -186,6 +213,7 @@ typedef struct rh_launch_result {
   double end_time;  /* simulated (or wall) seconds when the last rank returned */
   int failed_ranks; /* ranks whose function returned non-zero or never returned */
   int rank;         /* this process's rank; -1 when every rank runs in this process */
+  const char *target; /* the backend's name: "simulator", "mpi", "nccl" */
 } rh_launch_result;
 
 /* Runs fn on every rank of the target selected at build time.  Returns 0 when every rank

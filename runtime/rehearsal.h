@@ -9,6 +9,7 @@
 #ifndef REHEARSAL_H
 #define REHEARSAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,10 +84,23 @@ double rh_time(const rh_ctx *ctx);
  * rate; real: a synthetic kernel).  Blocks until done. */
 rh_status rh_compute(rh_ctx *ctx, double flops);
 
+/* ---- tensor memory -------------------------------------------------------------------------- */
+
+/* Where a rank keeps its tensors: the memory of its GPU on the GPU target (the device picked by
+ * local_rank), host memory on the simulator and the CPU target.  Collectives take either this
+ * memory or host memory; on the GPU target host buffers are staged through the device, so every
+ * collective runs through NCCL and the device's kernels. */
+bool rh_on_device(const rh_ctx *ctx); /* true on the GPU target */
+void *rh_tensor_alloc(rh_ctx *ctx, size_t bytes); /* NULL when out of memory */
+void rh_tensor_free(rh_ctx *ctx, void *tensor);
+/* Copies host memory into a tensor, or a tensor into host memory; blocks until done. */
+rh_status rh_tensor_write(rh_ctx *ctx, void *tensor, const void *host, size_t bytes);
+rh_status rh_tensor_read(rh_ctx *ctx, void *host, const void *tensor, size_t bytes);
+
 /* ---- collectives ---------------------------------------------------------------------------- */
 
 /* Every rank must issue the same collectives in the same order with the same count, type, op,
- * scale factors and root.  Buffers are host memory owned by the caller.
+ * scale factors and root.  Buffers are owned by the caller: host memory or tensor memory.
  *
  * Timing-only form: pass NULL for every buffer of a call (count still counts).  The collective then
  * moves the same simulated bytes but carries and reduces no numbers; this is how messages too big
@@ -111,6 +125,12 @@ typedef struct rh_reduce_opts {
  * (in place).  opts may be NULL.  Blocks until this rank's result is complete. */
 rh_status rh_allreduce(rh_ctx *ctx, const void *send, void *recv, size_t count, rh_dtype dtype,
                        rh_op op, const rh_reduce_opts *opts);
+
+/* Tensor fusion (Horovod's grouped allreduce): reduces n tensors in place, tensor i holding
+ * counts[i] elements, as one allreduce of a fusion buffer they are packed into and unpacked from.
+ * All of them live in the same memory; bufs NULL: timing-only. */
+rh_status rh_allreduce_group(rh_ctx *ctx, void *const *bufs, const size_t *counts, int n,
+                             rh_dtype dtype, rh_op op, const rh_reduce_opts *opts);
 
 /* Copies `count` elements of `buf` on rank `root` into `buf` on every rank.  Blocks. */
 rh_status rh_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root);
@@ -152,6 +172,9 @@ typedef struct rh_request rh_request;
 
 rh_status rh_iallreduce(rh_ctx *ctx, const void *send, void *recv, size_t count, rh_dtype dtype,
                         rh_op op, const rh_reduce_opts *opts, rh_request **out);
+rh_status rh_iallreduce_group(rh_ctx *ctx, void *const *bufs, const size_t *counts, int n,
+                              rh_dtype dtype, rh_op op, const rh_reduce_opts *opts,
+                              rh_request **out);
 rh_status rh_ibroadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
                         rh_request **out);
 rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,

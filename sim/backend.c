@@ -423,7 +423,8 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int failed = 0;
   for (int r = 0; r < size; r++)
     if (!ranks[r].done || ranks[r].result != 0) failed++;
-  if (res) *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed, .rank = -1};
+  if (res) *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed, .rank = -1,
+                                    .target = "simulator"};
   free(ranks);
   for (size_t i = 0; i < job.naudits; i++) { /* left by ranks that never came */
     sg_sem_destroy(job.audits[i]->all_came);

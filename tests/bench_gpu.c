@@ -1,74 +1,88 @@
 /*
- * bench_gpu.c: the GPU pieces' speed, printed (a benchmark, not a test): the NCCL wrapper's
- * allreduce (enqueue, then poll the stream and NCCL's asynchronous errors) against raw NCCL with
- * a stream synchronize, from 1 MB to 1 GB; and fusion pack/unpack bandwidth against the device's
- * own copy bandwidth (cudaMemcpy device to device).  One process, one GPU: a one-rank
- * communicator.  Goals: within 3% of raw NCCL at >= 64 MB; pack/unpack >= 80% of the copy.
- *   ./build/tests/bench_gpu
+ * bench_gpu.c: the GPU path's speed, printed (a benchmark, not a test).  Run one process per GPU:
+ *   mpirun -np <GPUs> ./build/tests/bench_gpu
+ * 1. The runtime's rh_allreduce on device memory (negotiation, NCCL through the polling wrapper,
+ *    the stream-ordered kernels) against raw ncclAllReduce + cudaStreamSynchronize, 1 MB to
+ *    1 GB, in place and out of place.  Goal: within 3% at >= 64 MB.
+ * 2. Fusion: the pack and unpack kernels (64 tensors of 4 MiB) against the device's own copy
+ *    bandwidth (cudaMemcpy device to device).  Goal: >= 80%.
+ * On one GPU a one-rank communicator moves no bytes between GPUs: in place, both sides time
+ * NCCL's fixed cost; out of place, NCCL copies the buffer and the runtime copies it before an
+ * in-place allreduce, so both move the same bytes.
  */
 #include "gpu.h"
 
 #include <cuda_runtime.h>
+#include <mpi.h>
 #include <nccl.h>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
-static double timed(cudaEvent_t a, cudaEvent_t b) {
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double event_seconds(cudaEvent_t a, cudaEvent_t b) {
   float ms = 0;
   cudaEventSynchronize(b);
   cudaEventElapsedTime(&ms, a, b);
   return ms * 1e-3;
 }
 
-int main(void) {
-  if (rh_gpu_device_count() == 0) {
-    printf("no CUDA device found: nothing to measure\n");
-    return 77;
-  }
+static int bench(rh_ctx *ctx, void *arg) {
+  (void)arg;
+  int rank = rh_rank(ctx), n = rh_size(ctx);
   struct cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
-  printf("# device: %s\n", prop.name);
-  unsigned char id[128];
-  size_t len;
-  rh_nccl *wrap = NULL;
-  if (rh_nccl_unique_id(id, &len) != RH_OK || rh_nccl_init(&wrap, id, 0, 1, 0) != RH_OK) {
-    fprintf(stderr, "cannot make an NCCL communicator\n");
-    return 1;
-  }
+  cudaGetDeviceProperties(&prop, rh_gpu_device());
   ncclUniqueId uid;
+  if (rank == 0) ncclGetUniqueId(&uid);
+  MPI_Bcast(&uid, sizeof uid, MPI_BYTE, 0, MPI_COMM_WORLD);
   ncclComm_t raw;
   cudaStream_t s;
-  cudaStreamCreate(&s);
-  ncclGetUniqueId(&uid);
-  ncclCommInitRank(&raw, 1, uid, 0);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  const int reps = 20;
-  printf("#%13s %12s %12s %8s\n", "size(B)", "raw(us)", "runtime(us)", "diff(%)");
-  for (size_t bytes = 1u << 20; bytes <= (size_t)1 << 30; bytes <<= 1) {
-    float *buf;
-    if (cudaMalloc((void **)&buf, bytes) != cudaSuccess) break;
-    size_t n = bytes / 4;
-    ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, raw, s); /* warm-up */
-    cudaStreamSynchronize(s);
-    cudaEventRecord(a, s);
-    for (int i = 0; i < reps; i++) {
-      ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, raw, s);
-      cudaStreamSynchronize(s);
-    }
-    cudaEventRecord(b, s);
-    double t_raw = timed(a, b) / reps;
-    rh_nccl_allreduce(wrap, buf, n, RH_FLOAT32, RH_SUM, 60);
-    double t0 = 0;
-    cudaEventRecord(a, NULL);
-    for (int i = 0; i < reps; i++) rh_nccl_allreduce(wrap, buf, n, RH_FLOAT32, RH_SUM, 60);
-    cudaEventRecord(b, NULL);
-    t0 = timed(a, b) / reps;
-    printf("%14zu %12.1f %12.1f %8.2f\n", bytes, t_raw * 1e6, t0 * 1e6, 100 * (t0 - t_raw) / t_raw);
-    cudaFree(buf);
+  cudaSetDevice(rh_gpu_device());
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (ncclCommInitRank(&raw, n, uid, rank) != ncclSuccess) return 1;
+  if (rank == 0) {
+    printf("# device: %s, %d rank%s (one GPU each)\n", prop.name, n, n == 1 ? "" : "s");
+    printf("# allreduce float32 sum, mean of 20 after a warm-up; times in us\n");
+    printf("#%13s %10s %10s %8s %10s %10s %8s\n", "size(B)", "raw-in", "rh-in", "diff%",
+           "raw-out", "rh-out", "diff%");
   }
+  const int reps = 20;
+  for (size_t bytes = (size_t)1 << 20; bytes <= (size_t)1 << 30; bytes <<= 1) {
+    size_t count = bytes / 4;
+    float *a = rh_tensor_alloc(ctx, bytes), *b = rh_tensor_alloc(ctx, bytes);
+    if (!a || !b) break;
+    double t[4];
+    for (int mode = 0; mode < 4; mode++) {
+      bool out_of_place = mode >= 2, runtime = mode % 2;
+      float *src = a, *dst = out_of_place ? b : a;
+      double t0 = 0;
+      for (int i = -1; i < reps; i++) {
+        if (i == 0) {
+          MPI_Barrier(MPI_COMM_WORLD);
+          t0 = now();
+        }
+        if (runtime) {
+          rh_allreduce(ctx, src, dst, count, RH_FLOAT32, RH_SUM, NULL);
+        } else {
+          ncclAllReduce(src, dst, count, ncclFloat32, ncclSum, raw, s);
+          cudaStreamSynchronize(s);
+        }
+      }
+      t[mode] = (now() - t0) / reps;
+    }
+    if (rank == 0)
+      printf("%14zu %10.1f %10.1f %8.2f %10.1f %10.1f %8.2f\n", bytes, t[0] * 1e6, t[1] * 1e6,
+             100 * (t[1] - t[0]) / t[0], t[2] * 1e6, t[3] * 1e6, 100 * (t[3] - t[2]) / t[2]);
+    rh_tensor_free(ctx, a);
+    rh_tensor_free(ctx, b);
+  }
+
   /* fusion: 64 tensors of 4 MiB into one 256 MiB buffer and back */
   enum { T = 64 };
   size_t each = (size_t)4 << 20, total = T * each;
@@ -80,24 +94,71 @@ int main(void) {
   void *fused, *copy;
   cudaMalloc(&fused, total);
   cudaMalloc(&copy, total);
-  rh_gpu_pack(fused, sp, T, 1, NULL);
-  cudaEventRecord(a, NULL);
-  for (int i = 0; i < 10; i++) cudaMemcpy(copy, fused, total, cudaMemcpyDeviceToDevice);
-  cudaEventRecord(b, NULL);
-  double t_copy = timed(a, b) / 10;
-  cudaEventRecord(a, NULL);
-  for (int i = 0; i < 10; i++) rh_gpu_pack(fused, sp, T, 1, NULL);
-  cudaEventRecord(b, NULL);
-  double t_pack = timed(a, b) / 10;
-  cudaEventRecord(a, NULL);
-  for (int i = 0; i < 10; i++) rh_gpu_unpack(fused, sp, T, 1, NULL);
-  cudaEventRecord(b, NULL);
-  double t_unpack = timed(a, b) / 10;
-  /* a copy reads and writes the bytes once, as pack and unpack do */
-  printf("# fusion of %d x %zu B: copy %.1f GB/s, pack %.1f GB/s (%.1f%%), unpack %.1f GB/s (%.1f%%)\n",
-         T, each, 2 * total / t_copy / 1e9, 2 * total / t_pack / 1e9, 100 * t_copy / t_pack,
-         2 * total / t_unpack / 1e9, 100 * t_copy / t_unpack);
-  rh_nccl_free(wrap);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  double t_copy = 0, t_pack = 0, t_unpack = 0;
+  for (int what = 0; what < 3; what++) {
+    for (int i = -1; i < 10; i++) {
+      if (i == 0) cudaEventRecord(e0, s);
+      if (what == 0) cudaMemcpyAsync(copy, fused, total, cudaMemcpyDeviceToDevice, s);
+      if (what == 1) rh_gpu_pack(fused, sp, T, 1, s);
+      if (what == 2) rh_gpu_unpack(fused, sp, T, 1, s);
+    }
+    cudaEventRecord(e1, s);
+    double sec = event_seconds(e0, e1) / 10;
+    if (what == 0) t_copy = sec;
+    if (what == 1) t_pack = sec;
+    if (what == 2) t_unpack = sec;
+  }
+  /* a copy reads and writes each byte once, as pack and unpack do */
+  if (rank == 0)
+    printf("# fusion of %d x %zu B: copy %.0f GB/s; pack %.0f GB/s (%.1f%% of copy); "
+           "unpack %.0f GB/s (%.1f%%)\n",
+           T, each, 2 * total / t_copy / 1e9, 2 * total / t_pack / 1e9, 100 * t_copy / t_pack,
+           2 * total / t_unpack / 1e9, 100 * t_copy / t_unpack);
+
+  /* the same 256 MiB reduced as 64 fused tensors, against one tensor of that size */
+  size_t counts[T];
+  void *bufs[T];
+  for (int i = 0; i < T; i++) {
+    counts[i] = each / 4;
+    bufs[i] = sp[i].data;
+  }
+  double t_one = 0, t_group = 0;
+  for (int what = 0; what < 2; what++) {
+    double t0 = 0;
+    for (int i = -1; i < 10; i++) {
+      if (i == 0) t0 = now();
+      if (what == 0) rh_allreduce(ctx, fused, fused, total / 4, RH_FLOAT32, RH_AVERAGE, NULL);
+      else rh_allreduce_group(ctx, bufs, counts, T, RH_FLOAT32, RH_AVERAGE, NULL);
+    }
+    if (what == 0) t_one = (now() - t0) / 10;
+    else t_group = (now() - t0) / 10;
+  }
+  if (rank == 0)
+    printf("# average of 256 MiB: one tensor %.1f us; 64 fused tensors %.1f us (pack, allreduce, "
+           "unpack)\n",
+           t_one * 1e6, t_group * 1e6);
+  for (int i = 0; i < T; i++) cudaFree(sp[i].data);
+  cudaFree(fused);
+  cudaFree(copy);
   ncclCommDestroy(raw);
+  cudaStreamDestroy(s);
   return 0;
+}
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  rh_settings settings;
+  char err[128];
+  if (rh_settings_init(&settings, err, sizeof err) != RH_OK) {
+    fprintf(stderr, "%s\n", err);
+    return 2;
+  }
+  rh_launch_config cfg = {.settings = &settings};
+  int rc = rh__launch(&cfg, bench, NULL, NULL);
+  if (rc == 77) printf("no CUDA device found: nothing to measure\n");
+  return rc;
 }

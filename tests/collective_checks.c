@@ -263,6 +263,74 @@ static void check_arguments(rh_ctx *ctx) {
         "after: %g", x);
 }
 
+/* Tensors where the target keeps them (the GPU's memory on the GPU target): a fused group of odd
+ * sizes, an fp16-compressed average, a broadcast and an allgather, each read back exact. */
+static void check_tensors(rh_ctx *ctx) {
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  enum { K = 3 };
+  const size_t sizes[K] = {1031, 3, 4099};
+  void *t[K];
+  float *host = malloc(4099 * sizeof(float)), *all = malloc((size_t)n * 4099 * sizeof(float));
+  CHECK(host && all, "out of host memory");
+  if (!host || !all) return;
+  for (int k = 0; k < K; k++) {
+    t[k] = rh_tensor_alloc(ctx, sizes[k] * sizeof(float));
+    CHECK(t[k] != NULL, "tensor %d not allocated", k);
+    if (!t[k]) return;
+    for (size_t i = 0; i < sizes[k]; i++) host[i] = (float)value(RH_SUM, me + k, i, n);
+    CHECK(rh_tensor_write(ctx, t[k], host, sizes[k] * sizeof(float)) == RH_OK, "write %d", k);
+  }
+  rh_status st = rh_allreduce_group(ctx, t, sizes, K, RH_FLOAT32, RH_SUM, NULL);
+  CHECK(st == RH_OK, "group allreduce: %s", rh_status_string(st));
+  for (int k = 0; k < K && st == RH_OK; k++) {
+    CHECK(rh_tensor_read(ctx, host, t[k], sizes[k] * sizeof(float)) == RH_OK, "read %d", k);
+    for (size_t i = 0; i < sizes[k]; i++) {
+      double want = 0;
+      for (int r = 0; r < n; r++) want += value(RH_SUM, r + k, i, n);
+      CHECK(host[i] == (float)want, "group tensor %d [%zu]: %g, not %g", k, i, host[i], want);
+    }
+  }
+  /* tensor 2 holds sums of small integers: exact in fp16, and the average rounds as on the host */
+  rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  o.compression = RH_COMPRESS_FP16;
+  st = rh_allreduce(ctx, t[2], t[2], sizes[2], RH_FLOAT32, RH_AVERAGE, &o);
+  CHECK(st == RH_OK, "fp16 average: %s", rh_status_string(st));
+  CHECK(rh_tensor_read(ctx, host, t[2], sizes[2] * sizeof(float)) == RH_OK, "read back");
+  for (size_t i = 0; i < sizes[2] && st == RH_OK; i++) {
+    double sum = 0;
+    for (int r = 0; r < n; r++) sum += value(RH_SUM, r + 2, i, n);
+    float want = (float)(n * sum) * (float)(1.0 / n); /* the fp16 sum, then the 1/n postscale */
+    CHECK(host[i] == want, "fp16 average [%zu]: %.9g, not %.9g", i, host[i], want);
+  }
+  /* broadcast from the last rank, then every rank's tensor 0 gathered */
+  for (size_t i = 0; i < sizes[0]; i++) host[i] = (float)(me * 10000 + (int)i);
+  rh_tensor_write(ctx, t[0], host, sizes[0] * sizeof(float));
+  st = rh_broadcast(ctx, t[0], sizes[0], RH_FLOAT32, n - 1);
+  CHECK(st == RH_OK, "tensor broadcast: %s", rh_status_string(st));
+  rh_tensor_read(ctx, host, t[0], sizes[0] * sizeof(float));
+  for (size_t i = 0; i < sizes[0] && st == RH_OK; i++)
+    CHECK(host[i] == (float)((n - 1) * 10000 + (int)i), "tensor broadcast [%zu]: %g", i, host[i]);
+  for (size_t i = 0; i < sizes[0]; i++) host[i] = (float)(me * 10000 + (int)i);
+  rh_tensor_write(ctx, t[0], host, sizes[0] * sizeof(float));
+  void *gathered = rh_tensor_alloc(ctx, (size_t)n * sizes[0] * sizeof(float));
+  st = gathered ? rh_allgather(ctx, t[0], sizes[0], gathered, RH_FLOAT32) : RH_ERR_NOMEM;
+  CHECK(st == RH_OK, "tensor allgather: %s", rh_status_string(st));
+  if (st == RH_OK) rh_tensor_read(ctx, all, gathered, (size_t)n * sizes[0] * sizeof(float));
+  for (int r = 0; r < n && st == RH_OK; r++)
+    for (size_t i = 0; i < sizes[0]; i++)
+      CHECK(all[(size_t)r * sizes[0] + i] == (float)(r * 10000 + (int)i), "tensor allgather %d [%zu]",
+            r, i);
+  /* tensors of two memories in one group are refused on every rank alike */
+  void *mixed[2] = {t[1], host};
+  size_t two[2] = {3, 3};
+  st = rh_allreduce_group(ctx, mixed, two, 2, RH_FLOAT32, RH_SUM, NULL);
+  CHECK(st == (rh_on_device(ctx) ? RH_ERR_INVALID : RH_OK), "mixed group: %s", rh_status_string(st));
+  rh_tensor_free(ctx, gathered);
+  for (int k = 0; k < K; k++) rh_tensor_free(ctx, t[k]);
+  free(host);
+  free(all);
+}
+
 int rh_test_all_collectives(rh_ctx *ctx, void *arg) {
   (void)arg;
   check_allreduce(ctx);
@@ -271,6 +339,7 @@ int rh_test_all_collectives(rh_ctx *ctx, void *arg) {
   check_allgather(ctx);
   check_barrier(ctx);
   check_nonblocking(ctx);
+  check_tensors(ctx);
   check_ordering(ctx);
   check_arguments(ctx);
   return failures ? 1 : 0;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void *upload(const void *host, size_t bytes) {
   void *dev = NULL;
@@ -46,8 +47,10 @@ static void test_scale_matches_cpu(void **state) {
     }
     void *dev = upload(cpu, N * esz);
     assert_int_equal(rh_gpu_scale(dev, N, (rh_dtype)t, 0.125, NULL), RH_OK);
+    assert_int_equal(rh_gpu_scale(dev, N, (rh_dtype)t, 1.0 / 3.0, NULL), RH_OK);
     download(gpu, dev, N * esz);
     rh__scale(cpu, N, (rh_dtype)t, 0.125);
+    rh__scale(cpu, N, (rh_dtype)t, 1.0 / 3.0);
     if (memcmp(cpu, gpu, N * esz) != 0) print_error("scale differs for %s\n", rh_dtype_name(t));
     assert_memory_equal(cpu, gpu, N * esz);
     cudaFree(dev);
@@ -115,18 +118,56 @@ static void test_pack_unpack_round_trip(void **state) {
   free(out);
 }
 
+/* 70 spans of fp16 (more than one launch's worth), of odd lengths: every copy width is used */
+static void test_pack_odd_spans(void **state) {
+  (void)state;
+  enum { S = 70 };
+  size_t counts[S], total = 0;
+  rh_gpu_span sp[S];
+  uint16_t *host[S];
+  for (int k = 0; k < S; k++) {
+    counts[k] = (size_t)(k * 37 % 101) + (k % 3 == 0 ? 8 : 1);
+    host[k] = malloc(counts[k] * 2);
+    for (size_t i = 0; i < counts[k]; i++) host[k][i] = (uint16_t)(k * 1000 + (int)i);
+    sp[k] = (rh_gpu_span){upload(host[k], counts[k] * 2), counts[k]};
+    total += counts[k];
+  }
+  uint16_t *fused = NULL, *out = malloc(total * 2);
+  assert_int_equal(cudaMalloc((void **)&fused, total * 2), cudaSuccess);
+  assert_int_equal(rh_gpu_pack(fused, sp, S, 2, NULL), RH_OK);
+  download(out, fused, total * 2);
+  size_t off = 0;
+  for (int k = 0; k < S; k++) {
+    assert_memory_equal(out + off, host[k], counts[k] * 2);
+    off += counts[k];
+    assert_int_equal(cudaMemset(sp[k].data, 0xff, counts[k] * 2), cudaSuccess);
+  }
+  assert_int_equal(rh_gpu_unpack(fused, sp, S, 2, NULL), RH_OK);
+  for (int k = 0; k < S; k++) {
+    uint16_t back[200];
+    download(back, sp[k].data, counts[k] * 2);
+    assert_memory_equal(back, host[k], counts[k] * 2);
+    cudaFree(sp[k].data);
+    free(host[k]);
+  }
+  cudaFree(fused);
+  free(out);
+}
+
 static void test_one_rank_nccl(void **state) {
   (void)state;
   unsigned char id[128];
   size_t len = 0;
   assert_int_equal(rh_nccl_unique_id(id, &len), RH_OK);
   rh_nccl *c = NULL;
-  assert_int_equal(rh_nccl_init(&c, id, 0, 1, 0), RH_OK);
+  assert_int_equal(rh_nccl_init(&c, id, 0, 1, 0, NULL, 60), RH_OK);
   float host[1000];
   for (int i = 0; i < 1000; i++) host[i] = (float)i;
   void *dev = upload(host, sizeof host);
   assert_int_equal(rh_nccl_allreduce(c, dev, 1000, RH_FLOAT32, RH_SUM, 60), RH_OK);
   assert_int_equal(rh_nccl_broadcast(c, dev, 1000, RH_FLOAT32, 0, 60), RH_OK);
+  size_t counts[1] = {1000};
+  assert_int_equal(rh_nccl_allgatherv(c, dev, counts, RH_FLOAT32, 60), RH_OK);
   float back[1000];
   download(back, dev, sizeof back);
   assert_memory_equal(back, host, sizeof host); /* one rank: the sum is the value */
@@ -134,11 +175,45 @@ static void test_one_rank_nccl(void **state) {
   rh_nccl_free(c);
 }
 
+/* A communicator of two ranks whose second never comes: the creation must end at the timeout
+ * with a status, the half-made communicator aborted, instead of hanging the job. */
+static void test_absent_peer_times_out(void **state) {
+  (void)state;
+  unsigned char id[128];
+  size_t len = 0;
+  assert_int_equal(rh_nccl_unique_id(id, &len), RH_OK);
+  rh_nccl *c = NULL;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  rh_status st = rh_nccl_init(&c, id, 0, 2, 0, NULL, 2.0);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double waited = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  print_message("absent peer: %s after %.2f s\n", rh_status_string(st), waited);
+  assert_int_equal(st, RH_ERR_TIMEOUT);
+  assert_null(c);
+  assert_true(waited >= 2.0 && waited < 30.0);
+}
+
+static void test_divide_matches_cpu(void **state) {
+  (void)state;
+  int32_t *cpu = malloc(N * sizeof *cpu), *gpu = malloc(N * sizeof *gpu);
+  for (size_t i = 0; i < N; i++) cpu[i] = (int32_t)(i * 2654435761u % 200001) - 100000;
+  void *dev = upload(cpu, N * sizeof *cpu);
+  assert_int_equal(rh_gpu_divide(dev, N, 3, NULL), RH_OK);
+  download(gpu, dev, N * sizeof *gpu);
+  for (size_t i = 0; i < N; i++) cpu[i] /= 3;
+  assert_memory_equal(cpu, gpu, N * sizeof *cpu);
+  cudaFree(dev);
+  free(cpu);
+  free(gpu);
+}
+
 static void test_compute_spends_time(void **state) {
   (void)state;
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
+  assert_int_equal(rh_gpu_compute(1e9, NULL), RH_OK); /* the handle and matrices, made once */
   cudaEventRecord(a, NULL);
   assert_int_equal(rh_gpu_compute(2e12, NULL), RH_OK);
   cudaEventRecord(b, NULL);
@@ -147,6 +222,7 @@ static void test_compute_spends_time(void **state) {
   cudaEventElapsedTime(&ms, a, b);
   print_message("2 TFLOP of fp32 GEMM: %.3f ms (%.1f TFLOP/s)\n", ms, 2e12 / (ms * 1e-3) / 1e12);
   assert_true(ms > 0);
+  assert_true(2e12 / (ms * 1e-3) < 2e15); /* no GPU does 2 PFLOP/s of fp32: the work was done */
 }
 
 int main(void) {
@@ -156,8 +232,9 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scale_matches_cpu),   cmocka_unit_test(test_half_matches_cpu),
-      cmocka_unit_test(test_pack_unpack_round_trip), cmocka_unit_test(test_one_rank_nccl),
-      cmocka_unit_test(test_compute_spends_time),
+      cmocka_unit_test(test_pack_unpack_round_trip), cmocka_unit_test(test_pack_odd_spans),
+      cmocka_unit_test(test_divide_matches_cpu),  cmocka_unit_test(test_one_rank_nccl),
+      cmocka_unit_test(test_absent_peer_times_out), cmocka_unit_test(test_compute_spends_time),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

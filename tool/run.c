@@ -250,11 +250,13 @@ int rh_cmd_run(int argc, char **argv) {
   rh_launch_config lc = {.cluster = &sc.cluster, .settings = &sc.settings};
   rh_launch_result lres = {0};
   int launch_rc = rh__launch(&lc, rh_train_rank, &job, &lres);
-  if (lres.rank > 0 || launch_rc == 2) { /* under a launcher rank 0 reports; 2: bad input */
+  /* under a launcher rank 0 reports; 2: bad input; 77: no GPU for the GPU target */
+  if (lres.rank > 0 || launch_rc == 2 || launch_rc == 77) {
     rh_train_result_free(&res);
     release(&in);
     rh_scenario_free(&sc);
-    return launch_rc == 2 ? 2 : (lres.rank > 0 ? (launch_rc ? 1 : 0) : launch_rc);
+    if (launch_rc == 2 || launch_rc == 77) return launch_rc;
+    return lres.rank > 0 ? (launch_rc ? 1 : 0) : launch_rc;
   }
 
   double batch = (double)cfg->batch, global = batch * size;
@@ -419,7 +421,7 @@ int rh_cmd_run(int argc, char **argv) {
                                   rh_status_string(res.error), "detail", res.error_detail));
   }
   json_object_set_new(root, "end_time_s", json_real(lres.end_time));
-  json_object_set_new(root, "target", json_string(lres.rank < 0 ? "simulator" : "mpi"));
+  json_object_set_new(root, "target", json_string(lres.target ? lres.target : "simulator"));
   if (cfg->real && res.error == RH_OK) {
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)res.params_hash);

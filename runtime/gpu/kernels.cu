@@ -23,45 +23,55 @@ extern "C" int rh_gpu_device_count(void) {
 
 /* ---- fusion buffer -------------------------------------------------------------------------- */
 
-/* Grid-stride over the bytes of every span; span i starts at offsets[i] in the fused buffer. */
-__global__ void copy_spans(char *fused, char *const *data, const size_t *bytes,
-                           const size_t *offsets, int n, bool pack) {
-  for (int s = 0; s < n; s++) {
-    char *d = data[s];
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < bytes[s];
-         i += (size_t)blockDim.x * gridDim.x) {
-      if (pack) fused[offsets[s] + i] = d[i];
-      else d[i] = fused[offsets[s] + i];
-    }
-  }
+/* Up to SPANS tensors per launch, passed by value (no table to upload, nothing to free).  Block
+ * row y copies span y; its blocks stride over the span in the widest word both ends allow. */
+enum { SPANS = 64 };
+struct span_table {
+  char *tensor[SPANS];
+  size_t bytes[SPANS];
+  size_t offset[SPANS];
+};
+
+template <typename W> __device__ void copy_words(W *dst, const W *src, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)blockDim.x * gridDim.x)
+    dst[i] = src[i];
+}
+
+__global__ void copy_spans(char *fused, span_table t, bool pack) {
+  int s = blockIdx.y;
+  char *a = fused + t.offset[s], *b = t.tensor[s];
+  char *dst = pack ? a : b;
+  const char *src = pack ? b : a;
+  size_t n = t.bytes[s];
+  uintptr_t both = (uintptr_t)dst | (uintptr_t)src | n;
+  if (both % 16 == 0) copy_words((uint4 *)dst, (const uint4 *)src, n / 16);
+  else if (both % 4 == 0) copy_words((uint32_t *)dst, (const uint32_t *)src, n / 4);
+  else copy_words(dst, src, n);
 }
 
 static rh_status spans(void *fused, const rh_gpu_span *sp, int n, size_t esz, bool pack,
                        cudaStream_t stream) {
-  if (n <= 0) return RH_OK;
-  size_t *host = (size_t *)malloc((size_t)n * 3 * sizeof(size_t));
-  if (!host) return RH_ERR_NOMEM;
   size_t off = 0;
-  for (int i = 0; i < n; i++) {
-    host[i] = (size_t)sp[i].data;
-    host[n + i] = sp[i].count * esz;
-    host[2 * n + i] = off;
-    off += sp[i].count * esz;
+  for (int first = 0; first < n; first += SPANS) {
+    span_table t;
+    int k = n - first < SPANS ? n - first : SPANS;
+    size_t largest = 0;
+    for (int i = 0; i < k; i++) {
+      t.tensor[i] = (char *)sp[first + i].data;
+      t.bytes[i] = sp[first + i].count * esz;
+      t.offset[i] = off;
+      off += t.bytes[i];
+      if (t.bytes[i] > largest) largest = t.bytes[i];
+    }
+    if (largest == 0) continue;
+    /* about 16 KiB per block per pass, at most 1024 blocks per span */
+    size_t blocks = (largest + 16383) / 16384;
+    dim3 grid((unsigned)(blocks < 1024 ? blocks : 1024), (unsigned)k);
+    copy_spans<<<grid, 256, 0, stream>>>((char *)fused, t, pack);
+    if (cudaGetLastError() != cudaSuccess) return RH_ERR_BACKEND;
   }
-  size_t *dev = NULL;
-  rh_status st = check(cudaMalloc(&dev, (size_t)n * 3 * sizeof(size_t)));
-  if (st == RH_OK)
-    st = check(cudaMemcpyAsync(dev, host, (size_t)n * 3 * sizeof(size_t), cudaMemcpyHostToDevice,
-                               stream));
-  if (st == RH_OK) {
-    copy_spans<<<1024, 256, 0, stream>>>((char *)fused, (char *const *)dev, dev + n, dev + 2 * n, n,
-                                         pack);
-    st = check(cudaGetLastError());
-  }
-  if (st == RH_OK) st = check(cudaStreamSynchronize(stream));
-  cudaFree(dev);
-  free(host);
-  return st;
+  return RH_OK;
 }
 
 extern "C" rh_status rh_gpu_pack(void *fused, const rh_gpu_span *sp, int n, size_t esz,
@@ -111,8 +121,19 @@ extern "C" rh_status rh_gpu_scale(void *buf, size_t count, rh_dtype dtype, doubl
   case RH_FLOAT16: scale_half<<<1024, 256, 0, s>>>((__half *)buf, count, factor); break;
   default: return RH_ERR_INVALID;
   }
-  rh_status st = check(cudaGetLastError());
-  return st == RH_OK ? check(cudaStreamSynchronize(s)) : st;
+  return check(cudaGetLastError());
+}
+
+__global__ void divide_int(int32_t *b, size_t n, int d) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)blockDim.x * gridDim.x)
+    b[i] /= d;
+}
+
+extern "C" rh_status rh_gpu_divide(int32_t *buf, size_t count, int n, void *stream) {
+  if (n == 1 || count == 0) return RH_OK;
+  divide_int<<<1024, 256, 0, (cudaStream_t)stream>>>(buf, count, n);
+  return check(cudaGetLastError());
 }
 
 __global__ void f32_to_half(__half *d, const float *s, size_t n) {
@@ -146,8 +167,7 @@ extern "C" rh_status rh_gpu_to_half(uint16_t *dst, const void *src, size_t count
   if (from == RH_FLOAT64) f64_to_half<<<1024, 256, 0, s>>>((__half *)dst, (const double *)src, count);
   else if (from == RH_FLOAT32) f32_to_half<<<1024, 256, 0, s>>>((__half *)dst, (const float *)src, count);
   else return RH_ERR_INVALID;
-  rh_status st = check(cudaGetLastError());
-  return st == RH_OK ? check(cudaStreamSynchronize(s)) : st;
+  return check(cudaGetLastError());
 }
 
 extern "C" rh_status rh_gpu_from_half(void *dst, const uint16_t *src, size_t count, rh_dtype to,
@@ -157,39 +177,65 @@ extern "C" rh_status rh_gpu_from_half(void *dst, const uint16_t *src, size_t cou
   if (to == RH_FLOAT64) half_to_f64<<<1024, 256, 0, s>>>((double *)dst, (const __half *)src, count);
   else if (to == RH_FLOAT32) half_to_f32<<<1024, 256, 0, s>>>((float *)dst, (const __half *)src, count);
   else return RH_ERR_INVALID;
-  rh_status st = check(cudaGetLastError());
-  return st == RH_OK ? check(cudaStreamSynchronize(s)) : st;
+  return check(cudaGetLastError());
 }
 
 /* ---- synthetic compute ------------------------------------------------------------------------ */
 
-/* Square GEMMs of side 4096 (2 * 4096^3 FLOP each) and one smaller remainder. */
+/* Square fp32 GEMMs of side 4096 (2 * 4096^3 FLOP each) and the remainder.  The cuBLAS
+ * handle and the matrices are made on the first call and kept for the process (one device). */
+static struct {
+  cublasHandle_t handle;
+  float *a, *b, *c;
+  int device;
+} gemm = {NULL, NULL, NULL, NULL, -1};
+
+enum { SIDE = 4096 };
+
+static rh_status gemm_ready(void) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return RH_ERR_BACKEND;
+  if (gemm.handle && gemm.device == device) return RH_OK;
+  size_t bytes = (size_t)SIDE * SIDE * sizeof(float);
+  if (cudaMalloc(&gemm.a, bytes) != cudaSuccess || cudaMalloc(&gemm.b, bytes) != cudaSuccess ||
+      cudaMalloc(&gemm.c, bytes) != cudaSuccess)
+    return RH_ERR_NOMEM;
+  /* defined inputs: zeros (the time of a GEMM does not depend on the values) */
+  cudaMemset(gemm.a, 0, bytes);
+  cudaMemset(gemm.b, 0, bytes);
+  if (cublasCreate(&gemm.handle) != CUBLAS_STATUS_SUCCESS) return RH_ERR_BACKEND;
+  gemm.device = device;
+  return RH_OK;
+}
+
 extern "C" rh_status rh_gpu_compute(double flops, void *stream) {
   if (flops <= 0) return RH_OK;
-  const int n = 4096;
-  float *a = NULL, *b = NULL, *c = NULL;
-  cublasHandle_t h = NULL;
-  rh_status st = check(cudaMalloc(&a, (size_t)n * n * sizeof(float)));
-  if (st == RH_OK) st = check(cudaMalloc(&b, (size_t)n * n * sizeof(float)));
-  if (st == RH_OK) st = check(cudaMalloc(&c, (size_t)n * n * sizeof(float)));
-  if (st == RH_OK && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) st = RH_ERR_BACKEND;
-  if (st == RH_OK) cublasSetStream(h, (cudaStream_t)stream);
+  rh_status st = gemm_ready();
+  if (st != RH_OK) return st;
+  cublasSetStream(gemm.handle, (cudaStream_t)stream);
   const float one = 1, zero = 0;
+  const int n = SIDE;
   double per = 2.0 * n * n * (double)n;
   long whole = (long)(flops / per);
   for (long i = 0; i < whole && st == RH_OK; i++)
-    if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n) !=
-        CUBLAS_STATUS_SUCCESS)
+    if (cublasSgemm(gemm.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, gemm.a, n, gemm.b, n,
+                    &zero, gemm.c, n) != CUBLAS_STATUS_SUCCESS)
       st = RH_ERR_BACKEND;
-  int rest = (int)cbrt((flops - (double)whole * per) / 2.0);
+  /* the rest as one GEMM of n x n x k, which runs near the rate of the big ones, then the few
+   * FLOPs left as a small cube */
+  double left = flops - (double)whole * per;
+  int k = (int)(left / (2.0 * n * n)) / 64 * 64;
+  if (st == RH_OK && k > 0) {
+    if (cublasSgemm(gemm.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, k, &one, gemm.a, n, gemm.b, k,
+                    &zero, gemm.c, n) != CUBLAS_STATUS_SUCCESS)
+      st = RH_ERR_BACKEND;
+    left -= 2.0 * n * n * (double)k;
+  }
+  int rest = (int)cbrt(left / 2.0);
   if (st == RH_OK && rest > 0 &&
-      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, rest, rest, rest, &one, a, rest, b, rest, &zero, c,
-                  rest) != CUBLAS_STATUS_SUCCESS)
+      cublasSgemm(gemm.handle, CUBLAS_OP_N, CUBLAS_OP_N, rest, rest, rest, &one, gemm.a, rest,
+                  gemm.b, rest, &zero, gemm.c, rest) != CUBLAS_STATUS_SUCCESS)
     st = RH_ERR_BACKEND;
   if (st == RH_OK) st = check(cudaStreamSynchronize((cudaStream_t)stream));
-  if (h) cublasDestroy(h);
-  cudaFree(a);
-  cudaFree(b);
-  cudaFree(c);
   return st;
 }

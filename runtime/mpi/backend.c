@@ -7,9 +7,17 @@
  * hung peer is a timeout; MPI errors are mapped to rh_status here and nowhere else.
  *
  * Compute is the modelled GPU's time (flops / the scenario's GPU rate), slept: this path runs
- * real multi-process jobs on any machine; the GPU path spends real FLOPs.
+ * real multi-process jobs on any machine.
+ *
+ * Built with RH_MPI_GPU (the library rh_mpi_gpu), the same backend drives GPUs: each rank takes
+ * the device of its local rank, rank 0's NCCL unique id reaches the others by MPI_Bcast, every
+ * collective on real buffers runs through NCCL on device memory (host buffers are staged), and
+ * compute spends the FLOPs in cuBLAS GEMMs.  Audits, checks and timing-only messages stay on MPI.
  */
 #include "internal.h"
+#ifdef RH_MPI_GPU
+#include "gpu.h"
+#endif
 
 #include <mpi.h>
 
@@ -19,6 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* the CPU path's collectives and compute, which the GPU flavour replaces */
+#ifdef RH_MPI_GPU
+#define CPU_ONLY __attribute__((unused))
+#else
+#define CPU_ONLY
+#endif
 
 /* ---- job and rank state ------------------------------------------------------------------ */
 
@@ -30,6 +45,9 @@ typedef struct mpi_job {
   MPI_Comm check; /* checks */
   double t0;
   pthread_mutex_t lock; /* every MPI call holds it (MPI_THREAD_SERIALIZED) */
+#ifdef RH_MPI_GPU
+  rh_nccl *nccl;
+#endif
 } mpi_job;
 
 typedef struct mpi_rank {
@@ -192,7 +210,7 @@ static double wall(void) {
 
 static double mpi_now(const rh_ctx *ctx) { return wall() - job_of(ctx)->t0; }
 
-static rh_status mpi_compute(rh_ctx *ctx, double flops) {
+CPU_ONLY static rh_status mpi_compute(rh_ctx *ctx, double flops) {
   if (ctx->cluster && ctx->cluster->gpu_flops > 0) sleep_seconds(flops / ctx->cluster->gpu_flops);
   return RH_OK;
 }
@@ -285,7 +303,7 @@ static rh_status finish(rh_ctx *ctx, int err, MPI_Request *req, double timeout) 
   }
 }
 
-static rh_status mpi_allreduce(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, rh_op op,
+CPU_ONLY static rh_status mpi_allreduce(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, rh_op op,
                                double timeout) {
   if (count > 0x7fffffff) return RH_ERR_UNSUPPORTED;
   mpi_job *job = job_of(ctx);
@@ -297,7 +315,7 @@ static rh_status mpi_allreduce(rh_ctx *ctx, void *buf, size_t count, rh_dtype dt
   return finish(ctx, err, &req, timeout);
 }
 
-static rh_status mpi_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
+CPU_ONLY static rh_status mpi_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
                                double timeout) {
   if (count > 0x7fffffff) return RH_ERR_UNSUPPORTED;
   mpi_job *job = job_of(ctx);
@@ -308,7 +326,7 @@ static rh_status mpi_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dt
   return finish(ctx, err, &req, timeout);
 }
 
-static rh_status mpi_allgatherv(rh_ctx *ctx, void *buf, const size_t *counts, rh_dtype dtype,
+CPU_ONLY static rh_status mpi_allgatherv(rh_ctx *ctx, void *buf, const size_t *counts, rh_dtype dtype,
                                 double timeout) {
   mpi_job *job = job_of(ctx);
   int n = ctx->world.n;
@@ -333,6 +351,43 @@ static rh_status mpi_allgatherv(rh_ctx *ctx, void *buf, const size_t *counts, rh
   free(displ);
   return st;
 }
+
+#ifdef RH_MPI_GPU
+/* ---- NCCL's collectives and real compute on the rank's GPU ----------------------------------- */
+
+static rh_status nccl_failed(rh_ctx *ctx, rh_status st) {
+  if (st != RH_OK && !ctx->last_error[0])
+    snprintf(ctx->last_error, sizeof ctx->last_error, "%s", rh_nccl_error(job_of(ctx)->nccl));
+  return st;
+}
+
+static rh_status gpu_allreduce(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, rh_op op,
+                               double timeout) {
+  rh_status st = rh_gpu_bind();
+  if (st == RH_OK) st = rh_nccl_allreduce(job_of(ctx)->nccl, buf, count, dtype, op, timeout);
+  return nccl_failed(ctx, st);
+}
+
+static rh_status gpu_broadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
+                               double timeout) {
+  rh_status st = rh_gpu_bind();
+  if (st == RH_OK) st = rh_nccl_broadcast(job_of(ctx)->nccl, buf, count, dtype, root, timeout);
+  return nccl_failed(ctx, st);
+}
+
+static rh_status gpu_allgatherv(rh_ctx *ctx, void *buf, const size_t *counts, rh_dtype dtype,
+                                double timeout) {
+  rh_status st = rh_gpu_bind();
+  if (st == RH_OK) st = rh_nccl_allgatherv(job_of(ctx)->nccl, buf, counts, dtype, timeout);
+  return nccl_failed(ctx, st);
+}
+
+static rh_status gpu_compute(rh_ctx *ctx, double flops) {
+  (void)ctx;
+  rh_status st = rh_gpu_bind();
+  return st == RH_OK ? rh_gpu_compute(flops, rh_gpu_stream()) : st;
+}
+#endif
 
 /* ---- background tasks: one thread each, taking turns in issue order ----------------------- */
 
@@ -385,20 +440,62 @@ static rh_status mpi_join(rh_ctx *ctx, rh_task *t, double timeout) {
 }
 
 static const rh_backend_ops mpi_ops = {
-    .name = "mpi",
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .waitall = mpi_waitall,
     .now = mpi_now,
-    .compute = mpi_compute,
     .sleep = mpi_sleep,
     .spawn = mpi_spawn,
     .join = mpi_join,
     .audit = mpi_audit,
+#ifdef RH_MPI_GPU
+    .name = "nccl",
+    .compute = gpu_compute,
+    .allreduce = gpu_allreduce,
+    .broadcast = gpu_broadcast,
+    .allgatherv = gpu_allgatherv,
+    .device = &rh_gpu_memory,
+#else
+    .name = "mpi",
+    .compute = mpi_compute,
     .allreduce = mpi_allreduce,
     .broadcast = mpi_broadcast,
     .allgatherv = mpi_allgatherv,
+#endif
 };
+
+#ifdef RH_MPI_GPU
+/* Pins this rank's GPU by local rank and makes the job's NCCL communicator.  Returns 0, or the
+ * launch's exit code: 77 when no rank has a device (as the GPU tests skip), 1 otherwise. */
+static int open_gpu(mpi_job *job, const rh_topology *topo, int rank, int size, double timeout) {
+  int devices = rh_gpu_device_count(), fewest = devices;
+  MPI_Allreduce(&devices, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  char host[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(host, &len);
+  if (fewest == 0) {
+    if (devices == 0) fprintf(stderr, "rehearsal: rank %d: no CUDA device found on %s\n", rank, host);
+    return 77;
+  }
+  int local = topo->local_rank_of[rank], here = topo->node_size[topo->node_of[rank]];
+  int bad = here > devices, any = 0;
+  if (bad)
+    fprintf(stderr, "rehearsal: %s runs %d ranks but has %d CUDA device%s (one rank per GPU)\n",
+            host, here, devices, devices == 1 ? "" : "s");
+  rh_status st = bad ? RH_ERR_INVALID : rh_gpu_open(local);
+  unsigned char id[128] = {0};
+  size_t idlen = 0;
+  if (st == RH_OK && rank == 0) st = rh_nccl_unique_id(id, &idlen);
+  int failed = st != RH_OK;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any) return 1;
+  MPI_Bcast(id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  st = rh_nccl_init(&job->nccl, id, rank, size, local, rh_gpu_stream(), timeout);
+  failed = st != RH_OK;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return any ? 1 : 0;
+}
+#endif
 
 /* ---- launch ------------------------------------------------------------------------------- */
 
@@ -444,7 +541,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (res) *res = (rh_launch_result){.rank = rank};
+  if (res) *res = (rh_launch_result){.rank = rank, .target = mpi_ops.name};
   if (provided < MPI_THREAD_SERIALIZED) {
     if (rank == 0) fprintf(stderr, "rehearsal: this MPI gives no MPI_THREAD_SERIALIZED\n");
     MPI_Finalize();
@@ -486,6 +583,16 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   pthread_mutex_init(&me.mu, NULL);
   pthread_cond_init(&me.cv, NULL);
   rh_ctx_init(&me.ctx, rank, &topo, cfg->settings, cfg->cluster, &mpi_ops, &me);
+#ifdef RH_MPI_GPU
+  int gpu_failed = open_gpu(&job, &topo, rank, size, rh_setting(&me.ctx, RH_SETTING_TIMEOUT));
+  if (gpu_failed) {
+    if (job.nccl) rh_nccl_free(job.nccl);
+    rh_gpu_close();
+    rh_topology_free(&topo);
+    MPI_Finalize();
+    return gpu_failed;
+  }
+#endif
 
   /* one time origin for the job: rank 0's, so that times compare across the processes of a host
    * (and across hosts as far as their clocks agree) */
@@ -497,8 +604,14 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int failed = result != 0, failures = failed;
   MPI_Allreduce(&end, &last, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(&failed, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (res) *res = (rh_launch_result){.end_time = last, .failed_ranks = failures, .rank = rank};
+  if (res)
+    *res = (rh_launch_result){.end_time = last, .failed_ranks = failures, .rank = rank,
+                              .target = mpi_ops.name};
 
+#ifdef RH_MPI_GPU
+  rh_nccl_free(job.nccl);
+  rh_gpu_close();
+#endif
   MPI_Comm_free(&job.coll);
   MPI_Comm_free(&job.native);
   for (int i = 0; i < RH_OP_COUNT; i++) MPI_Op_free(&job.half_ops[i]);
