@@ -28,11 +28,6 @@ static rh_coll coll_for(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_d
                    .timeout = rh_setting(ctx, RH_SETTING_TIMEOUT)};
 }
 
-/* Whether the backend's own collective runs this one (real buffers, asked for, available). */
-static bool native(const rh_ctx *ctx, bool available, const void *buf) {
-  return buf && available && (int)rh_setting(ctx, RH_SETTING_COLLECTIVES) == RH_IMPL_NATIVE;
-}
-
 /* Whether a timing-only collective may run at the coarse grain, decided once for the whole
  * collective so that concurrent rings never mix grains: `auto` takes it where every ring step is
  * the same (blocks divide evenly), `coarse` everywhere. */
@@ -272,11 +267,13 @@ static void stage_out(rh_ctx *ctx, void *user, void *work, size_t bytes, rh_stat
   m->release(ctx, work);
 }
 
-/* Whether the collective runs through the backend's own collective: on a device target always
- * (for one rank too: the data path is the same at every size), else when asked for. */
+/* Whether the backend's own collective (MPI's, NCCL's) runs this one: it needs real buffers and a
+ * backend that has one; on a device target it always runs (for one rank too: the data path is the
+ * same at every size), elsewhere when the `collectives` setting asks and there are peers. */
 static bool use_native(const rh_ctx *ctx, bool available, const void *buf) {
   if (!buf || !available) return false;
-  return ctx->ops->device || (ctx->world.n > 1 && native(ctx, available, buf));
+  if (ctx->ops->device) return true;
+  return ctx->world.n > 1 && (int)rh_setting(ctx, RH_SETTING_COLLECTIVES) == RH_IMPL_NATIVE;
 }
 
 /* ---- allreduce ------------------------------------------------------------------------------ */
