@@ -6,7 +6,7 @@
  */
 #include "commands.h"
 #include "scenario.h"
-#include "train.h"
+#include "train/train.h"
 
 #include <jansson.h>
 

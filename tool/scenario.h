@@ -7,7 +7,7 @@
 #define REHEARSAL_SCENARIO_H
 
 #include "internal.h"
-#include "train.h"
+#include "train/train.h"
 
 typedef struct rh_layer {
   char *name;
