@@ -21,6 +21,29 @@ rh_status rh_compute(rh_ctx *ctx, double flops) {
   return ctx->ops->compute(ctx, flops);
 }
 
+int rh_restarts(const rh_ctx *ctx) { return ctx->restarts; }
+
+void rh_step_begin(rh_ctx *ctx, int epoch, long step) {
+  ctx->epoch = epoch;
+  ctx->step = step;
+  ctx->steps_begun++;
+  if (ctx->ops->progress) ctx->ops->progress(ctx, RH_PHASE_STEP);
+}
+
+/* A failed collective breaks this rank's world, as a failed NCCL communicator is aborted: the
+ * rank tells the backend (which releases the peers waiting on it) and notes what it saw first;
+ * its later collectives fail at once, until an elastic reset forms a new world. */
+static bool peer_failure(rh_status st) {
+  return st == RH_ERR_PEER_DEAD || st == RH_ERR_TIMEOUT || st == RH_ERR_ABORTED;
+}
+
+static void break_world(rh_ctx *ctx, rh_status st) {
+  if (ctx->broken || !peer_failure(st)) return;
+  ctx->broken = true;
+  rh__log_rank(ctx, RH_EV_NOTICED, st, 0, 0, ctx->last_error);
+  if (ctx->ops->abandon) ctx->ops->abandon(ctx);
+}
+
 static rh_coll coll_for(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_dtype dtype,
                         rh_op op) {
   return (rh_coll){.ctx = ctx, .tag = seq % RH_TAG_WINDOW, .buf = buf, .count = count,
@@ -191,6 +214,11 @@ static rh_status note(rh_ctx *ctx, rh_status st, uint32_t seq, const coll_desc *
 
 rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *all) {
   uint32_t k = ctx->audits++;
+  if (ctx->broken) {
+    snprintf(ctx->last_error, sizeof ctx->last_error,
+             "check #%u: this rank's world was abandoned after a failure", k);
+    return RH_ERR_ABORTED;
+  }
   if (ctx->ops->audit) {
     uint8_t *arrived = calloc((size_t)ctx->world.n, 1);
     if (!arrived) return RH_ERR_NOMEM;
@@ -201,8 +229,11 @@ rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *
       rh__rank_list(arrived, ctx->world.n, 0, missing, sizeof missing);
       snprintf(ctx->last_error, sizeof ctx->last_error, "stall: check #%u: ranks %s never came",
                k, missing);
+    } else if (st != RH_OK) {
+      snprintf(ctx->last_error, sizeof ctx->last_error, "check #%u: %s", k, rh_status_string(st));
     }
     free(arrived);
+    break_world(ctx, st);
     return st;
   }
   /* without an audit channel, a real allgather of 4-byte words */
@@ -409,12 +440,24 @@ static rh_status allgatherv_run(rh_request *r) {
   return rh__allgatherv_ring(&c, r->counts);
 }
 
+static const rh_phase kind_phases[] = {RH_PHASE_ALLREDUCE, RH_PHASE_BROADCAST, RH_PHASE_ALLGATHER,
+                                       RH_PHASE_NONE};
+
 /* Agrees with the other ranks on the collective, then runs it. */
 static rh_status execute(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   ctx->last_error[0] = 0;
   coll_desc d = describe(r->kind, r->dtype, r->op, r->root, r->count,
                          r->kind == K_ALLREDUCE ? &r->opts : NULL);
+  if (ctx->broken) {
+    char what[160];
+    say(&d, what, sizeof what);
+    snprintf(ctx->last_error, sizeof ctx->last_error,
+             "collective #%u %s: this rank's world was abandoned after a failure", r->seq, what);
+    return RH_ERR_ABORTED;
+  }
+  if (ctx->ops->progress && kind_phases[r->kind] != RH_PHASE_NONE)
+    ctx->ops->progress(ctx, kind_phases[r->kind]);
   d.invalid = r->invalid;
   if (r->kind == K_ALLGATHER && !r->invalid) {
     uint64_t shape = 1469598103934665603ull; /* FNV-1a over the counts */
@@ -440,7 +483,9 @@ static rh_status execute(rh_request *r) {
     }
     }
   }
-  return note(ctx, st, r->seq, &d);
+  st = note(ctx, st, r->seq, &d);
+  break_world(ctx, st);
+  return st;
 }
 
 static rh_status task_main(void *arg) { return execute(arg); }

@@ -17,8 +17,9 @@
 /* A GPU cluster as a scenario describes it.  Used by the simulator to build its platform and by
  * the cost model to pick algorithms.  Units: seconds, bytes per second, FLOP per second. */
 typedef struct rh_cluster {
-  int nodes;
-  int *gpus_per_node;     /* nodes entries; owned by whoever filled the struct */
+  int nodes;              /* nodes the job starts on */
+  int spares;             /* further nodes in the cluster, idle until a failure or discovery */
+  int *gpus_per_node;     /* nodes + spares entries; owned by whoever filled the struct */
   double gpu_flops;       /* sustained training FLOP/s of one GPU */
   double intra_bw;        /* GPU <-> node switch, per direction, per GPU */
   double intra_lat;       /* GPU <-> node switch, one hop */
@@ -30,7 +31,128 @@ typedef struct rh_cluster {
   bool exact_network;     /* true: analytic CM02 network; false: SimGrid's default LV08 */
 } rh_cluster;
 
+/* GPUs of the nodes the job starts on (spares not counted). */
 int rh_cluster_size(const rh_cluster *cl);
+/* The first GPU slot of `node` when the cluster's GPUs are numbered node by node, spares last. */
+int rh_cluster_first_slot(const rh_cluster *cl, int node);
+
+/* ---- failures and elastic training (target-independent descriptions) ---------------------- */
+
+typedef enum rh_fault_kind {
+  RH_FAULT_HOST_CRASH,    /* a node stops, with every GPU on it */
+  RH_FAULT_GPU_CRASH,     /* one GPU's process dies */
+  RH_FAULT_HANG,          /* one GPU's process stops answering but stays alive */
+  RH_FAULT_LINK_DOWN,     /* a link carries nothing, for a window or for good */
+  RH_FAULT_LINK_DEGRADED, /* a link's bandwidth times factor and latency plus extra, for a window */
+  RH_FAULT_STRAGGLER,     /* a GPU, or every GPU of a node, computes at factor of its speed */
+  RH_FAULT_KIND_COUNT
+} rh_fault_kind;
+
+extern const char *const rh_fault_names[RH_FAULT_KIND_COUNT + 1]; /* NULL-terminated */
+
+/* Where a rank is, for triggers that fire "during" something. */
+typedef enum rh_phase {
+  RH_PHASE_NONE = 0,
+  RH_PHASE_ALLREDUCE,
+  RH_PHASE_BROADCAST,
+  RH_PHASE_ALLGATHER,
+  RH_PHASE_COMMIT,     /* rh_state_commit */
+  RH_PHASE_SYNC,       /* the state broadcast from rank 0 after a (re)start */
+  RH_PHASE_RENDEZVOUS, /* re-forming the world after a failure or a host change */
+  RH_PHASE_STEP,       /* rh_step_begin */
+  RH_PHASE_COUNT
+} rh_phase;
+
+extern const char *const rh_phase_names[RH_PHASE_COUNT + 1]; /* "-", allreduce, ...; NULL-ended */
+
+typedef struct rh_fault {
+  rh_fault_kind kind;
+  int node;             /* cluster node, 0-based (spares follow the job's nodes) */
+  int gpu;              /* GPU on that node; -1: the whole node */
+  bool uplink;          /* link faults: the node's network uplink; else the GPU's own link */
+  double at;            /* trigger: simulated seconds; < 0 when the trigger is a step */
+  int epoch;            /* trigger: rank 0 begins this step (0-based); epoch < 0: not set */
+  long step;
+  rh_phase during;      /* then the first such phase from the trigger on (NONE: the trigger) */
+  double after;         /* seconds after that */
+  double duration;      /* window; INFINITY: for good */
+  double factor;        /* degraded bandwidth or straggler speed, as a fraction in (0, 1] */
+  double extra_latency; /* seconds added to a degraded link */
+  int line;             /* in the scenario, for reports; 0 for random failures */
+} rh_fault;
+
+typedef struct rh_fault_plan {
+  const rh_fault *faults; /* scripted, in scenario order */
+  int nfaults;
+  double gpu_mtbf, node_mtbf; /* seconds between random failures of one GPU / one node; 0: none */
+  uint64_t seed;
+} rh_fault_plan;
+
+/* Elastic host discovery: at `at` seconds, `node` joins the job's hosts or leaves them. */
+typedef struct rh_host_change {
+  double at;
+  int node;
+  bool added;
+} rh_host_change;
+
+typedef struct rh_elastic_config {
+  int min_np, max_np;        /* max_np 0: no cap */
+  double rendezvous;         /* seconds the driver takes to re-form the world */
+  double rendezvous_timeout; /* how long it waits for a worker that does not come back */
+  double slots_timeout;      /* how long it waits for min_np slots (HOROVOD_ELASTIC_TIMEOUT) */
+  double worker_start;       /* a new worker's start-up, process to rendezvous */
+  double discovery_interval; /* how often the driver asks for the host list */
+  double commit_bw;          /* bytes per second of a commit's copy of the state; 0: free */
+  const rh_host_change *changes;
+  int nchanges;
+} rh_elastic_config;
+
+typedef struct rh_restart_config {
+  double relaunch;  /* seconds from the job's end to its relaunch (a scheduler's requeue) */
+  int max_restarts;
+} rh_restart_config;
+
+/* ---- what happened (the job log) ---------------------------------------------------------- */
+
+typedef enum rh_event_kind {
+  RH_EV_FAULT,    /* an injected fault took effect: fault, node, gpu */
+  RH_EV_HEALED,   /* a fault's window closed */
+  RH_EV_NOTICED,  /* a rank's collective failed (its first in this world): status, text */
+  RH_EV_RESTORED, /* a rank restored the last commit: a = the commit's time, b = steps rolled back */
+  RH_EV_WORLD,    /* a world formed: generation, a = size, text = the nodes */
+  RH_EV_SYNCED,   /* rank 0 finished sending the state: a = when the sync began */
+  RH_EV_LEFT,     /* a node left the job: text says why (failed, removed, unreachable) */
+  RH_EV_HOSTS,    /* discovery changed the hosts: a = 1 added, 2 removed, 3 both */
+  RH_EV_STOPPED,  /* the launch ended with a failure */
+  RH_EV_RELAUNCH, /* the job was started again: a = size */
+  RH_EV_ENDED,    /* the elastic job ended: status (RH_ERR_TOO_FEW, ...) */
+} rh_event_kind;
+
+typedef struct rh_event {
+  rh_event_kind kind;
+  double time;
+  uint32_t generation;
+  int rank;        /* -1: not a rank's */
+  int node, gpu;   /* -1: not a place */
+  int fault;       /* index into the plan's scripted faults; -2 - k: random failure k (the
+                    * log's random[k]); -1: none */
+  rh_status status;
+  int epoch;       /* where the rank (or rank 0) was: the last step begun, 0-based; -1 none */
+  long step;
+  double a, b;     /* figures, by kind */
+  char text[240];
+} rh_event;
+
+/* A growing list of events in time order of logging; owned by the launch that made it. */
+typedef struct rh_joblog {
+  rh_event *events;
+  size_t n, cap;
+  rh_fault *random; /* the random failures drawn, in order (their events have fault -1) */
+  size_t nrandom, caprandom;
+} rh_joblog;
+
+void rh__log(rh_joblog *log, const rh_event *e);
+void rh__joblog_free(rh_joblog *log);
 
 /* ---- topology ---------------------------------------------------------------------------- */
 
@@ -100,6 +222,9 @@ enum { RH_BCAST_AUTO = 0, RH_BCAST_RING = 1, RH_BCAST_TREE = 2 };
 enum { RH_GRAIN_AUTO = 0, RH_GRAIN_FINE = 1, RH_GRAIN_COARSE = 2 };
 enum { RH_WIRE_NONE = 0, RH_WIRE_FP16 = 1 };
 enum { RH_IMPL_RUNTIME = 0, RH_IMPL_NATIVE = 1 };
+
+/* Host changes seen by the elastic driver (Horovod's HostUpdateResult bits). */
+enum { RH_HOSTS_ADDED = 1, RH_HOSTS_REMOVED = 2 };
 
 /* ---- backend ----------------------------------------------------------------------------- */
 
@@ -178,6 +303,28 @@ typedef struct rh_backend_ops {
    * real buffers runs through the native collectives above, on this memory: host buffers are
    * staged through it, so the scaling, compression and fusion run as its kernels. */
   const rh_memory_ops *device;
+
+  /* ---- failures and elastic training (NULL where the target has none) ---- */
+  /* This rank gives up on its world after a failed collective: every member waiting on it is
+   * released (its waits return RH_ERR_ABORTED), as an aborted NCCL communicator and a closed
+   * controller connection tell the others at once. */
+  void (*abandon)(rh_ctx *ctx);
+  /* Leaves the world and joins the next one the elastic driver forms (Horovod's shutdown and
+   * init); blocks until it is formed, then ctx holds the new rank, size and topology.
+   * RH_ERR_TOO_FEW, RH_ERR_EXCLUDED, or RH_ERR_UNSUPPORTED where a world cannot be re-formed
+   * inside the process (the job is relaunched instead). */
+  rh_status (*rendezvous)(rh_ctx *ctx);
+  /* The newest host change the driver has seen: its time stamp (0: none) and RH_HOSTS_* bits. */
+  void (*host_updates)(rh_ctx *ctx, double *stamp, int *kind);
+  /* This rank enters `phase` (failure triggers fire here). */
+  void (*progress)(rh_ctx *ctx, rh_phase phase);
+  /* Charges modelled seconds (simulators only): a commit's copy, a checkpoint's write. */
+  rh_status (*charge)(rh_ctx *ctx, double seconds);
+  /* A committed state kept outside the process, for a relaunched job: persist writes rank's
+   * copy, recover reads the newest one the launcher handed over (RH_ERR_IO when none; *bytes
+   * is the caller's to free). */
+  rh_status (*persist)(rh_ctx *ctx, const void *bytes, size_t n);
+  rh_status (*recover)(rh_ctx *ctx, void **bytes, size_t *n);
 } rh_backend_ops;
 
 #define RH_AUDIT_COLLECTIVE (0ull << 32)
@@ -199,6 +346,15 @@ struct rh_ctx {
   uint32_t inflight;         /* requests issued and not yet waited */
   char last_error[1024];      /* detail of the last failure, for rh_last_error */
   rh_group world, node, cross;
+  /* failures and elastic training */
+  uint32_t generation;       /* worlds formed before this rank's current one */
+  int restarts;              /* relaunches of the job before this worker started */
+  bool broken;               /* a collective of this world failed: the rest return ABORTED */
+  const rh_elastic_config *elastic; /* NULL: a fixed-size job */
+  rh_joblog *log;            /* where events go; NULL: nowhere */
+  int epoch;                 /* the last step this rank began (rh_step_begin); -1: none yet */
+  long step;
+  long steps_begun;          /* steps begun in this worker's life */
 };
 
 /* ---- launching -------------------------------------------------------------------------- */
@@ -207,13 +363,18 @@ typedef struct rh_launch_config {
   const rh_cluster *cluster;   /* the cluster to model (simulator), or NULL */
   const rh_settings *settings;
   const char *platform_file;   /* simulator: keep the generated platform here; NULL: temporary */
+  const rh_fault_plan *faults;       /* NULL: nothing fails on purpose */
+  const rh_elastic_config *elastic;  /* NULL: a fixed-size job */
+  const rh_restart_config *restart;  /* NULL: a failed launch ends the job */
 } rh_launch_config;
 
 typedef struct rh_launch_result {
   double end_time;  /* simulated (or wall) seconds when the last rank returned */
-  int failed_ranks; /* ranks whose function returned non-zero or never returned */
+  int failed_ranks; /* ranks of the last launch whose function returned non-zero or never did */
   int rank;         /* this process's rank; -1 when every rank runs in this process */
   const char *target; /* the backend's name: "simulator", "mpi", "nccl" */
+  rh_joblog *log;   /* what happened; the caller frees it with rh__joblog_free and free */
+  int size;         /* ranks of the last world */
 } rh_launch_result;
 
 /* Runs fn on every rank of the target selected at build time.  Returns 0 when every rank
@@ -226,6 +387,18 @@ void rh__rank_list(const uint8_t *flags, int n, uint8_t value, char *buf, size_t
 /* Fills a context for `rank`; the pointers must outlive it. */
 void rh_ctx_init(rh_ctx *ctx, int rank, const rh_topology *topo, const rh_settings *settings,
                  const rh_cluster *cluster, const rh_backend_ops *ops, void *backend);
+/* Moves a context into a new world (an elastic reset): rank, topology and groups change, the
+ * collective counters start again and the broken flag clears. */
+void rh__ctx_set_world(rh_ctx *ctx, int rank, const rh_topology *topo, uint32_t generation);
+
+/* Horovod's assignment of ranks to hosts (runner/common/util/hosts.py): hosts in `order` (node
+ * indices), each with slots[node] GPUs, fill ranks in turn up to max_np (0: no cap).  Writes the
+ * node of every rank into node_of (room for the sum of slots) and returns the world size. */
+int rh__assign_hosts(const int *order, int nhosts, const int *slots, int max_np, int *node_of);
+
+/* Records an event of this rank (time, rank, generation and step filled in). */
+void rh__log_rank(rh_ctx *ctx, rh_event_kind kind, rh_status status, double a, double b,
+                  const char *text);
 
 /* ---- data -------------------------------------------------------------------------------- */
 

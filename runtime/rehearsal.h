@@ -32,6 +32,9 @@ typedef enum rh_status {
   RH_ERR_UNSUPPORTED = -7, /* the operation is not available on this target or for this type */
   RH_ERR_IO = -8,          /* a file could not be read or written */
   RH_ERR_ABORTED = -9,     /* a peer abandoned the collective after a failure of its own */
+  RH_ERR_HOSTS_CHANGED = -10, /* elastic: hosts were added or removed; the world is re-formed */
+  RH_ERR_TOO_FEW = -11,    /* elastic: fewer workers than min_np remain; the job ends */
+  RH_ERR_EXCLUDED = -12,   /* elastic: this worker's host left the job (failed or removed) */
 } rh_status;
 
 /* A static, human-readable string for a status; never NULL. */
@@ -83,6 +86,15 @@ double rh_time(const rh_ctx *ctx);
 /* Spends `flops` floating-point operations on this rank's GPU (simulated: the GPU's modelled
  * rate; real: a synthetic kernel).  Blocks until done. */
 rh_status rh_compute(rh_ctx *ctx, double flops);
+
+/* How many times the job was relaunched before this worker started (0 on the first launch), as
+ * torchrun's TORCHELASTIC_RESTART_COUNT: a relaunched program resumes from its checkpoint. */
+int rh_restarts(const rh_ctx *ctx);
+
+/* Tells the runtime that this rank begins step `step` of epoch `epoch` (both 0-based) of its
+ * training.  Costs nothing; failure events a scenario schedules at a step fire when the rank that
+ * is rank 0 reaches it, and the elastic reports say how much work a failure rolled back. */
+void rh_step_begin(rh_ctx *ctx, int epoch, long step);
 
 /* ---- tensor memory -------------------------------------------------------------------------- */
 
@@ -183,6 +195,60 @@ rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t
 /* Blocks until the request's collective finished on this rank or the collective timeout
  * (RH_TIMEOUT) passed; returns its status and frees the request. */
 rh_status rh_wait(rh_request *req);
+
+/* ---- elastic training ------------------------------------------------------------------------ */
+
+/* Horovod's elastic mode (hvd.elastic): a program keeps what it needs to continue in a state
+ * object, commits it every few steps, and runs its training through rh_elastic_run.  When a peer
+ * fails, the survivors restore the last commit, re-form the world with the workers that remain
+ * (ranks reassigned as Horovod's driver does), run the reset callbacks (rescale the lr, re-shard
+ * the data) and receive the state from the new rank 0; then the training function runs again
+ * from the committed position.  When hosts join or leave (the scenario's discovery), the next
+ * commit returns RH_ERR_HOSTS_CHANGED and the world is re-formed without a restore.  The elastic
+ * settings (min_np, max_np, timeouts) come from the scenario's `elastic:` section.
+ *
+ * A state holds registered buffers (host or tensor memory; NULL for timing-only: the count still
+ * counts) and handlers for anything else.  Every rank holds its own saved copy. */
+typedef struct rh_state rh_state;
+
+/* Something kept in the state that is not a plain buffer (a sampler's position, a program's
+ * records).  save: live to saved copy; restore: saved to live; sync: make every rank's live state
+ * rank 0's (a collective).  size/store/load write and read the saved copy as bytes, so that a job
+ * relaunched on real processes starts from the last commit; they may be NULL where it is not. */
+typedef struct rh_state_handler {
+  rh_status (*save)(rh_ctx *ctx, void *obj);
+  rh_status (*restore)(rh_ctx *ctx, void *obj);
+  rh_status (*sync)(rh_ctx *ctx, void *obj);
+  size_t (*size)(void *obj);
+  rh_status (*store)(void *obj, void *out);
+  rh_status (*load)(void *obj, const void *in, size_t bytes);
+} rh_state_handler;
+
+/* A new, empty state; NULL when out of memory.  The caller frees it with rh_state_free. */
+rh_state *rh_state_create(rh_ctx *ctx);
+void rh_state_free(rh_state *state);
+/* Adds `count` elements of `buf` (the caller's, alive as long as the state) to the state. */
+rh_status rh_state_register(rh_state *state, const char *name, void *buf, size_t count,
+                            rh_dtype dtype);
+rh_status rh_state_register_handler(rh_state *state, const char *name,
+                                    const rh_state_handler *handler, void *obj);
+/* fn(ctx, arg) runs after every reset, before the state is synchronised (Horovod's
+ * register_reset_callbacks); callbacks run in the order they were added. */
+rh_status rh_state_on_reset(rh_state *state, void (*fn)(rh_ctx *ctx, void *arg), void *arg);
+/* Saves the state, then checks with rank 0 whether hosts were added or removed (a collective):
+ * RH_ERR_HOSTS_CHANGED when they were.  Blocks. */
+rh_status rh_state_commit(rh_state *state);
+rh_status rh_state_save(rh_state *state);    /* local copy of the live state */
+rh_status rh_state_restore(rh_state *state); /* the live state back to the last save */
+rh_status rh_state_sync(rh_state *state);    /* rank 0's live state to every rank, then saved */
+
+/* Horovod's @hvd.elastic.run: synchronises the state, then runs fn until it returns RH_OK, or a
+ * failure that cannot be recovered from: RH_ERR_TOO_FEW when fewer than min_np workers remain,
+ * RH_ERR_EXCLUDED when this worker's host left the job, or any other status of fn.  fn must
+ * wait every request it issued before it returns.  Without an `elastic:` section a failure of a
+ * peer ends the run, as on a fixed-size job. */
+typedef rh_status (*rh_elastic_fn)(rh_ctx *ctx, rh_state *state, void *arg);
+rh_status rh_elastic_run(rh_ctx *ctx, rh_state *state, rh_elastic_fn fn, void *arg);
 
 /* ---- settings ------------------------------------------------------------------------------ */
 

@@ -16,6 +16,9 @@ const char *rh_status_string(rh_status status) {
   case RH_ERR_UNSUPPORTED: return "not supported";
   case RH_ERR_IO: return "input/output error";
   case RH_ERR_ABORTED: return "a peer abandoned the collective after a failure";
+  case RH_ERR_HOSTS_CHANGED: return "hosts were added or removed";
+  case RH_ERR_TOO_FEW: return "fewer workers than min_np remain";
+  case RH_ERR_EXCLUDED: return "this worker's host left the job";
   }
   return "unknown status";
 }

@@ -101,10 +101,12 @@ bool rh_topology_uniform(const rh_topology *t) {
   return true;
 }
 
-void rh_ctx_init(rh_ctx *ctx, int rank, const rh_topology *topo, const rh_settings *settings,
-                 const rh_cluster *cluster, const rh_backend_ops *ops, void *backend) {
-  *ctx = (rh_ctx){.rank = rank, .topo = topo, .settings = settings, .cluster = cluster,
-                  .ops = ops, .backend = backend};
+void rh__ctx_set_world(rh_ctx *ctx, int rank, const rh_topology *topo, uint32_t generation) {
+  ctx->rank = rank;
+  ctx->topo = topo;
+  ctx->generation = generation;
+  ctx->seq = ctx->audits = ctx->syncs = 0;
+  ctx->broken = false;
   int node = topo->node_of[rank], local = topo->local_rank_of[rank];
   ctx->world = (rh_group){.n = topo->size, .me = rank, .ranks = topo->identity, .id = 0};
   ctx->node = (rh_group){.n = topo->node_size[node], .me = local,
@@ -113,6 +115,21 @@ void rh_ctx_init(rh_ctx *ctx, int rank, const rh_topology *topo, const rh_settin
   ctx->cross = (rh_group){.n = topo->cross_size_of[local], .me = topo->cross_rank_of[rank],
                           .ranks = topo->cross_ranks[local],
                           .id = 1u + (uint32_t)topo->nodes + (uint32_t)local};
+}
+
+void rh_ctx_init(rh_ctx *ctx, int rank, const rh_topology *topo, const rh_settings *settings,
+                 const rh_cluster *cluster, const rh_backend_ops *ops, void *backend) {
+  *ctx = (rh_ctx){.settings = settings, .cluster = cluster, .ops = ops, .backend = backend,
+                  .epoch = -1, .step = -1};
+  rh__ctx_set_world(ctx, rank, topo, 0);
+}
+
+int rh__assign_hosts(const int *order, int nhosts, const int *slots, int max_np, int *node_of) {
+  int rank = 0;
+  for (int h = 0; h < nhosts; h++)
+    for (int l = 0; l < slots[order[h]] && (max_np <= 0 || rank < max_np); l++)
+      node_of[rank++] = order[h];
+  return rank;
 }
 
 int rh_rank(const rh_ctx *ctx) { return ctx->rank; }

@@ -1,57 +1,22 @@
 /*
- * backend.c: the SimGrid backend.  Each rank is an actor on its GPU's host; messages go through
- * mailboxes named by (source, destination, tag) with the asynchronous calls only, because the
- * blocking ones abort the process when a peer dies.  Real payloads are copied at send time and
- * copied out at the receiver; timing-only messages carry nothing but their simulated size.
- * SimGrid errors are mapped to rh_status here and nowhere else.
+ * backend.c: the SimGrid backend's operations.  Each worker is an actor on its GPU's host;
+ * messages go through mailboxes named by (world, source, destination, tag) with the asynchronous
+ * calls only, because the blocking ones abort the process when a peer dies.  Real payloads are
+ * copied at send time and copied out at the receiver; timing-only messages carry nothing but
+ * their simulated size.  SimGrid errors are mapped to rh_status here and nowhere else.
+ *
+ * A world that a member abandons after a failure releases everyone blocked in it at once: its
+ * rendezvous points are woken, and for every message still posted the complementary operation
+ * is posted and cancelled at once, which wakes its waiter (as a closed connection would).
  */
-#include "internal.h"
 #include "platform.h"
+#include "sim.h"
 
-#include <simgrid/engine.h>
-#include <simgrid/actor.h>
-#include <simgrid/comm.h>
-#include <simgrid/host.h>
-#include <simgrid/mailbox.h>
-#include <simgrid/semaphore.h>
-
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---- job and rank state ---------------------------------------------------------------------- */
-
-/* One rendezvous in progress (a negotiation, a check, or a coarse-grain sync): the members'
- * records gathered in shared memory, in no simulated time. */
-typedef struct audit_point {
-  uint64_t key;
-  int n, count, left;
-  size_t bytes;
-  uint8_t *records; /* n * bytes */
-  uint8_t *arrived; /* n flags */
-  sg_sem_t all_came;
-} audit_point;
-
-typedef struct sim_job {
-  const rh_cluster *cluster;
-  const rh_settings *settings;
-  rh_topology topo;
-  rh_rank_fn fn;
-  void *arg;
-  audit_point **audits; /* entries are heap-allocated: waiters keep pointers while it grows */
-  size_t naudits, capaudits;
-  double end_time;
-} sim_job;
-
-typedef struct sim_rank {
-  rh_ctx ctx;
-  sim_job *job;
-  sg_host_t host;
-  struct rh_task *last_task; /* the newest background task not yet finished */
-  int result;
-  bool done;
-} sim_rank;
 
 /* What travels: the sender's length and whether numbers follow, so that a receiver expecting
  * something else fails with RH_ERR_MISMATCH instead of reading past the message. */
@@ -61,14 +26,6 @@ typedef struct message {
   unsigned char data[];
 } message;
 
-struct rh_p2p {
-  sg_comm_t comm;
-  message *payload; /* send: the message handed over; recv: filled on completion */
-  void *dst;     /* recv: where the payload goes; NULL for timing-only */
-  size_t bytes;
-  bool is_recv;
-};
-
 struct rh_task {
   rh_status (*fn)(void *);
   void *arg;
@@ -76,10 +33,10 @@ struct rh_task {
   sg_sem_t done;      /* released when fn returned */
   sg_sem_t turn;      /* released when this task may start (its predecessor finished) */
   sg_sem_t next_turn; /* the successor's turn, if one was spawned before this one finished */
-  sim_rank *owner;
+  sim_worker *owner;
 };
 
-static sim_rank *rank_of(const rh_ctx *ctx) { return (sim_rank *)ctx->backend; }
+static sim_worker *worker_of(const rh_ctx *ctx) { return (sim_worker *)ctx->backend; }
 
 static rh_status map_error(sg_error_t e) {
   switch (e) {
@@ -92,16 +49,104 @@ static rh_status map_error(sg_error_t e) {
   }
 }
 
-static sg_mailbox_t mailbox(int src, int dst, uint32_t tag) {
-  char name[48];
-  snprintf(name, sizeof name, "%d>%d#%u", src, dst, tag);
-  return sg_mailbox_by_name(name);
+void sim__host_name(int slot, char *buf, size_t len) { snprintf(buf, len, "gpu%d", slot); }
+
+bool sim__member_dead(const sim_world *w, int rank) {
+  const sim_worker *m = w->members[rank];
+  return w->dead[rank] || !m || m->dead || !sg_host_is_on(m->host);
+}
+
+/* ---- the world's posted messages ---------------------------------------------------------- */
+
+static void list_add(sim_world *w, rh_p2p *r) {
+  r->world = w;
+  r->prev = NULL;
+  r->next = w->pending;
+  if (w->pending) w->pending->prev = r;
+  w->pending = r;
+}
+
+static void list_remove(rh_p2p *r) {
+  if (!r->world) return;
+  if (r->prev) r->prev->next = r->next;
+  else r->world->pending = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->world = NULL;
+}
+
+/* Wakes the waiters of the posted messages (all, or the naps and those with rank `dead`): the
+ * complementary operation is posted on each mailbox and cancelled at once. */
+static void sweep(sim_world *w, int dead) {
+  size_t n = 0;
+#define SWEPT(r) (dead < 0 || (r)->nap || (r)->peer == dead)
+  for (rh_p2p *r = w->pending; r; r = r->next) n += SWEPT(r);
+  if (!n) return;
+  /* copied first: waking a waiter lets it run and unlist its message while this loop goes on */
+  struct { char box[64]; bool recv; } *todo = calloc(n, sizeof *todo);
+  if (!todo) return;
+  size_t k = 0;
+  for (rh_p2p *r = w->pending; r && k < n; r = r->next)
+    if (SWEPT(r)) {
+      memcpy(todo[k].box, r->box, sizeof r->box);
+      todo[k++].recv = r->is_recv;
+    }
+  static char nothing; /* what a cancelled message carries: it is never delivered */
+  for (size_t i = 0; i < k; i++) {
+    void *ignored = NULL;
+    sg_mailbox_t mb = sg_mailbox_by_name(todo[i].box);
+    sg_comm_t c = todo[i].recv ? sg_mailbox_put_async(mb, &nothing, 0) : sg_mailbox_get_async(mb, &ignored);
+    sg_comm_wait_for(c, 0);
+  }
+  free(todo);
+#undef SWEPT
+}
+
+/* Wakes the members blocked on the world's rendezvous points, to look again at why.  Waking
+ * lets them run, leave and free their point: what to release is gathered first. */
+static void wake_points(sim_world *w) {
+  size_t n = 0;
+  for (size_t i = 0; i < w->naudits; i++) n += (size_t)w->audits[i]->waiting;
+  if (!n) return;
+  sg_sem_t *sems = calloc(n, sizeof *sems);
+  if (!sems) return;
+  size_t k = 0;
+  for (size_t i = 0; i < w->naudits; i++)
+    for (int j = 0; j < w->audits[i]->waiting; j++) sems[k++] = w->audits[i]->all_came;
+  for (size_t i = 0; i < k; i++) sg_sem_release(sems[i]);
+  free(sems);
+}
+
+void sim__abort_world(sim_world *w) {
+  if (!w || w->aborted) return;
+  w->aborted = true;
+  wake_points(w);
+  sweep(w, -1);
+}
+
+void sim__member_died(sim_world *w, int rank) {
+  if (!w || w->dead[rank]) return;
+  w->dead[rank] = 1;
+  wake_points(w); /* a rendezvous waiting for it fails with RH_ERR_PEER_DEAD */
+  sweep(w, rank); /* and so do messages to or from it, and coarse-grain steps sleeping */
 }
 
 /* ---- point to point ------------------------------------------------------------------------- */
 
+/* A message in an abandoned world, or to a member known dead, fails at once. */
+static rh_status refuse(rh_ctx *ctx, int peer) {
+  sim_world *w = worker_of(ctx)->world;
+  if (w && w->aborted) return RH_ERR_ABORTED;
+  return w && w->dead[peer] ? RH_ERR_PEER_DEAD : RH_OK;
+}
+
+static void box_name(const rh_ctx *ctx, int src, int dst, uint32_t tag, char *buf, size_t len) {
+  snprintf(buf, len, "g%u:%d>%d#%u", ctx->generation, src, dst, tag);
+}
+
 static rh_status sim_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf, size_t bytes,
                            rh_p2p **out) {
+  rh_status st = refuse(ctx, peer);
+  if (st != RH_OK) return st;
   rh_p2p *r = calloc(1, sizeof *r);
   if (!r) return RH_ERR_NOMEM;
   size_t carried = buf ? bytes : 0;
@@ -114,25 +159,32 @@ static rh_status sim_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf,
   r->payload->has_data = buf != NULL;
   if (carried) memcpy(r->payload->data, buf, carried);
   r->bytes = bytes;
-  r->comm = sg_mailbox_put_async(mailbox(ctx->rank, peer, tag), r->payload, (long)bytes);
+  r->peer = peer;
+  box_name(ctx, ctx->rank, peer, tag, r->box, sizeof r->box);
+  r->comm = sg_mailbox_put_async(sg_mailbox_by_name(r->box), r->payload, (long)bytes);
+  list_add(worker_of(ctx)->world, r);
   *out = r;
   return RH_OK;
 }
 
 static rh_status sim_irecv(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_t bytes,
                            rh_p2p **out) {
+  rh_status st = refuse(ctx, peer);
+  if (st != RH_OK) return st;
   rh_p2p *r = calloc(1, sizeof *r);
   if (!r) return RH_ERR_NOMEM;
   r->is_recv = true;
   r->dst = buf;
   r->bytes = bytes;
-  r->comm = sg_mailbox_get_async(mailbox(peer, ctx->rank, tag), (void **)&r->payload);
+  r->peer = peer;
+  box_name(ctx, peer, ctx->rank, tag, r->box, sizeof r->box);
+  r->comm = sg_mailbox_get_async(sg_mailbox_by_name(r->box), (void **)&r->payload);
+  list_add(worker_of(ctx)->world, r);
   *out = r;
   return RH_OK;
 }
 
 static rh_status sim_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeout) {
-  (void)ctx;
   rh_status first = RH_OK;
   double deadline = timeout >= 0 ? simgrid_get_clock() + timeout : -1;
   for (size_t i = 0; i < n; i++) {
@@ -147,10 +199,13 @@ static rh_status sim_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeou
       double left = deadline - simgrid_get_clock();
       e = sg_comm_wait_for(r->comm, left > 0 ? left : 0);
     }
+    sim_world *w = r->world;
+    list_remove(r);
     rh_status st = map_error(e);
-    /* A "timeout" before the deadline is the partner cancelling its side after a failure. */
+    /* A "timeout" before the deadline is the partner cancelling its side after a failure, or the
+     * world's abandonment, or the death of the peer. */
     if (st == RH_ERR_TIMEOUT && first == RH_OK && (deadline < 0 || simgrid_get_clock() < deadline))
-      st = RH_ERR_ABORTED;
+      st = w && w->dead[r->peer] ? RH_ERR_PEER_DEAD : RH_ERR_ABORTED;
     if (r->is_recv && st == RH_OK) { /* the receiver owns a delivered message */
       message *m = r->payload;
       if (m->bytes != r->bytes || m->has_data != (r->dst != NULL)) st = RH_ERR_MISMATCH;
@@ -160,6 +215,9 @@ static rh_status sim_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeou
       free(r->payload); /* never delivered */
     }
     if (first == RH_OK) first = st;
+    if (st == RH_ERR_TIMEOUT && first == st) {
+      snprintf(ctx->last_error, sizeof ctx->last_error, "waited %g s for rank %d", timeout, r->peer);
+    }
     free(r);
     reqs[i] = NULL;
   }
@@ -179,7 +237,31 @@ static rh_status sim_compute(rh_ctx *ctx, double flops) {
   return RH_OK;
 }
 
+/* A sleep inside a world that its abandonment interrupts: a receive nobody sends to, waited for
+ * the duration (the coarse grain charges ring steps this way). */
 static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
+  sim_worker *wk = worker_of(ctx);
+  sim_world *w = wk->world;
+  if (seconds <= 0) return RH_OK;
+  if (!w) {
+    sg_actor_sleep_for(seconds);
+    return RH_OK;
+  }
+  if (w->aborted) return RH_ERR_ABORTED;
+  rh_p2p nap = {.is_recv = true, .nap = true};
+  snprintf(nap.box, sizeof nap.box, "nap:%ld", (long)sg_actor_self_get_pid());
+  nap.comm = sg_mailbox_get_async(sg_mailbox_by_name(nap.box), (void **)&nap.payload);
+  list_add(w, &nap);
+  double end = simgrid_get_clock() + seconds;
+  sg_comm_wait_for(nap.comm, seconds);
+  list_remove(&nap);
+  if (simgrid_get_clock() >= end) return RH_OK;
+  for (int r = 0; r < w->topo.size; r++)
+    if (sim__member_dead(w, r)) return RH_ERR_PEER_DEAD;
+  return RH_ERR_ABORTED;
+}
+
+static rh_status sim_charge(rh_ctx *ctx, double seconds) {
   (void)ctx;
   if (seconds > 0) sg_actor_sleep_for(seconds);
   return RH_OK;
@@ -191,36 +273,44 @@ static rh_status sim_reduce_cost(rh_ctx *ctx, size_t bytes) {
   return RH_OK;
 }
 
-/* ---- audits ---------------------------------------------------------------------------------- */
+/* ---- rendezvous points -------------------------------------------------------------------- */
 
-static void audit_leave(sim_job *job, audit_point *a) {
-  if (++a->left < a->n) return;
-  for (size_t i = 0; i < job->naudits; i++)
-    if (job->audits[i] == a) {
-      job->audits[i] = job->audits[--job->naudits];
-      break;
-    }
+static void point_free(audit_point *a) {
   sg_sem_destroy(a->all_came);
   free(a->records);
   free(a->arrived);
   free(a);
 }
 
-/* Member `me` of an n-member rendezvous `key` leaves its record and waits for the others (no
- * simulated time passes); all and arrived receive what came.  RH_ERR_TIMEOUT when some member
- * did not come within `timeout` seconds (negative: no limit). */
-static rh_status rendezvous(sim_job *job, uint64_t key, int n, int me, const void *mine,
-                            size_t bytes, void *all, uint8_t *arrived, double timeout) {
+static void point_leave(sim_world *w, audit_point *a) {
+  if (++a->left < a->n) return;
+  for (size_t i = 0; i < w->naudits; i++)
+    if (w->audits[i] == a) {
+      w->audits[i] = w->audits[--w->naudits];
+      break;
+    }
+  point_free(a);
+}
+
+/* Member `me` of an n-member rendezvous `key` of world w (members' world ranks in `ranks`) leaves
+ * its record and waits for the others (no simulated time passes); all and arrived receive what
+ * came.  RH_ERR_TIMEOUT when some member did not come within `timeout` seconds (negative: no
+ * limit), RH_ERR_PEER_DEAD when one that did not come died, RH_ERR_ABORTED when the world was
+ * abandoned. */
+static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int *ranks,
+                            const void *mine, size_t bytes, void *all, uint8_t *arrived,
+                            double timeout) {
+  if (w->aborted) return RH_ERR_ABORTED;
   audit_point *a = NULL;
-  for (size_t i = 0; i < job->naudits && !a; i++)
-    if (job->audits[i]->key == key) a = job->audits[i];
+  for (size_t i = 0; i < w->naudits && !a; i++)
+    if (w->audits[i]->key == key) a = w->audits[i];
   if (!a) {
-    if (job->naudits == job->capaudits) {
-      size_t cap = job->capaudits ? 2 * job->capaudits : 16;
-      audit_point **grown = realloc(job->audits, cap * sizeof *grown);
+    if (w->naudits == w->capaudits) {
+      size_t cap = w->capaudits ? 2 * w->capaudits : 16;
+      audit_point **grown = realloc(w->audits, cap * sizeof *grown);
       if (!grown) return RH_ERR_NOMEM;
-      job->audits = grown;
-      job->capaudits = cap;
+      w->audits = grown;
+      w->capaudits = cap;
     }
     a = calloc(1, sizeof *a);
     if (a) {
@@ -238,35 +328,56 @@ static rh_status rendezvous(sim_job *job, uint64_t key, int n, int me, const voi
     a->key = key;
     a->n = n;
     a->bytes = bytes;
+    a->ranks = ranks;
     a->all_came = sg_sem_init(0);
-    job->audits[job->naudits++] = a;
+    w->audits[w->naudits++] = a;
   }
   /* records of another size: still arrive (so nobody waits for this rank), but say so */
   bool same = a->bytes == bytes;
   if (same) memcpy(a->records + (size_t)me * bytes, mine, bytes);
   a->arrived[me] = 1;
   rh_status st = RH_OK;
+  double deadline = timeout >= 0 ? simgrid_get_clock() + timeout : -1;
   if (++a->count == n) {
-    for (int i = 1; i < n; i++) sg_sem_release(a->all_came);
-  } else if (timeout < 0) {
-    sg_sem_acquire(a->all_came);
-  } else if (sg_sem_acquire_timeout(a->all_came, timeout)) {
-    st = RH_ERR_TIMEOUT;
+    /* the waiters leave as they wake, but the point stays until this member leaves too */
+    for (int k = a->waiting; k > 0; k--) sg_sem_release(a->all_came);
+  } else {
+    for (;;) {
+      bool died = false; /* a member that is not there and never will be */
+      for (int i = 0; i < n && !died; i++) died = !a->arrived[i] && sim__member_dead(w, ranks[i]);
+      if (died) {
+        st = RH_ERR_PEER_DEAD;
+        break;
+      }
+      a->waiting++;
+      int late = 0;
+      if (deadline < 0) sg_sem_acquire(a->all_came);
+      else late = sg_sem_acquire_timeout(a->all_came, fmax(0, deadline - simgrid_get_clock()));
+      a->waiting--;
+      if (a->count == n) break;
+      if (late) {
+        st = RH_ERR_TIMEOUT;
+        break;
+      }
+      if (w->aborted) {
+        st = RH_ERR_ABORTED;
+        break;
+      }
+    }
   }
   if (same) memcpy(all, a->records, (size_t)n * bytes);
   memcpy(arrived, a->arrived, (size_t)n);
-  audit_leave(job, a);
+  point_leave(w, a);
   return same ? st : RH_ERR_MISMATCH;
 }
 
 static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
                            uint8_t *arrived, double timeout) {
-  return rendezvous(rank_of(ctx)->job, key, ctx->world.n, ctx->rank, mine, bytes, all, arrived,
-                    timeout);
+  return rendezvous(worker_of(ctx)->world, key, ctx->world.n, ctx->rank, ctx->world.ranks, mine,
+                    bytes, all, arrived, timeout);
 }
 
 static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double timeout) {
-  sim_job *job = rank_of(ctx)->job;
   uint64_t key = RH_AUDIT_SYNC | ((uint64_t)g->id << 32) | ctx->syncs++;
   uint8_t mine = ok, *all = calloc((size_t)g->n, 1), *arrived = calloc((size_t)g->n, 1);
   if (!all || !arrived) {
@@ -274,14 +385,12 @@ static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double 
     free(arrived);
     return RH_ERR_NOMEM;
   }
-  rh_status st = rendezvous(job, key, g->n, g->me, &mine, 1, all, arrived, timeout);
+  rh_status st = rendezvous(worker_of(ctx)->world, key, g->n, g->me, g->ranks, &mine, 1, all,
+                            arrived, timeout);
   for (int i = 0; i < g->n && st == RH_OK; i++)
     if (!all[i]) st = RH_ERR_ABORTED;
-  for (int i = 0; i < g->n && st == RH_ERR_TIMEOUT; i++) {
-    char name[32];
-    snprintf(name, sizeof name, "rank%d", g->ranks[i]);
-    if (!arrived[i] && !sg_host_is_on(sg_host_by_name(name))) st = RH_ERR_PEER_DEAD;
-  }
+  for (int i = 0; i < g->n && st == RH_ERR_TIMEOUT; i++)
+    if (!arrived[i] && sim__member_dead(worker_of(ctx)->world, g->ranks[i])) st = RH_ERR_PEER_DEAD;
   free(all);
   free(arrived);
   return st;
@@ -307,14 +416,14 @@ static rh_status sim_spawn(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_t
   t->fn = fn;
   t->arg = arg;
   t->done = sg_sem_init(0);
-  t->owner = rank_of(ctx);
+  t->owner = worker_of(ctx);
   rh_task *prev = t->owner->last_task;
   t->turn = sg_sem_init(prev ? 0 : 1);
   if (prev) prev->next_turn = t->turn;
   t->owner->last_task = t;
   char name[32];
   snprintf(name, sizeof name, "rank%d-bg", ctx->rank);
-  sg_actor_t a = sg_actor_init(name, rank_of(ctx)->host);
+  sg_actor_t a = sg_actor_init(name, t->owner->host);
   sg_actor_set_data(a, t);
   sg_actor_start(a, task_main, 0, NULL);
   *out = t;
@@ -336,7 +445,24 @@ static rh_status sim_join(rh_ctx *ctx, rh_task *t, double timeout) {
   return st;
 }
 
-static const rh_backend_ops sim_ops = {
+/* ---- failures and elastic --------------------------------------------------------------------- */
+
+static void sim_abandon(rh_ctx *ctx) { sim__abort_world(worker_of(ctx)->world); }
+
+static rh_status sim_rendezvous(rh_ctx *ctx) {
+  sim_worker *wk = worker_of(ctx);
+  return sim__driver_rendezvous(wk->job, wk);
+}
+
+static void sim_host_updates(rh_ctx *ctx, double *stamp, int *kind) {
+  sim__driver_host_updates(worker_of(ctx)->job, stamp, kind);
+}
+
+static void sim_progress(rh_ctx *ctx, rh_phase phase) {
+  sim__injector_progress(worker_of(ctx)->job, ctx, phase);
+}
+
+const rh_backend_ops sim__ops = {
     .name = "simgrid",
     .isend = sim_isend,
     .irecv = sim_irecv,
@@ -349,19 +475,58 @@ static const rh_backend_ops sim_ops = {
     .spawn = sim_spawn,
     .join = sim_join,
     .audit = sim_audit,
+    .abandon = sim_abandon,
+    .rendezvous = sim_rendezvous,
+    .host_updates = sim_host_updates,
+    .progress = sim_progress,
+    .charge = sim_charge,
 };
 
-/* ---- launch ----------------------------------------------------------------------------------- */
+/* ---- workers ---------------------------------------------------------------------------------- */
 
-static void rank_main(int argc, char **argv) {
+static void worker_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
-  sim_rank *r = sg_actor_self_get_data();
-  r->result = r->job->fn(&r->ctx, r->job->arg);
-  r->done = true;
+  sim_worker *wk = sg_actor_self_get_data();
+  if (wk->ready_at > simgrid_get_clock()) sg_actor_sleep_until(wk->ready_at); /* start-up */
+  if (wk->joining) {
+    rh_status st = sim__driver_rendezvous(wk->job, wk);
+    if (st != RH_OK) {
+      wk->result = 0; /* a worker the job did not need after all */
+      wk->done = true;
+      sim__driver_worker_done(wk->job, wk);
+      return;
+    }
+  }
+  wk->result = wk->job->fn(&wk->ctx, wk->job->arg);
+  wk->done = true;
   double now = simgrid_get_clock();
-  if (now > r->job->end_time) r->job->end_time = now;
+  if (now > wk->job->end_time) wk->job->end_time = now;
+  sim__driver_worker_done(wk->job, wk);
 }
+
+void sim__start_worker(sim_job *job, sim_worker *wk) {
+  char name[32];
+  snprintf(name, sizeof name, "worker%d", wk->slot);
+  wk->wake = sg_sem_init(0);
+  wk->next_worker = job->workers;
+  job->workers = wk;
+  job->slot_worker[wk->slot] = wk;
+  wk->actor = sg_actor_init(name, wk->host);
+  sg_actor_set_data(wk->actor, wk);
+  sg_actor_start(wk->actor, worker_main, 0, NULL);
+}
+
+void sim__free_world(sim_world *w) {
+  for (size_t i = 0; i < w->naudits; i++) point_free(w->audits[i]); /* left by absent members */
+  free(w->audits);
+  free(w->members);
+  free(w->dead);
+  rh_topology_free(&w->topo);
+  free(w);
+}
+
+/* ---- launch ----------------------------------------------------------------------------------- */
 
 static bool launched;
 
@@ -372,8 +537,10 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   }
   launched = true;
   const rh_cluster *cl = cfg->cluster;
-  sim_job job = {.cluster = cl, .settings = cfg->settings, .fn = fn, .arg = arg};
-  if (rh_topology_init(&job.topo, cl->gpus_per_node, cl->nodes) != RH_OK) return 1;
+  rh_joblog *log = calloc(1, sizeof *log);
+  sim_job job = {.cluster = cl, .settings = cfg->settings, .faults = cfg->faults,
+                 .elastic = cfg->elastic, .restart = cfg->restart, .fn = fn, .arg = arg,
+                 .log = log, .nnodes = cl->nodes + cl->spares};
 
   char tmpl[] = "/tmp/rehearsal-platform-XXXXXX";
   const char *path = cfg->platform_file;
@@ -385,9 +552,9 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     f = fd >= 0 ? fdopen(fd, "w") : NULL;
     path = tmpl;
   }
-  if (!f || rh_sim_platform_write(cl, f) != RH_OK || fclose(f) != 0) {
+  if (!log || !f || rh_sim_platform_write(cl, cfg->faults, f) != RH_OK || fclose(f) != 0) {
     fprintf(stderr, "rehearsal: cannot write the platform file %s\n", path);
-    rh_topology_free(&job.topo);
+    free(log);
     return 1;
   }
 
@@ -401,38 +568,48 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   simgrid_load_platform(path);
   if (!cfg->platform_file) unlink(path);
 
-  int size = job.topo.size;
-  sim_rank *ranks = calloc((size_t)size, sizeof *ranks);
-  if (!ranks) {
-    rh_topology_free(&job.topo);
-    return 1;
+  for (int n = 0; n < job.nnodes; n++) job.nslots += cl->gpus_per_node[n];
+  if (job.nslots < 1) job.nslots = 1;
+  job.hosts = calloc((size_t)job.nslots, sizeof *job.hosts);
+  job.node_of_slot = calloc((size_t)job.nslots, sizeof *job.node_of_slot);
+  job.slot_worker = calloc((size_t)job.nslots, sizeof *job.slot_worker);
+  job.node_state = calloc((size_t)job.nnodes, sizeof *job.node_state);
+  int rc = 1;
+  if (job.hosts && job.node_of_slot && job.slot_worker && job.node_state) {
+    for (int n = 0, s = 0; n < job.nnodes; n++)
+      for (int l = 0; l < cl->gpus_per_node[n]; l++, s++) {
+        char name[32];
+        sim__host_name(s, name, sizeof name);
+        job.hosts[s] = sg_host_by_name(name);
+        job.node_of_slot[s] = n;
+      }
+    if (sim__driver_start(&job) == RH_OK && sim__injector_start(&job) == RH_OK) {
+      simgrid_run();
+      rc = job.last_failed ? 1 : 0;
+    }
   }
-  for (int r = 0; r < size; r++) {
-    char name[32];
-    snprintf(name, sizeof name, "rank%d", r);
-    ranks[r].job = &job;
-    ranks[r].host = sg_host_by_name(name);
-    ranks[r].result = 1;
-    rh_ctx_init(&ranks[r].ctx, r, &job.topo, cfg->settings, cl, &sim_ops, &ranks[r]);
-    sg_actor_t a = sg_actor_init(name, ranks[r].host);
-    sg_actor_set_data(a, &ranks[r]);
-    sg_actor_start(a, rank_main, 0, NULL);
+  int failed = job.last_failed;
+  if (res)
+    *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed, .rank = -1,
+                              .target = "simulator", .log = log, .size = job.last_size};
+  else {
+    rh__joblog_free(log);
+    free(log);
   }
-  simgrid_run();
-
-  int failed = 0;
-  for (int r = 0; r < size; r++)
-    if (!ranks[r].done || ranks[r].result != 0) failed++;
-  if (res) *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed, .rank = -1,
-                                    .target = "simulator"};
-  free(ranks);
-  for (size_t i = 0; i < job.naudits; i++) { /* left by ranks that never came */
-    sg_sem_destroy(job.audits[i]->all_came);
-    free(job.audits[i]->records);
-    free(job.audits[i]->arrived);
-    free(job.audits[i]);
+  sim__injector_free(&job);
+  sim__driver_free(&job);
+  for (sim_world *w = job.worlds, *next; w; w = next) {
+    next = w->next_world;
+    sim__free_world(w);
   }
-  free(job.audits);
-  rh_topology_free(&job.topo);
-  return failed ? 1 : 0;
+  for (sim_worker *wk = job.workers, *next; wk; wk = next) {
+    next = wk->next_worker;
+    sg_sem_destroy(wk->wake);
+    free(wk);
+  }
+  free(job.hosts);
+  free(job.node_of_slot);
+  free(job.slot_worker);
+  free(job.node_state);
+  return rc;
 }

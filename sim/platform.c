@@ -1,37 +1,67 @@
 /*
  * platform.c: writes the SimGrid platform XML for a cluster description (the C API cannot build a
  * platform in code).  Every number is printed with 17 significant digits so the platform models
- * exactly the values of the scenario.
+ * exactly the values of the scenario.  A straggler fault's slower speed is a pstate of every GPU
+ * host (pstate 0 is full speed), which the injector selects while the fault lasts.
  */
 #include "platform.h"
 
-rh_status rh_sim_platform_write(const rh_cluster *cl, FILE *out) {
+int rh_sim_straggler_pstate(const rh_fault_plan *plan, double factor) {
+  int k = 0;
+  for (int i = 0; plan && i < plan->nfaults; i++) {
+    const rh_fault *f = &plan->faults[i];
+    if (f->kind != RH_FAULT_STRAGGLER) continue;
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++)
+      seen = plan->faults[j].kind == RH_FAULT_STRAGGLER && plan->faults[j].factor == f->factor;
+    if (seen) continue;
+    k++;
+    if (f->factor == factor) return k;
+  }
+  return 0;
+}
+
+rh_status rh_sim_platform_write(const rh_cluster *cl, const rh_fault_plan *plan, FILE *out) {
   fprintf(out, "<?xml version='1.0'?>\n"
                "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                "<platform version=\"4.1\">\n"
                "<zone id=\"world\" routing=\"DijkstraCache\">\n");
-  int first = 0;
-  for (int n = 0; n < cl->nodes; n++) {
+  int nodes = cl->nodes + cl->spares, first = 0;
+  for (int n = 0; n < nodes; n++) {
     int last = first + cl->gpus_per_node[n] - 1;
     fprintf(out,
-            "  <cluster id=\"node%d\" prefix=\"rank\" suffix=\"\" radical=\"%d-%d\" "
-            "speed=\"%.17gf\" bw=\"%.17gBps\" lat=\"%.17gs\" sharing_policy=\"SPLITDUPLEX\" "
+            "  <cluster id=\"node%d\" prefix=\"gpu\" suffix=\"\" radical=\"%d-%d\" speed=\"%.17gf",
+            n, first, last, cl->gpu_flops);
+    for (int i = 0; plan && i < plan->nfaults; i++) { /* one pstate per straggler factor */
+      const rh_fault *f = &plan->faults[i];
+      if (f->kind == RH_FAULT_STRAGGLER && rh_sim_straggler_pstate(plan, f->factor) > 0) {
+        bool first_use = true;
+        for (int j = 0; j < i; j++)
+          first_use = first_use && !(plan->faults[j].kind == RH_FAULT_STRAGGLER &&
+                                     plan->faults[j].factor == f->factor);
+        if (first_use) fprintf(out, ",%.17gf", cl->gpu_flops * f->factor);
+      }
+    }
+    fprintf(out,
+            "\" bw=\"%.17gBps\" lat=\"%.17gs\" sharing_policy=\"SPLITDUPLEX\" "
             "router_id=\"node%d-router\"",
-            n, first, last, cl->gpu_flops, cl->intra_bw, cl->intra_lat, n);
+            cl->intra_bw, cl->intra_lat, n);
     if (cl->intra_backbone_bw > 0)
       fprintf(out, " bb_bw=\"%.17gBps\" bb_lat=\"0s\"", cl->intra_backbone_bw);
     fprintf(out, "/>\n");
     first = last + 1;
   }
-  if (cl->nodes > 1) {
+  /* the launcher: where the driver and the fault injector run; it sends no message */
+  fprintf(out, "  <zone id=\"control\" routing=\"None\">\n    <host id=\"launcher\" speed=\"1f\"/>\n  </zone>\n");
+  if (nodes > 1) {
     double up = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
     fprintf(out, "  <zone id=\"fabric\" routing=\"Full\">\n    <router id=\"switch\"/>\n  </zone>\n");
-    for (int n = 0; n < cl->nodes; n++)
+    for (int n = 0; n < nodes; n++)
       fprintf(out,
               "  <link id=\"node%d-uplink\" bandwidth=\"%.17gBps\" latency=\"%.17gs\" "
               "sharing_policy=\"SPLITDUPLEX\"/>\n",
               n, up, cl->nic_lat);
-    for (int n = 0; n < cl->nodes; n++) {
+    for (int n = 0; n < nodes; n++) {
       fprintf(out,
               "  <zoneRoute src=\"node%d\" dst=\"fabric\" gw_src=\"node%d-router\" "
               "gw_dst=\"switch\" symmetrical=\"NO\"><link_ctn id=\"node%d-uplink\" "

@@ -1,7 +1,8 @@
 /*
- * platform.h: the SimGrid platform of a cluster description.  One <cluster> zone per node (one host
- * per GPU, named "rank<R>", its GPU link as the cluster's private link), a switch zone joining the
- * nodes' uplinks.  decision.c's cost model charges these same routes.
+ * platform.h: the SimGrid platform of a cluster description.  One <cluster> zone per node, spare
+ * nodes included (one host per GPU, named "gpu<slot>" with slots numbered node by node, its GPU
+ * link as the cluster's private link), a switch zone joining the nodes' uplinks, and a launcher
+ * host for the driver and the fault injector.  decision.c's cost model charges these same routes.
  */
 #ifndef REHEARSAL_SIM_PLATFORM_H
 #define REHEARSAL_SIM_PLATFORM_H
@@ -10,7 +11,10 @@
 
 #include <stdio.h>
 
-/* Writes the platform XML for `cl` to `out`.  Returns RH_OK or RH_ERR_IO. */
-rh_status rh_sim_platform_write(const rh_cluster *cl, FILE *out);
+/* Writes the platform XML for `cl` to `out`; the GPU hosts get one pstate per straggler factor
+ * of `plan` (may be NULL).  Returns RH_OK or RH_ERR_IO. */
+rh_status rh_sim_platform_write(const rh_cluster *cl, const rh_fault_plan *plan, FILE *out);
+/* The pstate of a GPU host computing at `factor` of its speed (a straggler factor of plan). */
+int rh_sim_straggler_pstate(const rh_fault_plan *plan, double factor);
 
 #endif

@@ -18,25 +18,46 @@ rh_cluster rh_test_cluster(int nodes, int per_node, const int *slots) {
                       .exact_network = true};
 }
 
-int rh_test_simulate(const rh_cluster *cl, const rh_settings *s, rh_rank_fn fn, void *arg,
-                     double *end_time) {
-  double *shared = mmap(NULL, sizeof(double), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                        -1, 0);
+void *rh_test_shared(size_t bytes) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+int rh_test_simulate_job(const rh_cluster *cl, const rh_settings *s, const rh_test_job *job,
+                         rh_rank_fn fn, void *arg, double *end_time, rh_event *events, int max,
+                         int *nevents) {
+  double *shared = rh_test_shared(sizeof(double) + sizeof(int));
+  int *count = (int *)(shared + 1);
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
     rh_launch_config cfg = {.cluster = cl, .settings = s};
+    if (job) {
+      cfg.faults = job->faults;
+      cfg.elastic = job->elastic;
+      cfg.restart = job->restart;
+    }
     rh_launch_result res = {0};
     int rc = rh__launch(&cfg, fn, arg, &res);
     *shared = res.end_time;
+    for (size_t i = 0; res.log && events && i < res.log->n && (int)i < max; i++) {
+      events[i] = res.log->events[i];
+      *count = (int)i + 1;
+    }
     fflush(NULL);
     _exit(rc);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   if (end_time) *end_time = *shared;
-  munmap(shared, sizeof(double));
+  if (nevents) *nevents = *count;
+  munmap(shared, sizeof(double) + sizeof(int));
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int rh_test_simulate(const rh_cluster *cl, const rh_settings *s, rh_rank_fn fn, void *arg,
+                     double *end_time) {
+  return rh_test_simulate_job(cl, s, NULL, fn, arg, end_time, NULL, 0, NULL);
 }
 
 int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path) {

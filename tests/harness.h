@@ -16,6 +16,22 @@ rh_cluster rh_test_cluster(int nodes, int per_node, const int *slots);
 int rh_test_simulate(const rh_cluster *cl, const rh_settings *s, rh_rank_fn fn, void *arg,
                      double *end_time);
 
+/* What a simulated job may add to the cluster: faults, elastic training, a restart policy (any
+ * may be NULL). */
+typedef struct rh_test_job {
+  const rh_fault_plan *faults;
+  const rh_elastic_config *elastic;
+  const rh_restart_config *restart;
+} rh_test_job;
+
+/* As rh_test_simulate, with job's additions; the job log's events are copied into events (up to
+ * max; shared with the child, may be NULL) and their count returned in *nevents. */
+int rh_test_simulate_job(const rh_cluster *cl, const rh_settings *s, const rh_test_job *job,
+                         rh_rank_fn fn, void *arg, double *end_time, rh_event *events,
+                         int max, int *nevents);
+/* Shared memory for a child to write into (zeroed); never freed (test processes are short). */
+void *rh_test_shared(size_t bytes);
+
 /* Runs a command line (argv, NULL-terminated) and returns its exit code; its stderr goes to
  * err_path when non-NULL. */
 int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path);

@@ -59,7 +59,7 @@ static void chaos(int argc, char **argv) {
   (void)argc;
   (void)argv;
   sg_actor_sleep_for(1e-4); /* in the middle of the 64 MiB allreduce (0.34 ms) */
-  sg_host_turn_off(sg_host_by_name("rank1"));
+  sg_host_turn_off(sg_host_by_name("gpu1"));
 }
 
 static int dying_host(rh_ctx *ctx, void *arg) {

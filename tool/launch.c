@@ -42,7 +42,7 @@ int rh_cmd_platform(int argc, char **argv) {
     fprintf(stderr, "rehearsal: %s\n", err);
     return 2;
   }
-  int rc = rh_sim_platform_write(&sc.cluster, stdout) == RH_OK ? 0 : 1;
+  int rc = rh_sim_platform_write(&sc.cluster, NULL, stdout) == RH_OK ? 0 : 1;
   rh_scenario_free(&sc);
   return rc;
 }

@@ -1,0 +1,161 @@
+/*
+ * sim.h: what the files of the SimGrid backend share.  A job runs workers (one actor per GPU
+ * process, plus one per background task) on the GPU hosts of the platform; the workers of one
+ * generation form a world (a topology, its rendezvous points and its posted messages).  The
+ * driver (driver.c) starts workers, re-forms worlds after failures and host changes, and
+ * relaunches a failed job; the injector (faults.c) applies the scenario's faults through
+ * SimGrid's own means: hosts turned off, actors suspended, link bandwidths and host pstates.
+ */
+#ifndef REHEARSAL_SIM_SIM_H
+#define REHEARSAL_SIM_SIM_H
+
+#include "internal.h"
+
+#include <simgrid/actor.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/link.h>
+#include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
+
+typedef struct sim_job sim_job;
+typedef struct sim_world sim_world;
+typedef struct sim_worker sim_worker;
+
+/* One rendezvous in progress (a negotiation, a check, or a coarse-grain sync): the members'
+ * records gathered in shared memory, in no simulated time. */
+typedef struct audit_point {
+  uint64_t key;
+  int n, count, left;
+  size_t bytes;
+  uint8_t *records; /* n * bytes */
+  uint8_t *arrived; /* n flags */
+  const int *ranks; /* the members' world ranks (n entries) */
+  sg_sem_t all_came;
+  int waiting;      /* members blocked on all_came */
+} audit_point;
+
+/* A posted point-to-point message, listed in its world until it is waited. */
+struct rh_p2p {
+  sg_comm_t comm;
+  struct message *payload; /* send: the message handed over; recv: filled on completion */
+  void *dst;               /* recv: where the payload goes; NULL for timing-only */
+  size_t bytes;
+  bool is_recv;
+  bool nap;                /* an interruptible sleep: a receive nobody answers */
+  char box[64];            /* the mailbox, for the abort sweep */
+  int peer;                /* the other rank */
+  sim_world *world;
+  struct rh_p2p *prev, *next;
+};
+
+struct sim_world {
+  uint32_t generation;
+  rh_topology topo;
+  int *slots;           /* by rank: the GPU slot it runs on */
+  sim_worker **members; /* by rank */
+  uint8_t *dead;        /* by rank: the member's process died */
+  bool aborted;         /* a member gave up on it after a failed collective */
+  audit_point **audits; /* entries are heap-allocated: waiters keep pointers while it grows */
+  size_t naudits, capaudits;
+  struct rh_p2p *pending; /* posted messages not yet waited */
+  sim_world *next_world;  /* the job's list of worlds (freed at the end) */
+};
+
+struct sim_worker {
+  rh_ctx ctx;
+  sim_job *job;
+  int slot;              /* GPU host index */
+  sg_host_t host;
+  sg_actor_t actor;
+  sim_world *world;      /* current world; NULL while it waits to join one */
+  struct rh_task *last_task; /* the newest background task not yet finished */
+  int launch;            /* which launch started it (0: the first) */
+  int result;
+  bool done;             /* its function returned */
+  bool dead;             /* its process died (host or GPU crash) */
+  bool hung;             /* suspended by a hang fault */
+  double ready_at;       /* start-up ends (a new worker joining an elastic world) */
+  /* rendezvous with the driver */
+  bool arrived;          /* waits in a rendezvous */
+  bool joining;          /* a new worker: its world is assigned, it waits to be released */
+  rh_status answer;
+  sg_sem_t wake;
+  sim_worker *next_worker; /* the job's list of workers (freed at the end) */
+};
+
+/* A node's place in the job. */
+typedef enum node_state { NODE_IN, NODE_SPARE, NODE_LEFT } node_state;
+
+typedef struct sim_driver sim_driver;
+typedef struct sim_injector sim_injector;
+
+struct sim_job {
+  const rh_cluster *cluster;
+  const rh_settings *settings;
+  const rh_fault_plan *faults;
+  const rh_elastic_config *elastic;
+  const rh_restart_config *restart;
+  rh_rank_fn fn;
+  void *arg;
+  int nnodes;            /* nodes + spares */
+  int nslots;            /* GPU hosts */
+  sg_host_t *hosts;      /* by slot */
+  int *node_of_slot;
+  sim_worker **slot_worker; /* the slot's current worker (NULL: none) */
+  node_state *node_state;
+  sim_world *world;      /* the current world */
+  sim_world *worlds;     /* every world, newest first */
+  sim_worker *workers;   /* every worker, newest first */
+  uint32_t generations;  /* worlds formed so far */
+  int launches;          /* launches so far (1 + relaunches) */
+  rh_joblog *log;
+  sim_driver *driver;
+  sim_injector *injector;
+  double end_time;
+  int last_failed;       /* workers of the last launch that failed */
+  int last_size;
+};
+
+sim_worker *sim__worker_self(void);
+/* The world's member of `rank` is dead or its host is off. */
+bool sim__member_dead(const sim_world *w, int rank);
+
+/* ---- backend (backend.c) ------------------------------------------------------------------ */
+extern const rh_backend_ops sim__ops;
+/* Starts a worker's actor on its slot; the worker runs the job's function once ready. */
+void sim__start_worker(sim_job *job, sim_worker *wk);
+/* A member of w died: its peers blocked on it are told. */
+void sim__member_died(sim_world *w, int rank);
+/* Releases everything blocked in w (its rendezvous points and posted messages). */
+void sim__abort_world(sim_world *w);
+void sim__free_world(sim_world *w);
+
+/* ---- driver (driver.c) -------------------------------------------------------------------- */
+/* Starts the driver actor, which launches the job's workers and sees the job to its end. */
+rh_status sim__driver_start(sim_job *job);
+/* Worker events the driver reacts to. */
+void sim__driver_worker_done(sim_job *job, sim_worker *wk);
+void sim__driver_worker_died(sim_job *job, sim_worker *wk);
+/* A worker asks to join the next world (blocks); RH_OK with its ctx moved into it. */
+rh_status sim__driver_rendezvous(sim_job *job, sim_worker *wk);
+void sim__driver_host_updates(sim_job *job, double *stamp, int *kind);
+/* The faults changed what can reach the driver (a link healed, a host died). */
+void sim__driver_poke(sim_job *job);
+/* Whether a worker's process can reach the driver (its host is on and its links are up). */
+bool sim__driver_reachable(const sim_job *job, int slot);
+void sim__driver_free(sim_job *job);
+
+/* ---- faults (faults.c) -------------------------------------------------------------------- */
+rh_status sim__injector_start(sim_job *job);
+/* Rank `rank` of the current world enters a phase (triggers of rank 0 fire here). */
+void sim__injector_progress(sim_job *job, const rh_ctx *ctx, rh_phase phase);
+/* The link faults in force: whether the slot's GPU link or its node's uplink is down. */
+bool sim__injector_link_down(const sim_job *job, int slot);
+void sim__injector_free(sim_job *job);
+
+/* The name of a slot's host ("gpu<slot>"), of a node's uplink, of a slot's GPU link. */
+void sim__host_name(int slot, char *buf, size_t len);
+
+#endif
