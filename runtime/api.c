@@ -23,6 +23,14 @@ rh_status rh_compute(rh_ctx *ctx, double flops) {
 
 int rh_restarts(const rh_ctx *ctx) { return ctx->restarts; }
 
+rh_status rh_storage_io(rh_ctx *ctx, double bytes, bool write) {
+  const rh_cluster *cl = ctx->cluster;
+  if (!cl || !ctx->ops->charge || !(bytes >= 0)) return bytes >= 0 ? RH_OK : RH_ERR_INVALID;
+  double bw = write ? cl->storage_write_bw : cl->storage_read_bw;
+  double t = (bw > 0 ? bytes / bw : 0) + cl->storage_latency;
+  return t > 0 ? ctx->ops->charge(ctx, t) : RH_OK;
+}
+
 void rh_step_begin(rh_ctx *ctx, int epoch, long step) {
   ctx->epoch = epoch;
   ctx->step = step;

@@ -284,7 +284,8 @@ rh_status rh_elastic_run(rh_ctx *ctx, rh_state *s, rh_elastic_fn fn, void *arg) 
                "the training function returned with %u requests not waited", ctx->inflight);
       return RH_ERR_INVALID;
     }
-    if (peer_failure(st) && ctx->elastic) {
+    bool failure = peer_failure(st);
+    if (failure && ctx->elastic) {
       double rolled = (double)(ctx->steps_begun - s->commit_steps);
       st = rh_state_restore(s);
       if (st != RH_OK) return st;
@@ -296,6 +297,7 @@ rh_status rh_elastic_run(rh_ctx *ctx, rh_state *s, rh_elastic_fn fn, void *arg) 
       return st; /* a fixed-size job, or a failure no reset can mend */
     }
     if (!ctx->ops->rendezvous) return RH_ERR_UNSUPPORTED;
+    if (ctx->rank == 0) rh__log_rank(ctx, RH_EV_RESET, RH_OK, failure ? 1 : 2, 0, NULL);
     if (ctx->ops->progress) ctx->ops->progress(ctx, RH_PHASE_RENDEZVOUS);
     st = ctx->ops->rendezvous(ctx);
     if (st != RH_OK) return st;

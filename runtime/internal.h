@@ -29,6 +29,8 @@ typedef struct rh_cluster {
   double nic_lat;         /* node <-> network switch, one hop */
   double reduce_bw;       /* bytes/s a GPU reduces locally; 0 = reduction is free (fused) */
   bool exact_network;     /* true: analytic CM02 network; false: SimGrid's default LV08 */
+  double storage_write_bw, storage_read_bw; /* checkpoint storage, bytes/s; 0: free */
+  double storage_latency; /* seconds per checkpoint file */
 } rh_cluster;
 
 /* GPUs of the nodes the job starts on (spares not counted). */
@@ -126,6 +128,7 @@ typedef enum rh_event_kind {
   RH_EV_STOPPED,  /* the launch ended with a failure */
   RH_EV_RELAUNCH, /* the job was started again: a = size */
   RH_EV_ENDED,    /* the elastic job ended: status (RH_ERR_TOO_FEW, ...) */
+  RH_EV_RESET,    /* rank 0 left its world for a rendezvous: a = 1 after a failure, 2 hosts */
 } rh_event_kind;
 
 typedef struct rh_event {

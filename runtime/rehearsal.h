@@ -87,6 +87,11 @@ double rh_time(const rh_ctx *ctx);
  * rate; real: a synthetic kernel).  Blocks until done. */
 rh_status rh_compute(rh_ctx *ctx, double flops);
 
+/* Accounts for `bytes` written to (or read from) the cluster's storage, as a checkpoint does:
+ * on the simulator the scenario's storage bandwidth and latency are charged to this rank; on
+ * real hardware nothing is (the real I/O took its own time). */
+rh_status rh_storage_io(rh_ctx *ctx, double bytes, bool write);
+
 /* How many times the job was relaunched before this worker started (0 on the first launch), as
  * torchrun's TORCHELASTIC_RESTART_COUNT: a relaunched program resumes from its checkpoint. */
 int rh_restarts(const rh_ctx *ctx);

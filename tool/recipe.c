@@ -70,29 +70,34 @@ static uint64_t splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, bool shuffle,
-                       long *out) {
-  long shard = rh_sampler_shard_size(n, size);
-  /* position p of the padded order is element p % n of the (shuffled) permutation */
+int rh_sampler_remaining(long n, long processed, int size, int rank, uint64_t seed, int epoch,
+                         bool shuffle, long *out) {
+  if (processed < 0) processed = 0;
+  if (processed >= n) return 0;
+  long left = n - processed, shard = rh_sampler_shard_size(left, size);
+  /* position p of the padded order is element processed + p % left of the (shuffled) order */
   long *perm = NULL;
   if (shuffle) {
     perm = malloc((size_t)n * sizeof *perm);
     if (!perm) return -1;
-    {
-      uint64_t s = seed + (uint64_t)epoch;
-      for (long i = 0; i < n; i++) perm[i] = i;
-      for (long i = n - 1; i > 0; i--) { /* Fisher-Yates */
-        long j = (long)(splitmix64(&s) % (uint64_t)(i + 1));
-        long t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-      }
+    uint64_t s = seed + (uint64_t)epoch;
+    for (long i = 0; i < n; i++) perm[i] = i;
+    for (long i = n - 1; i > 0; i--) { /* Fisher-Yates */
+      long j = (long)(splitmix64(&s) % (uint64_t)(i + 1));
+      long t = perm[i];
+      perm[i] = perm[j];
+      perm[j] = t;
     }
   }
   for (long k = 0; k < shard; k++) {
-    long p = ((long)rank + k * size) % n;
+    long p = processed + ((long)rank + k * size) % left;
     out[k] = perm ? perm[p] : p;
   }
   free(perm);
   return 0;
+}
+
+int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, bool shuffle,
+                       long *out) {
+  return rh_sampler_remaining(n, 0, size, rank, seed, epoch, shuffle, out);
 }

@@ -66,4 +66,11 @@ long rh_sampler_shard_size(long n, int size);
 int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, bool shuffle,
                         long *out);
 
+/* Horovod's ElasticSampler: the epoch's order without its first `processed` samples (those the
+ * job already trained on), padded to a multiple of size by repeating its start, and rank takes
+ * positions rank, rank + size, ...  With processed 0 this is rh_sampler_indices.  Writes
+ * rh_sampler_shard_size(n - processed, size) indices into out; 0, or -1 when memory ran out. */
+int rh_sampler_remaining(long n, long processed, int size, int rank, uint64_t seed, int epoch,
+                         bool shuffle, long *out);
+
 #endif

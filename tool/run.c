@@ -5,6 +5,7 @@
  * summary.json under DIR, with the checkpoints in DIR/checkpoints.
  */
 #include "commands.h"
+#include "failure_report.h"
 #include "scenario.h"
 #include "train/train.h"
 
@@ -62,7 +63,71 @@ typedef struct run_inputs {
   rh_train_config cfg;
   char checkpoints[1024];
   bool temporary_checkpoints;
+  /* failures: the runtime's forms of the scenario's sections */
+  rh_fault_plan plan;
+  rh_fault *faults;
+  rh_elastic_config elastic;
+  rh_host_change *changes;
+  rh_restart_config restart;
+  bool has_plan, has_elastic, has_restart;
 } run_inputs;
+
+/* The checkpoint directory: under --out, else a temporary one removed afterwards. */
+static int checkpoint_dir(const char *out, run_inputs *in) {
+  if (out) {
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+      fprintf(stderr, "rehearsal: cannot create %s: %s\n", out, strerror(errno));
+      return 1;
+    }
+    snprintf(in->checkpoints, sizeof in->checkpoints, "%s/checkpoints", out);
+    if (mkdir(in->checkpoints, 0777) != 0 && errno != EEXIST) {
+      fprintf(stderr, "rehearsal: cannot create %s: %s\n", in->checkpoints, strerror(errno));
+      return 1;
+    }
+  } else {
+    snprintf(in->checkpoints, sizeof in->checkpoints, "/tmp/rehearsal-checkpoints-XXXXXX");
+    if (!mkdtemp(in->checkpoints)) return 1;
+    in->temporary_checkpoints = true;
+  }
+  in->cfg.checkpoint_dir = in->checkpoints;
+  return 0;
+}
+
+/* The failure, elastic and restart settings of the run; the checks that go with them. */
+static void prepare_failures(const rh_scenario *sc, run_inputs *in) {
+  rh_train_config *c = &in->cfg;
+  in->faults = rh_scenario_fault_plan(sc, &in->plan);
+  in->has_plan = in->plan.nfaults > 0 || in->plan.gpu_mtbf > 0 || in->plan.node_mtbf > 0;
+  in->has_elastic = rh_scenario_elastic(sc, &in->elastic, &in->changes);
+  in->has_restart = rh_scenario_restart(sc, &in->restart);
+  c->faults = in->has_plan;
+  c->elastic = in->has_elastic;
+  c->min_np = in->has_elastic ? in->elastic.min_np : rh_scenario_size(sc);
+  c->commit_every = (long)sc->elastic.commit_every;
+  c->checkpoint_every_steps = (long)sc->recipe.checkpoint_every_steps;
+  int slots = 0;
+  for (int n = 0; n < sc->cluster.nodes + sc->cluster.spares; n++) slots += sc->cluster.gpus_per_node[n];
+  c->max_size = in->has_elastic && in->elastic.max_np > 0 && in->elastic.max_np < slots ? in->elastic.max_np : slots;
+  c->optimizer_state = c->optimizer == RH_OPT_SGD ? 1 : 2;
+  bool judged = false;
+  for (int i = 0; i < in->plan.nfaults; i++) {
+    const rh_fault *f = &in->plan.faults[i];
+    judged = judged || f->kind == RH_FAULT_HOST_CRASH || f->kind == RH_FAULT_GPU_CRASH ||
+             f->kind == RH_FAULT_HANG || (f->kind == RH_FAULT_LINK_DOWN && isinf(f->duration));
+  }
+  /* the checks of failures apply to timing-only models too: they are about steps and commits */
+  bool on[RH_CHECK_COUNT] = {
+      [RH_CHECK_WORK_LOST] = in->has_elastic,
+      [RH_CHECK_STATE_RESET] = in->has_elastic,
+      [RH_CHECK_MIN_NP] = in->has_elastic,
+      [RH_CHECK_NOTICED] = judged,
+      [RH_CHECK_INTERVAL] = (in->plan.gpu_mtbf > 0 || in->plan.node_mtbf > 0) &&
+                            (in->has_elastic || in->has_restart)};
+  for (int i = RH_CHECK_WORK_LOST; i < RH_CHECK_COUNT; i++) {
+    int e = sc->checks.enabled[i];
+    c->check[i] = e < 0 ? on[i] : e == 1;
+  }
+}
 
 /* Resolves a data path relative to the scenario file's directory. */
 static void data_path(const rh_scenario *sc, const char *p, char *buf, size_t len) {
@@ -92,12 +157,13 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
       .checkpoint_every = sc->recipe.checkpoint_every, .resume = resume,
       .serial_check_steps = (long)sc->checks.serial_steps,
       .resume_from_epoch = sc->checks.resume_from_epoch, .mistakes = sc->mistakes};
-  for (int i = 0; i < RH_CHECK_COUNT; i++) {
+  for (int i = 0; i < RH_CHECK_WORK_LOST; i++) {
     int e = sc->checks.enabled[i];
     bool deflt = real && (i != RH_CHECK_RESUME || sc->checks.resume_from_epoch > 0);
     c->check[i] = e < 0 ? (deflt || i == RH_CHECK_COLLECTIVES) : e == 1;
     if (!real && i != RH_CHECK_COLLECTIVES) c->check[i] = false;
   }
+  prepare_failures(sc, in);
   if (!real) {
     in->layers = calloc((size_t)sc->model.nlayers, sizeof *in->layers);
     if (!in->layers) return 1;
@@ -106,7 +172,8 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
                                        sc->model.layers[i].forward_flops};
     c->layers = in->layers;
     c->nlayers = sc->model.nlayers;
-    return 0;
+    /* a timing-only model checkpoints its position, for a relaunch to resume from */
+    return in->has_restart ? checkpoint_dir(out, in) : 0;
   }
 
   /* data */
@@ -174,27 +241,9 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
   c->parameters = (double)c->model.nparams;
   if (c->forward_flops <= 0) c->forward_flops = rh_model_forward_flops(&c->model);
 
-  /* checkpoints: under --out, else in a directory removed afterwards */
-  bool need = c->checkpoint_every > 0 || c->check[RH_CHECK_RESUME] || resume;
-  if (need) {
-    if (out) {
-      if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "rehearsal: cannot create %s: %s\n", out, strerror(errno));
-        return 1;
-      }
-      snprintf(in->checkpoints, sizeof in->checkpoints, "%s/checkpoints", out);
-      if (mkdir(in->checkpoints, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "rehearsal: cannot create %s: %s\n", in->checkpoints, strerror(errno));
-        return 1;
-      }
-    } else {
-      snprintf(in->checkpoints, sizeof in->checkpoints, "/tmp/rehearsal-checkpoints-XXXXXX");
-      if (!mkdtemp(in->checkpoints)) return 1;
-      in->temporary_checkpoints = true;
-    }
-    c->checkpoint_dir = in->checkpoints;
-  }
-  return 0;
+  bool need = c->checkpoint_every > 0 || c->checkpoint_every_steps > 0 || c->check[RH_CHECK_RESUME] ||
+              resume || in->has_restart;
+  return need ? checkpoint_dir(out, in) : 0;
 }
 
 static void release(run_inputs *in) {
@@ -206,6 +255,8 @@ static void release(run_inputs *in) {
   rh_dataset_free(&in->train);
   rh_dataset_free(&in->validation);
   free(in->layers);
+  free(in->faults);
+  free(in->changes);
 }
 
 int rh_cmd_run(int argc, char **argv) {
@@ -247,7 +298,10 @@ int rh_cmd_run(int argc, char **argv) {
     return rc;
   }
   rh_train_job job = {.cfg = cfg, .result = &res};
-  rh_launch_config lc = {.cluster = &sc.cluster, .settings = &sc.settings};
+  rh_launch_config lc = {.cluster = &sc.cluster, .settings = &sc.settings,
+                         .faults = in.has_plan ? &in.plan : NULL,
+                         .elastic = in.has_elastic ? &in.elastic : NULL,
+                         .restart = in.has_restart ? &in.restart : NULL};
   rh_launch_result lres = {0};
   int launch_rc = rh__launch(&lc, rh_train_rank, &job, &lres);
   /* under a launcher rank 0 reports; 2: bad input; 77: no GPU for the GPU target */
@@ -278,15 +332,20 @@ int rh_cmd_run(int argc, char **argv) {
     rh_scenario_free(&sc);
     return 0; /* the finished run's summary.json stays as it was */
   }
+  /* with failures, two more columns: the time the epoch lost to them, and its ranks */
+  bool failures = in.has_plan || in.has_elastic || in.has_restart;
   if (cfg->real)
-    printf("#%5s %6s %11s %10s %10s %9s %11s %10s %9s %9s %9s %9s\n", "epoch", "steps", "time",
+    printf("#%5s %6s %11s %10s %10s %9s %11s %10s %9s %9s %9s %9s", "epoch", "steps", "time",
            "compute", "comm_wait", "step", "throughput", "lr", "loss", "accuracy", "val_loss",
            "val_acc");
   else
-    printf("#%5s %6s %11s %10s %10s %9s %11s %10s\n", "epoch", "steps", "time", "compute",
+    printf("#%5s %6s %11s %10s %10s %9s %11s %10s", "epoch", "steps", "time", "compute",
            "comm_wait", "step", "throughput", "lr");
-  printf("#%5s %6s %11s %10s %10s %9s %11s %10s\n", "", "", "(s)", "(s)", "(s)", "(ms)",
+  if (failures) printf(" %10s %6s", "lost", "ranks");
+  printf("\n#%5s %6s %11s %10s %10s %9s %11s %10s", "", "", "(s)", "(s)", "(s)", "(ms)",
          "(samples/s)", "(last)");
+  if (failures) printf(cfg->real ? " %9s %9s %9s %9s %10s" : " %10s", "", "", "", "", "(s)");
+  printf("\n");
   json_t *root = json_object();
   json_object_set_new(root, "scenario", json_string(sc.name));
   json_object_set_new(root, "file", json_string(sc.path));
@@ -306,7 +365,7 @@ int rh_cmd_run(int argc, char **argv) {
   long all_steps = 0;
   for (int e = res.start_epoch; e < res.epochs; e++) {
     rh_epoch_stats *s = &res.epochs_stats[e];
-    double t = s->end - s->start, thr = (double)s->steps * global / t;
+    double t = s->end - s->start, thr = (double)s->steps * batch * (s->size ? s->size : size) / t;
     printf("%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f %10.6g", e + 1, s->steps, t, s->compute,
            s->exposed_comm, 1e3 * t / (double)s->steps, thr, s->lr_last);
     if (cfg->real && !isnan(s->val_loss))
@@ -314,6 +373,9 @@ int rh_cmd_run(int argc, char **argv) {
              s->val_accuracy);
     else if (cfg->real) /* no validation: gnuplot's missing-value mark */
       printf(" %9.5f %9.5f %9s %9s", s->train_loss, s->train_accuracy, "-", "-");
+    double lost = failures ? rh_failure_lost_within(in.has_plan ? &in.plan : NULL, lres.log, &res,
+                                                    lres.end_time, s->start, s->end) : 0;
+    if (failures) printf(" %10.6f %6d", lost, s->size);
     printf("\n");
     json_t *jep = json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch", e + 1,
                             "steps", (json_int_t)s->steps, "time_s", t, "compute_s", s->compute,
@@ -327,6 +389,12 @@ int rh_cmd_run(int argc, char **argv) {
         json_object_set_new(jep, "val_loss", json_real(s->val_loss));
         json_object_set_new(jep, "val_accuracy", json_real(s->val_accuracy));
       }
+    }
+    if (failures) {
+      json_object_set_new(jep, "lost_s", json_real(lost));
+      json_object_set_new(jep, "ranks", json_integer(s->size));
+      json_object_set_new(jep, "commit_s", json_real(s->commit));
+      json_object_set_new(jep, "checkpoint_s", json_real(s->checkpoint));
     }
     json_array_append_new(je, jep);
     total += t;
@@ -377,6 +445,27 @@ int rh_cmd_run(int argc, char **argv) {
                   cfg->parameters * 4, "algorithm", algo, "predicted_allreduce_ms", predicted * 1e3));
   }
 
+  /* the failures: what each cost, and the verdicts that need the whole job */
+  rh_failure_totals ft = {0};
+  if (failures) {
+    rh_failure_report(stdout, root, in.has_plan ? &in.plan : NULL, lres.log, &res, lres.end_time, &ft);
+    if (cfg->check[RH_CHECK_NOTICED]) rh_train_verdict_noticed(&res, &in.plan, lres.log);
+    if (cfg->check[RH_CHECK_INTERVAL]) {
+      /* the job's MTBF over the GPUs and nodes it starts on */
+      double rate = (in.plan.gpu_mtbf > 0 ? size / in.plan.gpu_mtbf : 0) +
+                    (in.plan.node_mtbf > 0 ? sc.cluster.nodes / in.plan.node_mtbf : 0);
+      long every = in.has_elastic ? cfg->commit_every
+                   : cfg->checkpoint_every_steps > 0 ? cfg->checkpoint_every_steps
+                                                     : cfg->checkpoint_every * res.steps_per_epoch;
+      double count = in.has_elastic ? (double)res.commits : (double)res.nckpt;
+      double cost = count > 0 ? (in.has_elastic ? ft.commit : ft.checkpoint) / count : 0;
+      rh_interval_figures fig = {.elastic = in.has_elastic, .steps = every,
+                                 .interval = (double)every * ft.step + cost, .cost = cost,
+                                 .mtbf = rate > 0 ? 1 / rate : 0};
+      rh_train_verdict_interval(&res, &fig, sc.checks.interval_tolerance);
+    }
+  }
+
   /* a failed run is fine when the scenario expected the failure that stopped it */
   bool explained = res.error != RH_OK &&
                    ((res.checks[RH_CHECK_COLLECTIVES].ran && !res.checks[RH_CHECK_COLLECTIVES].passed &&
@@ -413,6 +502,10 @@ int rh_cmd_run(int argc, char **argv) {
                                   expect_fail, "detail", detail));
   }
   json_object_set_new(root, "checks", jchecks);
+  if (res.ended != RH_OK) {
+    printf("\nthe elastic job ended before its last step: %s\n", rh_status_string(res.ended));
+    json_object_set_new(root, "ended", json_string(rh_status_string(res.ended)));
+  }
   if (res.error != RH_OK) {
     printf("\nthe run stopped on rank %d: %s\n  %s\n", res.error_rank, rh_status_string(res.error),
            res.error_detail);
@@ -437,6 +530,8 @@ int rh_cmd_run(int argc, char **argv) {
     free(text);
   }
   json_decref(root);
+  rh__joblog_free(lres.log);
+  free(lres.log);
   rh_train_result_free(&res);
   release(&in);
   rh_scenario_free(&sc);

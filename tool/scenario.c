@@ -31,6 +31,7 @@ typedef enum {
   T_SETTING, /* a runtime setting (rh_settings_parse) */
   T_NAMES,   /* a list of names from choices; stored as a bit mask (unsigned) */
   T_DECAY,   /* recipe.lr_decay_epochs: a list of epochs */
+  T_ITEMS,   /* a list of mappings, each walked against kids (failures.events, ...) */
 } ftype;
 
 typedef struct field {
@@ -48,13 +49,22 @@ typedef struct field {
 
 #define END {NULL, T_MAP, false, 0, 0, false, 0, 0, NULL, NULL, 0}
 #define OFF(m) offsetof(rh_scenario, m)
-#define NUM(k, req, lo, open, hi, sc, m) {k, T_NUM, req, lo, hi, open, sc, OFF(m), NULL, NULL, 0}
-#define COUNT(k, req, lo, hi, m) {k, T_COUNT, req, lo, hi, false, 1, OFF(m), NULL, NULL, 0}
-#define INT(k, req, lo, hi, m) {k, T_INT, req, lo, hi, false, 1, OFF(m), NULL, NULL, 0}
+/* fields of a list's items: offsets into the item's struct */
+#define FOFF(m) offsetof(rh_scenario_fault, m)
+#define COFF(m) offsetof(rh_scenario_change, m)
+#define NUM_AT(k, req, lo, open, hi, sc, o) {k, T_NUM, req, lo, hi, open, sc, o, NULL, NULL, 0}
+#define INT_AT(k, req, lo, hi, o) {k, T_INT, req, lo, hi, false, 1, o, NULL, NULL, 0}
+#define COUNT_AT(k, req, lo, hi, o) {k, T_COUNT, req, lo, hi, false, 1, o, NULL, NULL, 0}
+#define ENUM_AT(k, req, ch, o) {k, T_ENUM, req, 0, 0, false, 1, o, NULL, ch, 0}
+#define NUM(k, req, lo, open, hi, sc, m) NUM_AT(k, req, lo, open, hi, sc, OFF(m))
+#define COUNT(k, req, lo, hi, m) COUNT_AT(k, req, lo, hi, OFF(m))
+#define INT(k, req, lo, hi, m) INT_AT(k, req, lo, hi, OFF(m))
 #define STR(k, req, m) {k, T_STR, req, 0, 0, false, 1, OFF(m), NULL, NULL, 0}
 #define MAP(k, req, kids) {k, T_MAP, req, 0, 0, false, 1, 0, kids, NULL, 0}
-#define ENUM(k, ch, m) {k, T_ENUM, false, 0, 0, false, 1, OFF(m), NULL, ch, 0}
+#define MAP_FLAG(k, kids, m) {k, T_MAP, false, 0, 0, false, 1, OFF(m), kids, NULL, 0}
+#define ENUM(k, ch, m) ENUM_AT(k, false, ch, OFF(m))
 #define NAMES(k, ch, m) {k, T_NAMES, false, 0, 0, false, 1, OFF(m), NULL, ch, 0}
+#define ITEMS(k, kids, which) {k, T_ITEMS, false, 0, 0, false, 1, 0, kids, NULL, which}
 
 static const char *const network_models[] = {"exact", "realistic", NULL};
 static const char *const model_kinds[] = {"timing", "softmax", "mlp", NULL};
@@ -66,6 +76,10 @@ static const char *const steps_rules[] = {"divided", "full", "loader", NULL};
 static const char *const val_rules[] = {"divided", "oversampled", "full", "none", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
 static const char *const shardings[] = {"distributed", "replicated", NULL};
+static const char *const fault_links[] = {"uplink", "gpu", NULL};
+static const char *const fault_phases[] = {"allreduce", "broadcast", "allgather", "commit",
+                                           "sync", "rendezvous", "step", NULL};
+static const char *const restart_policies[] = {"none", "from_checkpoint", NULL};
 
 static const field gpu_fields[] = {
     NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops),
@@ -81,8 +95,15 @@ static const field network_fields[] = {
     NUM("nic_Gbps", true, 0, true, 1e9, 1e9 / 8, cluster.nic_bw),
     NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.nic_lat),
     END};
+static const field storage_fields[] = {
+    NUM("write_GBps", false, 0, true, 1e9, 1e9, storage.write_bw),
+    NUM("read_GBps", false, 0, true, 1e9, 1e9, storage.read_bw),
+    NUM("latency_ms", false, 0, false, 1e6, 1e-3, storage.latency),
+    END};
 static const field cluster_fields[] = {
     INT("nodes", true, 1, 65536, cluster.nodes),
+    INT("spare_nodes", false, 0, 65536, cluster.spares),
+    MAP("storage", false, storage_fields),
     {"gpus_per_node", T_SLOTS, true, 1, 1024, false, 1, 0, NULL, NULL, 0},
     MAP("gpu", true, gpu_fields),
     MAP("intra", true, intra_fields),
@@ -133,8 +154,54 @@ static const field recipe_fields[] = {
     INT("checkpoint_every_epochs", false, 0, 1 << 20, recipe.checkpoint_every),
     ENUM("sharding", shardings, recipe.sharding),
     COUNT("validation_batch", false, 1, 1e8, recipe.val_batch),
+    COUNT("checkpoint_every_steps", false, 0, 1e12, recipe.checkpoint_every_steps),
     END};
-static field check_fields[RH_CHECK_COUNT + 4]; /* one switch per check, then the options */
+
+/* failures: scripted events and random failures */
+enum { ITEMS_EVENTS = 1, ITEMS_CHANGES = 2 };
+static const field event_fields[] = {
+    ENUM_AT("kind", true, rh_fault_names, FOFF(kind)),
+    INT_AT("node", false, 0, 1 << 20, FOFF(node)),
+    INT_AT("gpu", false, 0, 1024, FOFF(gpu)),
+    ENUM_AT("link", false, fault_links, FOFF(link)),
+    NUM_AT("at_s", false, 0, false, 1e12, 1, FOFF(at_s)),
+    COUNT_AT("epoch", false, 1, 1e6, FOFF(epoch)),
+    COUNT_AT("step", false, 1, 1e12, FOFF(step)),
+    ENUM_AT("during", false, fault_phases, FOFF(during)),
+    NUM_AT("after_ms", false, 0, false, 1e12, 1, FOFF(after_ms)),
+    NUM_AT("duration_s", false, 0, true, 1e12, 1, FOFF(duration_s)),
+    NUM_AT("factor", false, 0, true, 1, 1, FOFF(factor)),
+    NUM_AT("extra_latency_us", false, 0, false, 1e12, 1, FOFF(extra_latency_us)),
+    END};
+static const field failure_fields[] = {
+    COUNT("seed", false, 0, 1e15, failures.seed),
+    NUM("gpu_mtbf_hours", false, 0, true, 1e12, 1, failures.gpu_mtbf_h),
+    NUM("node_mtbf_hours", false, 0, true, 1e12, 1, failures.node_mtbf_h),
+    ITEMS("events", event_fields, ITEMS_EVENTS),
+    END};
+static const field change_fields[] = {
+    NUM_AT("at_s", true, 0, false, 1e12, 1, COFF(at_s)),
+    INT_AT("add", false, 0, 1 << 20, COFF(add)),
+    INT_AT("remove", false, 0, 1 << 20, COFF(remove)),
+    END};
+static const field elastic_fields[] = {
+    INT("min_np", false, 1, 1 << 24, elastic.min_np),
+    INT("max_np", false, 1, 1 << 24, elastic.max_np),
+    COUNT("commit_every_steps", false, 1, 1e12, elastic.commit_every),
+    NUM("rendezvous_s", false, 0, false, 1e9, 1, elastic.rendezvous_s),
+    NUM("rendezvous_timeout_s", false, 0, true, 1e9, 1, elastic.rendezvous_timeout_s),
+    NUM("timeout_s", false, 0, false, 1e9, 1, elastic.timeout_s),
+    NUM("worker_start_s", false, 0, false, 1e9, 1, elastic.worker_start_s),
+    NUM("discovery_interval_s", false, 0, false, 1e9, 1, elastic.discovery_interval_s),
+    NUM("commit_GBps", false, 0, false, 1e9, 1e9, elastic.commit_bw),
+    ITEMS("discovery", change_fields, ITEMS_CHANGES),
+    END};
+static const field restart_fields[] = {
+    ENUM("policy", restart_policies, restart.policy),
+    NUM("relaunch_s", false, 0, false, 1e9, 1, restart.relaunch_s),
+    INT("max_restarts", false, 0, 1 << 20, restart.max_restarts),
+    END};
+static field check_fields[RH_CHECK_COUNT + 5]; /* one switch per check, then the options */
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
 static const field top_fields[] = {
     STR("name", true, name),
@@ -146,6 +213,9 @@ static const field top_fields[] = {
     MAP("collective", false, collective_fields),
     MAP("checks", false, check_fields),
     NAMES("mistakes", rh_mistake_names, mistakes),
+    MAP("failures", false, failure_fields),
+    MAP_FLAG("elastic", elastic_fields, elastic.present),
+    MAP_FLAG("restart", restart_fields, restart.present),
     END};
 
 static void init_collective_fields(void) {
@@ -158,7 +228,9 @@ static void init_collective_fields(void) {
   check_fields[RH_CHECK_COUNT] = (field)COUNT("serial_check_steps", false, 0, 1e15, checks.serial_steps);
   check_fields[RH_CHECK_COUNT + 1] = (field)INT("resume_from_epoch", false, 0, 1 << 20, checks.resume_from_epoch);
   check_fields[RH_CHECK_COUNT + 2] = (field)NAMES("expect_fail", rh_check_names, checks.expect_fail);
-  check_fields[RH_CHECK_COUNT + 3] = (field)END;
+  check_fields[RH_CHECK_COUNT + 3] =
+      (field)NUM("interval_tolerance_percent", false, 0, false, 100, 0.01, checks.interval_tolerance);
+  check_fields[RH_CHECK_COUNT + 4] = (field)END;
 }
 
 /* ---- walking ----------------------------------------------------------------------------- */
@@ -167,6 +239,7 @@ typedef struct walker {
   yaml_document_t *doc;
   const yaml_node_t *key; /* key of the value being walked: the line for a collection's errors */
   rh_scenario *sc;
+  char *base;             /* where field offsets point into: the scenario, or a list's item */
   const char *path;
   char *err;
   size_t errlen;
@@ -351,10 +424,62 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
   }
 }
 
+/* A list of mappings (failure events, discovery changes): each item walked against f->kids
+ * with the walker's base moved to the item. */
+static void walk_items(walker *w, const yaml_node_t *n, const field *f, const char *name) {
+  if (n->type != YAML_SEQUENCE_NODE) {
+    fail(w, n, name, "expected a list of mappings, got %s", type_word(n));
+    return;
+  }
+  int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+  rh_scenario *sc = w->sc;
+  bool events = f->setting == ITEMS_EVENTS;
+  size_t size = events ? sizeof(rh_scenario_fault) : sizeof(rh_scenario_change);
+  char *items = calloc((size_t)(count ? count : 1), size);
+  if (!items) {
+    fail(w, n, name, "out of memory");
+    return;
+  }
+  if (events) {
+    free(sc->failures.events);
+    sc->failures.events = (rh_scenario_fault *)items;
+    sc->failures.nevents = count;
+  } else {
+    free(sc->elastic.changes);
+    sc->elastic.changes = (rh_scenario_change *)items;
+    sc->elastic.nchanges = count;
+  }
+  const yaml_node_t *key = w->key;
+  for (int i = 0; i < count && !w->failed; i++) {
+    yaml_node_t *item = yaml_document_get_node(w->doc, n->data.sequence.items.start[i]);
+    char item_name[192];
+    snprintf(item_name, sizeof item_name, "%s[%d]", name, i);
+    if (item->type != YAML_MAPPING_NODE) {
+      fail(w, item, item_name, "expected a mapping, got %s", type_word(item));
+      return;
+    }
+    char *it = items + (size_t)i * size;
+    if (events)
+      *(rh_scenario_fault *)it = (rh_scenario_fault){.node = -1, .gpu = -1, .link = -1,
+                                                       .at_s = -1, .during = -1,
+                                                       .duration_s = -1, .factor = -1,
+                                                       .line = line_of(item)};
+    else
+      *(rh_scenario_change *)it = (rh_scenario_change){.add = -1, .remove = -1,
+                                                         .line = line_of(item)};
+    w->base = it;
+    w->key = NULL;
+    walk_map(w, item, item, f->kids, item_name);
+    w->base = (char *)sc;
+  }
+  w->key = key;
+}
+
 static void walk_value(walker *w, const yaml_node_t *n, const field *f, const char *name) {
-  char *base = (char *)w->sc;
+  char *base = w->base;
   switch (f->type) {
   case T_MAP:
+    if (f->offset) *(bool *)(base + f->offset) = true; /* the section is there */
     if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
         (!*scalar(n) || strcmp(scalar(n), "~") == 0 || strcmp(scalar(n), "null") == 0)) {
       /* an empty section ("checks:" and nothing under it) is an empty mapping */
@@ -439,6 +564,8 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
     rh_scenario *sc = w->sc;
     free(sc->recipe.decay_epochs);
+  free(sc->failures.events);
+  free(sc->elastic.changes);
     sc->recipe.decay_epochs = calloc((size_t)(count ? count : 1), sizeof(double));
     sc->recipe.ndecay = count;
     for (int i = 0; i < count && !w->failed; i++) {
@@ -454,6 +581,7 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     return;
   }
   case T_LAYERS: walk_layers(w, n, name); return;
+  case T_ITEMS: walk_items(w, n, f, name); return;
   case T_SETTING: {
     const rh_setting_def *d = &rh__setting_defs[f->setting];
     double v;
@@ -551,12 +679,150 @@ static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
   return at;
 }
 
+/* The key node of `field` in item `index` of the list at `path` (or the item, or the list's key):
+ * the line for an error about one item of a list. */
+static const yaml_node_t *item_key(yaml_document_t *doc, const char *path, int index,
+                                   const char *key_name) {
+  const yaml_node_t *key = node_at(doc, path), *n = yaml_document_get_root_node(doc);
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *tok = strtok(buf, "."); tok && n && n->type == YAML_MAPPING_NODE; tok = strtok(NULL, ".")) {
+    const yaml_node_t *next = NULL;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+      yaml_node_t *k = yaml_document_get_node(doc, p->key);
+      if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), tok) == 0)
+        next = yaml_document_get_node(doc, p->value);
+    }
+    n = next;
+  }
+  if (!n || n->type != YAML_SEQUENCE_NODE || index >= n->data.sequence.items.top - n->data.sequence.items.start)
+    return key;
+  const yaml_node_t *item = yaml_document_get_node(doc, n->data.sequence.items.start[index]);
+  if (item->type != YAML_MAPPING_NODE || !key_name) return item;
+  for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(doc, p->key);
+    if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key_name) == 0) return k;
+  }
+  return item;
+}
+
+/* "nodes 0-3" or "nodes 0-3, spare nodes 4-5": what a node index may be. */
+static void node_range(const rh_cluster *cl, char *buf, size_t len) {
+  int n = cl->nodes, s = cl->spares;
+  int k = snprintf(buf, len, n > 1 ? "nodes 0-%d" : "node 0", n - 1);
+  if (s > 0 && k > 0 && (size_t)k < len)
+    snprintf(buf + k, len - (size_t)k, s > 1 ? ", spare nodes %d-%d" : ", spare node %d", n, n + s - 1);
+}
+
+/* One failure event: a place that exists, the fields its kind needs, a trigger. */
+static void check_event(walker *w, int i) {
+  rh_scenario *sc = w->sc;
+  const rh_cluster *cl = &sc->cluster;
+  const rh_scenario_fault *e = &sc->failures.events[i];
+  char name[96], range[96];
+  const char *kind = rh_fault_names[e->kind];
+  bool needs_gpu = e->kind == RH_FAULT_GPU_CRASH || e->kind == RH_FAULT_HANG;
+  bool is_link = e->kind == RH_FAULT_LINK_DOWN || e->kind == RH_FAULT_LINK_DEGRADED;
+  bool windowed = is_link || e->kind == RH_FAULT_STRAGGLER;
+  bool has_factor = e->kind == RH_FAULT_LINK_DEGRADED || e->kind == RH_FAULT_STRAGGLER;
+#define EFAIL(fld, ...)                                                                      \
+  do {                                                                                         \
+    snprintf(name, sizeof name, "failures.events[%d].%s", i, fld);                             \
+    fail(w, item_key(w->doc, "failures.events", i, fld), name, __VA_ARGS__);                   \
+    return;                                                                                    \
+  } while (0)
+  if (e->node < 0) EFAIL("node", "missing (required: the node the %s happens on)", kind);
+  if (e->node >= cl->nodes + cl->spares) {
+    node_range(cl, range, sizeof range);
+    EFAIL("node", "node %d is not in the cluster (%s)", e->node, range);
+  }
+  int gpus = cl->gpus_per_node[e->node];
+  if (e->gpu >= gpus) EFAIL("gpu", "node %d has %d GPU%s (0-%d)", e->node, gpus, gpus == 1 ? "" : "s", gpus - 1);
+  if (needs_gpu && e->gpu < 0) EFAIL("gpu", "missing (required: which GPU of node %d the %s hits)", e->node, kind);
+  if (e->kind == RH_FAULT_HOST_CRASH && e->gpu >= 0)
+    EFAIL("gpu", "a host_crash takes the whole node; gpu_crash is one GPU's");
+  if (is_link && e->link < 0) EFAIL("link", "missing (required for %s: uplink or gpu)", kind);
+  if (!is_link && e->link >= 0) EFAIL("link", "only a link fault names a link, not a %s", kind);
+  if (is_link && e->link == 1 && e->gpu < 0) EFAIL("gpu", "missing (required for a GPU's link)");
+  if (is_link && e->link == 0 && cl->nodes + cl->spares < 2)
+    EFAIL("link", "a one-node cluster has no uplink");
+  if (is_link && e->link == 0 && e->gpu >= 0) EFAIL("gpu", "an uplink is the node's, not a GPU's");
+  if (has_factor && e->factor < 0 && !(e->kind == RH_FAULT_LINK_DEGRADED && e->extra_latency_us > 0))
+    EFAIL("factor", "missing (required for %s: the fraction of %s left, in (0, 1])", kind,
+          e->kind == RH_FAULT_STRAGGLER ? "its speed" : "the bandwidth");
+  if (!has_factor && e->factor >= 0) EFAIL("factor", "a %s has no factor", kind);
+  if (e->kind != RH_FAULT_LINK_DEGRADED && e->extra_latency_us > 0)
+    EFAIL("extra_latency_us", "only a link_degraded adds latency");
+  if (!windowed && e->duration_s >= 0) EFAIL("duration_s", "a %s lasts: only links and stragglers recover", kind);
+  /* the trigger */
+  if (e->at_s >= 0 && e->epoch > 0) EFAIL("epoch", "give at_s or epoch and step, not both");
+  if (e->step > 0 && e->epoch <= 0) EFAIL("step", "a step needs its epoch");
+  if (e->at_s < 0 && e->epoch <= 0 && e->during < 0)
+    EFAIL("kind", "no trigger: give at_s, or epoch (and step), or during");
+  int size = rh_scenario_size(sc);
+  int epochs = rh_recipe_epochs((int)sc->recipe.epochs, sc->recipe.epochs_rule == 1, size);
+  if (e->epoch > epochs) EFAIL("epoch", "epoch %.17g is after the last one (the job runs %d)", e->epoch, epochs);
+  long steps = sc->data.train > 0 ? rh_scenario_steps_per_epoch(sc) : 0;
+  if (e->step > 0 && steps > 0 && e->step > steps)
+    EFAIL("step", "step %.17g is after the last step of an epoch (%ld on the starting %d GPUs)",
+          e->step, steps, size);
+#undef EFAIL
+}
+
+/* The elastic and restart sections against the cluster they run on. */
+static void check_elastic(walker *w) {
+  rh_scenario *sc = w->sc;
+  const rh_cluster *cl = &sc->cluster;
+  int size = rh_scenario_size(sc);
+  char name[96], range[96];
+  if (sc->elastic.present && sc->restart.present) {
+    fail(w, node_at(w->doc, "restart"), "restart",
+         "an elastic job recovers by itself; restart is for a fixed-size job");
+    return;
+  }
+  if (sc->elastic.min_np > size) {
+    fail(w, node_at(w->doc, "elastic.min_np"), "elastic.min_np",
+         "%d is more than the %d GPUs the job starts on", sc->elastic.min_np, size);
+    return;
+  }
+  if (sc->elastic.max_np > 0 && sc->elastic.max_np < size) {
+    fail(w, node_at(w->doc, "elastic.max_np"), "elastic.max_np",
+         "%d is less than the %d GPUs the job starts on", sc->elastic.max_np, size);
+    return;
+  }
+  if (sc->elastic.max_np > 0 && sc->elastic.min_np > sc->elastic.max_np) {
+    fail(w, node_at(w->doc, "elastic.min_np"), "elastic.min_np", "%d is more than max_np %d",
+         sc->elastic.min_np, sc->elastic.max_np);
+    return;
+  }
+  for (int i = 0; i < sc->elastic.nchanges && !w->failed; i++) {
+    const rh_scenario_change *c = &sc->elastic.changes[i];
+    const char *fld = c->add >= 0 ? "add" : "remove";
+    int node = c->add >= 0 ? c->add : c->remove;
+    snprintf(name, sizeof name, "elastic.discovery[%d].%s", i, fld);
+    if ((c->add >= 0) == (c->remove >= 0)) {
+      snprintf(name, sizeof name, "elastic.discovery[%d]", i);
+      fail(w, item_key(w->doc, "elastic.discovery", i, NULL), name,
+           "give one of add or remove (a node)");
+    } else if (node >= cl->nodes + cl->spares) {
+      node_range(cl, range, sizeof range);
+      fail(w, item_key(w->doc, "elastic.discovery", i, fld), name,
+           "node %d is not in the cluster (%s)", node, range);
+    } else if (i > 0 && c->at_s < sc->elastic.changes[i - 1].at_s) {
+      snprintf(name, sizeof name, "elastic.discovery[%d].at_s", i);
+      fail(w, item_key(w->doc, "elastic.discovery", i, "at_s"), name,
+           "%.17g is before the change above it (%.17g): list changes in time order", c->at_s,
+           sc->elastic.changes[i - 1].at_s);
+    }
+  }
+}
+
 static void check_whole(walker *w) {
   rh_scenario *sc = w->sc;
   rh_cluster *cl = &sc->cluster;
   /* gpus_per_node: expand one number to every node; a list must have one entry per node */
   int *given = cl->gpus_per_node;
-  int *slots = calloc((size_t)cl->nodes, sizeof(int));
+  int *slots = calloc((size_t)(cl->nodes + cl->spares), sizeof(int));
   if (!slots) {
     fail(w, NULL, "cluster", "out of memory");
     return;
@@ -570,9 +836,13 @@ static void check_whole(walker *w) {
   } else {
     memcpy(slots, given + 1, (size_t)cl->nodes * sizeof(int));
   }
+  for (int i = cl->nodes; i < cl->nodes + cl->spares; i++) slots[i] = slots[cl->nodes - 1];
   free(given);
   cl->gpus_per_node = slots;
   cl->exact_network = sc->network_model == 0;
+  cl->storage_write_bw = sc->storage.write_bw;
+  cl->storage_read_bw = sc->storage.read_bw;
+  cl->storage_latency = sc->storage.latency;
   if (w->failed) return;
   w->key = NULL;
   if (cl->nodes > 1 && cl->nic_bw <= 0)
@@ -658,6 +928,8 @@ static void check_whole(walker *w) {
          "%.17g samples give no full step: %d workers x batch %.17g need %.17g per step",
          sc->data.train, rh_scenario_size(sc), sc->recipe.batch,
          sc->recipe.batch * rh_scenario_size(sc));
+  for (int i = 0; i < sc->failures.nevents && !w->failed; i++) check_event(w, i);
+  if (!w->failed) check_elastic(w);
 }
 
 /* ---- entry points ------------------------------------------------------------------------- */
@@ -690,6 +962,18 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   sc->recipe.seed = 42;
   sc->recipe.shuffle = 1;
   sc->recipe.checkpoint_every = 1;
+  sc->failures.seed = 1;
+  sc->checks.interval_tolerance = 0.01; /* one point of the job's time */
+  sc->elastic.commit_every = 1;         /* the OCI recipe commits every batch */
+  sc->elastic.rendezvous_s = 1;         /* discovery polled every second */
+  sc->elastic.rendezvous_timeout_s = 30; /* HOROVOD_GLOO_TIMEOUT_SECONDS */
+  sc->elastic.timeout_s = 600;          /* HOROVOD_ELASTIC_TIMEOUT */
+  sc->elastic.worker_start_s = 10;
+  sc->elastic.discovery_interval_s = 1;
+  sc->elastic.commit_bw = 25e9;         /* the state copied to host memory over PCIe 4 x16 */
+  sc->restart.policy = 1;
+  sc->restart.relaunch_s = 60;
+  sc->restart.max_restarts = 3;
   for (int i = 0; i < RH_CHECK_COUNT; i++) sc->checks.enabled[i] = -1;
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -701,7 +985,8 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   yaml_document_t doc;
   yaml_parser_initialize(&parser);
   yaml_parser_set_input_file(&parser, f);
-  walker w = {.doc = &doc, .sc = sc, .path = path, .err = err, .errlen = errlen};
+  walker w = {.doc = &doc, .sc = sc, .base = (char *)sc, .path = path, .err = err,
+              .errlen = errlen};
   if (!yaml_parser_load(&parser, &doc)) {
     /* libyaml gives up where it noticed (often the end of the file); the construct it was in
      * began at context_mark, which is where a person has to look */
@@ -758,7 +1043,66 @@ void rh_scenario_free(rh_scenario *sc) {
   free(sc->data.validation_images);
   free(sc->data.validation_labels);
   free(sc->recipe.decay_epochs);
+  free(sc->failures.events);
+  free(sc->elastic.changes);
   for (int i = 0; i < sc->model.nlayers; i++) free(sc->model.layers[i].name);
   free(sc->model.layers);
   *sc = (rh_scenario){0};
+}
+
+/* ---- the runtime's forms ---------------------------------------------------------------- */
+
+rh_fault *rh_scenario_fault_plan(const rh_scenario *sc, rh_fault_plan *plan) {
+  *plan = (rh_fault_plan){.gpu_mtbf = sc->failures.gpu_mtbf_h * 3600,
+                          .node_mtbf = sc->failures.node_mtbf_h * 3600,
+                          .seed = (uint64_t)sc->failures.seed};
+  int n = sc->failures.nevents;
+  if (n == 0 && plan->gpu_mtbf <= 0 && plan->node_mtbf <= 0) return NULL;
+  rh_fault *f = calloc((size_t)(n ? n : 1), sizeof *f);
+  if (!f) return NULL;
+  for (int i = 0; i < n; i++) {
+    const rh_scenario_fault *e = &sc->failures.events[i];
+    bool step_trigger = e->epoch > 0;
+    f[i] = (rh_fault){.kind = (rh_fault_kind)e->kind, .node = e->node, .gpu = e->gpu,
+                      .uplink = e->link == 0, .at = e->at_s,
+                      .epoch = step_trigger ? (int)e->epoch - 1 : -1,
+                      .step = step_trigger ? (long)(e->step > 0 ? e->step : 1) - 1 : -1,
+                      .during = e->during < 0 ? RH_PHASE_NONE : (rh_phase)(e->during + 1),
+                      .after = e->after_ms * 1e-3,
+                      .duration = e->duration_s < 0 ? INFINITY : e->duration_s,
+                      .factor = e->factor < 0 ? 1 : e->factor,
+                      .extra_latency = e->extra_latency_us * 1e-6, .line = e->line};
+  }
+  plan->faults = f;
+  plan->nfaults = n;
+  return f;
+}
+
+bool rh_scenario_elastic(const rh_scenario *sc, rh_elastic_config *el, rh_host_change **changes) {
+  *changes = NULL;
+  if (!sc->elastic.present) return false;
+  *el = (rh_elastic_config){
+      .min_np = sc->elastic.min_np > 0 ? sc->elastic.min_np : rh_scenario_size(sc),
+      .max_np = sc->elastic.max_np, .rendezvous = sc->elastic.rendezvous_s,
+      .rendezvous_timeout = sc->elastic.rendezvous_timeout_s,
+      .slots_timeout = sc->elastic.timeout_s, .worker_start = sc->elastic.worker_start_s,
+      .discovery_interval = sc->elastic.discovery_interval_s, .commit_bw = sc->elastic.commit_bw};
+  int n = sc->elastic.nchanges;
+  if (n > 0 && (*changes = calloc((size_t)n, sizeof **changes))) {
+    for (int i = 0; i < n; i++) {
+      const rh_scenario_change *c = &sc->elastic.changes[i];
+      (*changes)[i] = (rh_host_change){.at = c->at_s, .node = c->add >= 0 ? c->add : c->remove,
+                                       .added = c->add >= 0};
+    }
+    el->changes = *changes;
+    el->nchanges = n;
+  }
+  return true;
+}
+
+bool rh_scenario_restart(const rh_scenario *sc, rh_restart_config *rs) {
+  if (!sc->restart.present || sc->restart.policy == 0) return false;
+  *rs = (rh_restart_config){.relaunch = sc->restart.relaunch_s,
+                            .max_restarts = sc->restart.max_restarts};
+  return true;
 }

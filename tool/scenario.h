@@ -15,6 +15,30 @@ typedef struct rh_layer {
   double forward_flops; /* per sample; 0: a share of the model's by parameters */
 } rh_layer;
 
+/* A fault event as the scenario writes it (1-based epochs and steps, units in the keys); its
+ * runtime form is rh_fault (rh_scenario_fault_plan). */
+typedef struct rh_scenario_fault {
+  int kind;           /* rh_fault_kind */
+  int node;           /* -1: not given */
+  int gpu;            /* -1: not given */
+  int link;           /* 0 not given, 1 uplink, 2 gpu */
+  double at_s;        /* -1: not given */
+  double epoch, step; /* 0: not given */
+  int during;         /* rh_phase */
+  double after_ms;
+  double duration_s;  /* -1: for good */
+  double factor;      /* -1: not given */
+  double extra_latency_us;
+  int line;
+} rh_scenario_fault;
+
+/* A host change of elastic discovery as the scenario writes it. */
+typedef struct rh_scenario_change {
+  double at_s;
+  int add, remove; /* the node; -1: not given */
+  int line;
+} rh_scenario_change;
+
 typedef struct rh_scenario {
   char *path;
   char *name;
@@ -58,14 +82,41 @@ typedef struct rh_scenario {
     int checkpoint_every;
     int sharding;         /* 0 distributed (DistributedSampler), 1 replicated (whole set per rank) */
     double val_batch;     /* 0: batch_per_worker */
+    double checkpoint_every_steps; /* 0: none between epochs */
   } recipe;
   struct {
     int enabled[RH_CHECK_COUNT]; /* -1: the default (on for real models; resume when asked) */
     double serial_steps;
     int resume_from_epoch;
     unsigned expect_fail;        /* bit per rh_check_id */
+    double interval_tolerance;   /* commit_interval: the loss beyond Young's allowed (fraction) */
   } checks;
   unsigned mistakes;             /* rh_mistake bits */
+  struct {
+    rh_scenario_fault *events;   /* owned */
+    int nevents;
+    double seed;
+    double gpu_mtbf_h, node_mtbf_h; /* 0: no random failures */
+  } failures;
+  struct {
+    bool present;
+    int min_np, max_np;          /* 0: the starting size / no cap */
+    double commit_every;         /* steps between commits */
+    double rendezvous_s, rendezvous_timeout_s, timeout_s, worker_start_s, discovery_interval_s;
+    double commit_bw;            /* bytes per second */
+    rh_scenario_change *changes; /* owned */
+    int nchanges;
+  } elastic;
+  struct {
+    bool present;
+    int policy;                  /* 0 none, 1 from_checkpoint */
+    double relaunch_s;
+    int max_restarts;
+  } restart;
+  struct {
+    double write_bw, read_bw;    /* bytes per second; 0: checkpoints cost no time */
+    double latency;              /* seconds per checkpoint file */
+  } storage;
   rh_settings settings; /* defaults, then environment, then the `collective:` section */
 } rh_scenario;
 
@@ -73,6 +124,12 @@ typedef struct rh_scenario {
  * writes one message, naming the file, line and field, into err. */
 rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t errlen);
 void rh_scenario_free(rh_scenario *sc);
+
+/* The runtime's forms of the failure, elastic and restart sections; they point into sc (and the
+ * fault array the caller frees).  Return NULL / false when the scenario has none. */
+rh_fault *rh_scenario_fault_plan(const rh_scenario *sc, rh_fault_plan *plan);
+bool rh_scenario_elastic(const rh_scenario *sc, rh_elastic_config *el, rh_host_change **changes);
+bool rh_scenario_restart(const rh_scenario *sc, rh_restart_config *rs);
 
 /* Ranks in the scenario's cluster. */
 int rh_scenario_size(const rh_scenario *sc);

@@ -12,13 +12,16 @@
 const char *const rh_check_names[RH_CHECK_COUNT + 1] = {
     "serial_equivalence", "identical_parameters", "samples_once",  "lr_schedule",
     "metrics_averaged",   "one_checkpoint_writer", "resume_equivalence", "collectives_match",
-    NULL};
+    "no_committed_work_lost", "state_identical_after_reset", "min_np_respected",
+    "failures_noticed", "commit_interval", NULL};
 
 /* The order of the hooks: each step's evidence is gathered in this order on every rank. */
 static const train_check *const table[] = {
     &train__check_identical, &train__check_lr,         &train__check_samples,
     &train__check_serial,    &train__check_metrics,    &train__check_checkpoint,
-    &train__check_resume,    &train__check_collectives,
+    &train__check_resume,    &train__check_collectives, &train__check_work_lost,
+    &train__check_state_reset, &train__check_min_np,   &train__check_noticed,
+    &train__check_interval,
 };
 enum { NCHECKS = sizeof table / sizeof table[0] };
 
@@ -51,6 +54,8 @@ bool train__checking(const rank_state *s, rh_check_id id) {
 rh_status train__failed(rank_state *s, rh_status st, rh_check_id blame) {
   if (st == RH_OK) return st;
   rh_train_result *r = s->res;
+  /* a peer's failure in an elastic job is recovered from; the job log tells it */
+  if (s->cfg->elastic && train__peer_failure(st)) return st;
   if (r->error == RH_OK) {
     r->error = st;
     r->error_rank = s->rank;
@@ -58,9 +63,9 @@ rh_status train__failed(rank_state *s, rh_status st, rh_check_id blame) {
       snprintf(r->error_detail, sizeof r->error_detail, "%s", rh_last_error(s->ctx));
   }
   /* a collective's failure is the check's verdict; I/O or memory errors are the job's alone */
-  bool collective = st == RH_ERR_TIMEOUT || st == RH_ERR_MISMATCH || st == RH_ERR_PEER_DEAD ||
-                    st == RH_ERR_ABORTED;
-  if (!collective) return st;
+  bool collective = st == RH_ERR_MISMATCH || train__peer_failure(st);
+  /* a failure the scenario injected stops the job: the failures report names it */
+  if (!collective || (s->cfg->faults && train__peer_failure(st))) return st;
   rh_check_result failure = {.ran = true, .passed = false};
   snprintf(failure.detail, sizeof failure.detail, "rank %d: %s", s->rank,
            rh_last_error(s->ctx)[0] ? rh_last_error(s->ctx) : rh_status_string(st));
@@ -141,6 +146,13 @@ rh_status train__checks_after_run(rank_state *s, int epochs) {
   rh_status st = RH_OK;
   for (int i = 0; i < NCHECKS && st == RH_OK; i++)
     if (table[i]->after_run) st = table[i]->after_run(s, epochs);
+  return st;
+}
+
+rh_status train__checks_after_reset(rank_state *s) {
+  rh_status st = RH_OK;
+  for (int i = 0; i < NCHECKS && st == RH_OK; i++)
+    if (table[i]->after_reset && s->cfg->check[table[i]->id]) st = table[i]->after_reset(s);
   return st;
 }
 

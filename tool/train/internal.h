@@ -19,8 +19,22 @@ typedef struct train_tensor {
   double share; /* of the backward FLOPs */
 } train_tensor;
 
-/* What a rank knows about the checks.  Every rank evaluates the evidence it gathers, so every
- * rank holds the same verdicts (the serial replica's figures are rank 0's alone). */
+/* Where the training is.  Part of the state: committed, restored after a failure, sent to new
+ * workers, and written into checkpoints. */
+typedef struct train_position {
+  double epoch;       /* the epoch in progress, 0-based */
+  double step;        /* steps of it done */
+  double processed;   /* its samples trained on, over all ranks (Horovod's processed_num) */
+  double global_step; /* steps done since the start */
+  double epoch_start; /* global_step when the epoch began (where its end-of-epoch commit was) */
+  double epochs_run;  /* epochs completed */
+  double stopped;     /* 1: the stop step was reached */
+} train_position;
+enum { POSITION_FIELDS = sizeof(train_position) / sizeof(double) };
+
+/* What a rank knows about the checks and the epochs.  Every rank evaluates the evidence it
+ * gathers, so every rank holds the same verdicts (the serial replica's figures are rank 0's and
+ * reach the others at each sync); it is saved with the state and restored after a failure. */
 typedef struct train_evidence {
   rh_check_result checks[RH_CHECK_COUNT];
   long identical_steps;
@@ -28,7 +42,16 @@ typedef struct train_evidence {
   double serial_max_diff;
   long serial_steps, serial_batch;
   int checkpoint_writes;
-  bool validated; /* some epoch ran validation */
+  bool validated;        /* some epoch ran validation */
+  rh_epoch_stats now;    /* the epoch in progress */
+  double epoch_loss, epoch_correct, epoch_samples;
+  long draws;            /* sample draws of the epoch, over all ranks */
+  long seg_draws;        /* of which in the current segment (since the last cut of the shards) */
+  long seg_left;         /* the samples the segment was cut from */
+  int world_resets;      /* resets of the job's world so far */
+  int resets_checked;    /* of which the elastic checks have looked at */
+  int smallest, largest; /* the fewest and the most ranks a world of the job had */
+  long rolled_back;      /* steps done again after failures, over the run */
 } train_evidence;
 
 typedef struct rank_state {
@@ -44,9 +67,14 @@ typedef struct rank_state {
   float *params, *grad, *x;
   int32_t *y;
   rh_optimizer opt;
-  long *shard, shard_n;  /* this epoch's sample order for this rank */
+  long *shard, shard_n;  /* this rank's samples of the current segment of the epoch */
+  int shard_epoch;       /* the epoch the shard was cut for (-1: none) */
+  long shard_step;       /* the epoch's step at which the shard begins */
+  long seg_steps, seg_last_batch; /* the segment's steps (from shard_step) and its last batch */
   long *used, nused;     /* the samples of the step that just ran */
-  long *epoch_used;      /* the samples of every step of the epoch */
+  int32_t *sample_count; /* draws of each sample in the epoch (samples_once), every rank */
+  int32_t *sample_owner; /* the rank that drew it first */
+  uint8_t *involved;     /* ranks that drew a sample twice (max_size entries) */
   /* serial replica (rank 0 when the check runs) */
   float *sparams, *sgrad, *sx;
   int32_t *sy;
@@ -54,14 +82,25 @@ typedef struct rank_state {
   long *all_used;
   /* schedules: what the recipe says, and what this (perhaps mistaken) program uses */
   rh_lr_schedule recipe_lr, used_lr;
-  long steps_per_epoch, last_batch, global_step, last_step;
+  long steps_per_epoch, last_batch, last_step;
   bool recording; /* false while the resume check replays epochs */
-  bool stopped;
-  int epochs_run;   /* epochs this rank completed (its own count: the result is rank 0's) */
+  int epochs;       /* the job's epochs */
   uint8_t *written; /* written[e]: this run wrote checkpoint-e (epochs + 2 entries) */
-  double epoch_loss, epoch_correct, epoch_samples;
+  train_position pos;
   train_evidence ev;
+  rh_epoch_stats *epoch_stats; /* every epoch's, on every rank (epochs entries) */
+  /* elastic */
+  rh_state *state;
+  uint64_t commit_hash;     /* FNV-1a of the parameters at the last commit (in the state) */
+  int resets;               /* resets this worker went through */
+  long failed_at;           /* global steps done when the last failure hit; -1: none */
+  long failed_epoch_start;  /* and the epoch's first global step then */
+  double step_began;        /* when the step in progress began (for the pace record) */
 } rank_state;
+
+static inline bool train__peer_failure(rh_status st) {
+  return st == RH_ERR_PEER_DEAD || st == RH_ERR_TIMEOUT || st == RH_ERR_ABORTED;
+}
 
 /* ---- helpers the checks share (checks.c) ------------------------------------------------- */
 
@@ -93,12 +132,14 @@ typedef struct train_check {
   rh_status (*after_metric)(rank_state *s, double local, double logged, const char *name);
   rh_status (*after_checkpoint)(rank_state *s, int epoch, bool wrote);
   rh_status (*after_run)(rank_state *s, int epochs); /* the run is over (replays may follow) */
+  rh_status (*after_reset)(rank_state *s);           /* elastic: the world was re-formed, synced */
   void (*finish)(rank_state *s);                     /* the verdict of a check that held */
 } train_check;
 
 extern const train_check train__check_serial, train__check_identical, train__check_samples,
     train__check_lr, train__check_metrics, train__check_checkpoint, train__check_resume,
-    train__check_collectives;
+    train__check_collectives, train__check_work_lost, train__check_state_reset,
+    train__check_min_np, train__check_noticed, train__check_interval;
 
 /* Each hook of every check, in table order; the first failure stops the walk. */
 rh_status train__checks_before_step(rank_state *s);
@@ -107,18 +148,27 @@ rh_status train__checks_after_epoch(rank_state *s, int epoch, long steps_run);
 rh_status train__checks_after_metric(rank_state *s, double local, double logged, const char *name);
 rh_status train__checks_after_checkpoint(rank_state *s, int epoch, bool wrote);
 rh_status train__checks_after_run(rank_state *s, int epochs);
+rh_status train__checks_after_reset(rank_state *s);
 void train__checks_finish(rank_state *s);
 
 /* ---- the loop and the state (loop.c, state.c) -------------------------------------------- */
 
-/* Runs epochs [from, to). */
-rh_status train__run_epochs(rank_state *s, int from, int to);
+/* Runs from the position up to the end of epoch `to` - 1 (or the stop step). */
+rh_status train__run_epochs(rank_state *s, int to);
+/* The world's rank, size and what depends on them (the lr schedule, the steps per epoch). */
+void train__refresh_world(rank_state *s, bool reset);
 /* Rank 0's initial parameters and optimizer state reach every rank (or not, by mistake). */
 rh_status train__initialise(rank_state *s);
-/* Rank 0 writes the checkpoint of `epoch` epochs completed into the checkpoint directory. */
-rh_status train__write_checkpoint(rank_state *s, int epoch);
-/* Rank 0 reads checkpoint-`which` (the newest when which < 0) and broadcasts it; *start_epoch
- * receives the epoch to start from (0 when there was none). */
-rh_status train__restore(rank_state *s, int which, int *start_epoch);
+/* Rank 0 writes a checkpoint of the position (every rank pays its write time on the simulator):
+ * checkpoint-E.bin at the end of epoch E, checkpoint-step-G.bin after global step G. */
+rh_status train__write_checkpoint(rank_state *s, bool epoch_end);
+/* Rank 0 reads checkpoint-`which` (an epoch; the newest of all when which < 0) and broadcasts
+ * it: the position moves there (the start when there was none).  *found: the epoch it holds. */
+rh_status train__restore(rank_state *s, int which, int *found);
+/* Elastic training: the state (the position, the parameters, the optimizer, the evidence), the
+ * reset callback, and Horovod's run loop around train__run_epochs. */
+rh_status train__elastic(rank_state *s);
+/* Commits the state (elastic), counting its time. */
+rh_status train__commit(rank_state *s);
 
 #endif

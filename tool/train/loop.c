@@ -1,9 +1,13 @@
 /*
  * loop.c: the training loop of `rehearsal run` (see train.h).  One step: forward, then backward
  * layer by layer (last layer first) with the gradients fused into buckets of up to the fusion
- * threshold and averaged in the background while backward goes on, then the optimizer.  Rank 0
- * broadcasts the initial state (state.c), logs, and writes checkpoints; the checks (checks.c and
- * checks/) gather their evidence through rh_check_allgather, which costs no simulated time.
+ * threshold and averaged in the background while backward goes on, then the optimizer.  The loop
+ * runs from a position (epoch, step, samples processed) that the training state (state.c)
+ * commits, restores and sends to new workers, so the same loop serves a fixed-size job, a job
+ * resumed from its checkpoint, and an elastic job whose world changes mid-epoch: each time it
+ * starts, the samples of the epoch not yet trained on are cut among the ranks of the current
+ * world (Horovod's ElasticSampler).  The checks (checks.c, checks/) gather their evidence through
+ * rh_check_allgather, which costs no simulated time.
  */
 #include "internal.h"
 
@@ -15,17 +19,22 @@
 const char *const rh_mistake_names[] = {
     "no_sharding",           "no_initial_broadcast",     "no_lr_scaling",
     "metric_average_rank0_only", "no_metric_average",    "checkpoint_on_every_rank",
-    "mismatched_collective", "missing_collective",       NULL};
+    "mismatched_collective", "missing_collective",       "no_commit",
+    "lr_not_rescaled_on_reset", "sampler_not_reset",     NULL};
 
 rh_status rh_train_result_init(rh_train_result *r, int capacity) {
-  *r = (rh_train_result){.error = RH_OK, .error_rank = -1, .capacity = capacity};
+  *r = (rh_train_result){.error = RH_OK, .error_rank = -1, .capacity = capacity, .ended = RH_OK,
+                         .resumed_step = -1};
   r->epochs_stats = calloc((size_t)(capacity > 0 ? capacity : 1), sizeof *r->epochs_stats);
   return r->epochs_stats ? RH_OK : RH_ERR_NOMEM;
 }
 
 void rh_train_result_free(rh_train_result *r) {
   free(r->epochs_stats);
-  r->epochs_stats = NULL;
+  free(r->runs);
+  free(r->ckpt_time);
+  free(r->ckpt_step);
+  *r = (rh_train_result){0};
 }
 
 /* A run of tensors, in the order backward produced them, reduced as one fused allreduce. */
@@ -38,13 +47,37 @@ typedef struct bucket {
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
-static rh_status setup(rank_state *s) {
+void train__refresh_world(rank_state *s, bool reset) {
   const rh_train_config *cfg = s->cfg;
   s->rank = rh_rank(s->ctx);
   s->size = rh_size(s->ctx);
   s->local_size = rh_local_size(s->ctx);
   s->last = s->rank == s->size - 1 && s->size > 1;
+  double factor = rh_recipe_lr_factor(cfg->lr_scaling, s->size, s->local_size);
+  s->recipe_lr = (rh_lr_schedule){.initial_lr = cfg->base_lr * factor, .size = s->size,
+                                  .warmup_epochs = cfg->warmup_epochs,
+                                  .decay_epochs = cfg->decay_epochs, .ndecay = cfg->ndecay,
+                                  .decay_factor = cfg->decay_factor};
+  /* the program's own lr: the recipe's, unless it forgot to scale it, or (the reset callback
+   * missing) it keeps the lr of the world it started in */
+  if (!reset || !(cfg->mistakes & RH_MISTAKE_LR_NOT_RESCALED)) s->used_lr = s->recipe_lr;
+  if (cfg->mistakes & RH_MISTAKE_NO_LR_SCALING) s->used_lr.initial_lr = cfg->base_lr;
+  s->steps_per_epoch = rh_recipe_steps_per_epoch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
+  s->last_batch = rh_recipe_last_batch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
+  s->last_step = rh_recipe_last_step(cfg->stop_at_step, s->size);
+  /* Horovod's ElasticSampler.reset: the shard is cut again for the new world */
+  if (reset && !(cfg->mistakes & RH_MISTAKE_SAMPLER_NOT_RESET)) s->shard_epoch = -1;
+  if (s->size < s->ev.smallest || s->ev.smallest == 0) s->ev.smallest = s->size;
+  if (s->size > s->ev.largest) s->ev.largest = s->size;
+}
+
+static rh_status setup(rank_state *s) {
+  const rh_train_config *cfg = s->cfg;
   s->recording = true;
+  s->shard_epoch = -1;
+  s->failed_at = -1;
+  train__refresh_world(s, false);
+  s->epochs = rh_recipe_epochs(cfg->epochs, cfg->epochs_divided, s->size);
   if (cfg->real) {
     s->ntensors = cfg->model.ntensors;
     s->nparams = cfg->model.nparams;
@@ -57,7 +90,7 @@ static rh_status setup(rank_state *s) {
   for (int i = 0; i < s->ntensors; i++) {
     if (cfg->real) {
       s->tensors[i] = (train_tensor){cfg->model.tensors[i].name, cfg->model.tensors[i].offset,
-                               cfg->model.tensors[i].count, 0};
+                                     cfg->model.tensors[i].count, 0};
     } else {
       s->tensors[i] = (train_tensor){cfg->layers[i].name, off, (size_t)cfg->layers[i].parameters, 0};
       off += s->tensors[i].count;
@@ -71,43 +104,35 @@ static rh_status setup(rank_state *s) {
     s->tensors[i].share = f > 0 ? f / cfg->forward_flops
                                 : (double)s->tensors[i].count / (double)s->nparams;
   }
-
-  double factor = rh_recipe_lr_factor(cfg->lr_scaling, s->size, s->local_size);
-  s->recipe_lr = (rh_lr_schedule){.initial_lr = cfg->base_lr * factor, .size = s->size,
-                                  .warmup_epochs = cfg->warmup_epochs,
-                                  .decay_epochs = cfg->decay_epochs, .ndecay = cfg->ndecay,
-                                  .decay_factor = cfg->decay_factor};
-  s->used_lr = s->recipe_lr;
-  if (cfg->mistakes & RH_MISTAKE_NO_LR_SCALING) s->used_lr.initial_lr = cfg->base_lr;
-  s->steps_per_epoch = rh_recipe_steps_per_epoch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
-  s->last_batch = rh_recipe_last_batch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
-  s->last_step = rh_recipe_last_step(cfg->stop_at_step, s->size);
-  s->written = calloc((size_t)rh_recipe_epochs(cfg->epochs, cfg->epochs_divided, s->size) + 2, 1);
-  if (!s->written) return RH_ERR_NOMEM;
+  s->written = calloc((size_t)s->epochs + 2, 1);
+  s->epoch_stats = calloc((size_t)s->epochs + 1, sizeof *s->epoch_stats);
+  if (!s->written || !s->epoch_stats) return RH_ERR_NOMEM;
   if (!cfg->real) return RH_OK;
 
-  long B = cfg->batch;
-  int in = cfg->model.inputs;
+  /* buffers for the largest world the job may have */
+  long B = cfg->batch, N = cfg->train_samples;
+  int in = cfg->model.inputs, most = cfg->max_size > s->size ? cfg->max_size : s->size;
   s->params = calloc(s->nparams, sizeof(float));
   s->grad = calloc(s->nparams, sizeof(float));
   s->x = calloc((size_t)B * (size_t)in, sizeof(float));
   s->y = calloc((size_t)B, sizeof(int32_t));
-  s->shard_n = rh_sampler_shard_size(cfg->train_samples, s->size);
-  long whole = cfg->train_samples;
-  s->shard = calloc((size_t)(whole > s->shard_n ? whole : s->shard_n), sizeof(long));
+  s->shard = calloc((size_t)N + 1, sizeof(long));
   s->used = calloc((size_t)B, sizeof(long));
-  s->epoch_used = calloc((size_t)(s->steps_per_epoch * B + 1), sizeof(long));
-  s->all_used = calloc((size_t)s->size * (size_t)B, sizeof(long));
-  if (!s->params || !s->grad || !s->x || !s->y || !s->shard || !s->used || !s->epoch_used ||
-      !s->all_used)
+  s->all_used = calloc((size_t)most * (size_t)B, sizeof(long));
+  s->sample_count = calloc((size_t)N, sizeof(int32_t));
+  s->sample_owner = calloc((size_t)N, sizeof(int32_t));
+  s->involved = calloc((size_t)most, 1);
+  if (!s->params || !s->grad || !s->x || !s->y || !s->shard || !s->used || !s->all_used ||
+      !s->sample_count || !s->sample_owner || !s->involved)
     return RH_ERR_NOMEM;
   rh_status st = rh_optimizer_init(&s->opt, cfg->optimizer, s->nparams, cfg->momentum, cfg->beta1,
                                    cfg->beta2, cfg->eps, cfg->rho);
-  if (st == RH_OK && s->rank == 0 && cfg->check[RH_CHECK_SERIAL]) {
+  /* the serial replica: any rank may become rank 0 in an elastic job */
+  if (st == RH_OK && cfg->check[RH_CHECK_SERIAL] && (s->rank == 0 || cfg->elastic)) {
     s->sparams = calloc(s->nparams, sizeof(float));
     s->sgrad = calloc(s->nparams, sizeof(float));
-    s->sx = calloc((size_t)s->size * (size_t)B * (size_t)in, sizeof(float));
-    s->sy = calloc((size_t)s->size * (size_t)B, sizeof(int32_t));
+    s->sx = calloc((size_t)most * (size_t)B * (size_t)in, sizeof(float));
+    s->sy = calloc((size_t)most * (size_t)B, sizeof(int32_t));
     if (!s->sparams || !s->sgrad || !s->sx || !s->sy) return RH_ERR_NOMEM;
     st = rh_optimizer_init(&s->sopt, cfg->optimizer, s->nparams, cfg->momentum, cfg->beta1,
                            cfg->beta2, cfg->eps, cfg->rho);
@@ -116,7 +141,9 @@ static rh_status setup(rank_state *s) {
 }
 
 static void teardown(rank_state *s) {
+  rh_state_free(s->state);
   free(s->written);
+  free(s->epoch_stats);
   free(s->tensors);
   free(s->params);
   free(s->grad);
@@ -124,14 +151,61 @@ static void teardown(rank_state *s) {
   free(s->y);
   free(s->shard);
   free(s->used);
-  free(s->epoch_used);
   free(s->all_used);
+  free(s->sample_count);
+  free(s->sample_owner);
+  free(s->involved);
   free(s->sparams);
   free(s->sgrad);
   free(s->sx);
   free(s->sy);
   rh_optimizer_free(&s->opt);
   rh_optimizer_free(&s->sopt);
+}
+
+/* ---- the samples of a segment ------------------------------------------------------------ */
+
+/* Cuts this rank's samples of epoch e from the position on: distributed, the samples the epoch
+ * has not trained on yet, shared among the current world (Horovod's ElasticSampler; with nothing
+ * processed, PyTorch's DistributedSampler); replicated, the whole set in an order of this rank's
+ * own; not sharded (the mistake), the whole set in the same order everywhere.  A program whose
+ * sampler is not reset keeps the shard it cut for the world the epoch began in. */
+static rh_status cut_shard(rank_state *s, int e) {
+  const rh_train_config *cfg = s->cfg;
+  long N = cfg->train_samples, B = cfg->batch, done = (long)s->pos.processed;
+  long step = (long)s->pos.step;
+  bool keep = s->shard_epoch == e && (cfg->mistakes & RH_MISTAKE_SAMPLER_NOT_RESET);
+  if (!keep) {
+    bool unsharded = cfg->mistakes & RH_MISTAKE_NO_SHARDING;
+    int rc = 0;
+    if (!cfg->real) {
+    } else if (unsharded || cfg->replicated) {
+      uint64_t seed = cfg->seed + (unsharded ? 0 : 1000003ull * (uint64_t)(s->rank + 1));
+      rc = rh_sampler_indices(N, 1, 0, seed, e, cfg->shuffle, s->shard);
+      s->shard_n = N;
+    } else {
+      rc = rh_sampler_remaining(N, done, s->size, s->rank, cfg->seed, e, cfg->shuffle, s->shard);
+      s->shard_n = rh_sampler_shard_size(N - done, s->size);
+    }
+    if (rc) return RH_ERR_NOMEM;
+    s->shard_epoch = e;
+    s->shard_step = step;
+    /* the steps left: the recipe's rule on what remains (its whole count for the `full` rule,
+     * where every rank runs train / batch steps) */
+    long left = N - done > 0 ? N - done : 0;
+    if (cfg->steps_rule == RH_STEPS_FULL || cfg->replicated || unsharded) {
+      s->seg_steps = s->steps_per_epoch - step;
+      s->seg_last_batch = s->last_batch;
+    } else {
+      s->seg_steps = rh_recipe_steps_per_epoch(cfg->steps_rule, left, B, s->size);
+      s->seg_last_batch = rh_recipe_last_batch(cfg->steps_rule, left, B, s->size);
+    }
+    if (s->seg_steps < 0) s->seg_steps = 0;
+    /* a sampler pads only the segment that reaches the end of the epoch */
+    s->ev.seg_left = left;
+    s->ev.seg_draws = 0;
+  }
+  return RH_OK;
 }
 
 /* ---- one step ------------------------------------------------------------------------------- */
@@ -162,27 +236,28 @@ static void unpack_bucket(rank_state *s, const int *order, const bucket *b) {
   }
 }
 
-/* Loads this step's samples: the shard's positions [step * B, step * B + n). */
-static void load_batch(rank_state *s, long step, long n) {
+/* Loads the samples of the segment's step k: the shard's positions [k * B, k * B + n). */
+static void load_batch(rank_state *s, long k, long n) {
   const rh_train_config *cfg = s->cfg;
   int in = cfg->model.inputs;
   for (long j = 0; j < n; j++) {
-    long idx = s->shard[(step * cfg->batch + j) % s->shard_n];
+    long idx = s->shard[(k * cfg->batch + j) % s->shard_n];
     s->used[j] = idx;
     rh_dataset_get(cfg->train, idx, s->x + (size_t)j * (size_t)in, &s->y[j]);
   }
   s->nused = n;
 }
 
-/* Forward and backward with the gradient buckets reduced as backward goes, then the update. */
-static rh_status train_step(rank_state *s, int epoch, long step, double *t_compute, double *lr_out) {
+/* Forward and backward with the gradient buckets reduced as backward goes, then the update.
+ * `step` is the epoch's, k the segment's, n the batch. */
+static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
+                            double *t_compute, double *lr_out) {
   const rh_train_config *cfg = s->cfg;
   rh_ctx *ctx = s->ctx;
-  long n = step == s->steps_per_epoch - 1 ? s->last_batch : cfg->batch;
   double loss = 0;
   int correct = 0;
   if (cfg->real) {
-    load_batch(s, step, n);
+    load_batch(s, k, n);
     loss = rh_model_loss_grad(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct);
   }
   rh_status st = rh_compute(ctx, cfg->forward_flops * (double)n);
@@ -200,25 +275,25 @@ static rh_status train_step(rank_state *s, int epoch, long step, double *t_compu
   /* the mistaken rank walks its tensors in forward order; the other one skips a bucket */
   bool mismatch = s->last && step == 1 && (cfg->mistakes & RH_MISTAKE_MISMATCHED_COLLECTIVE);
   bool skip = s->last && step == 1 && (cfg->mistakes & RH_MISTAKE_MISSING_COLLECTIVE);
-  for (int k = 0; k < nt; k++) order[k] = mismatch ? k : nt - 1 - k;
+  for (int i = 0; i < nt; i++) order[i] = mismatch ? i : nt - 1 - i;
   int nb = 0;
   bucket cur = {0};
-  for (int k = 0; k < nt && st == RH_OK; k++) {
-    const train_tensor *t = &s->tensors[order[k]];
+  for (int i = 0; i < nt && st == RH_OK; i++) {
+    const train_tensor *t = &s->tensors[order[i]];
     st = rh_compute(ctx, 2 * cfg->forward_flops * (double)n * t->share);
     if (st == RH_OK && cur.to > cur.from && (double)(cur.count + t->count) > threshold) {
       buckets[nb] = cur;
       if (!(skip && nb == 0)) st = issue_bucket(s, order, &buckets[nb]);
       nb++;
-      cur = (bucket){.from = k, .to = k};
+      cur = (bucket){.from = i, .to = i};
     }
-    cur.to = k + 1;
+    cur.to = i + 1;
     cur.count += t->count;
     if (st == RH_OK && (double)cur.count >= threshold) {
       buckets[nb] = cur;
       if (!(skip && nb == 0)) st = issue_bucket(s, order, &buckets[nb]);
       nb++;
-      cur = (bucket){.from = k + 1, .to = k + 1};
+      cur = (bucket){.from = i + 1, .to = i + 1};
     }
   }
   *t_compute = rh_time(ctx);
@@ -250,10 +325,32 @@ static rh_status train_step(rank_state *s, int epoch, long step, double *t_compu
   *lr_out = lr;
   if (!cfg->real) return RH_OK;
   rh_optimizer_step(&s->opt, s->params, s->grad, lr);
-  s->epoch_loss += loss * (double)n;
-  s->epoch_correct += correct;
-  s->epoch_samples += (double)n;
+  s->ev.epoch_loss += loss * (double)n;
+  s->ev.epoch_correct += correct;
+  s->ev.epoch_samples += (double)n;
   return RH_OK;
+}
+
+/* Rank 0 keeps the pace of the steps: runs of steps of one world that took the same time. */
+static void record_pace(rank_state *s, int epoch, double start, double seconds) {
+  rh_train_result *r = s->res;
+  if (s->rank != 0 || !s->recording) return;
+  rh_step_run *last = r->nruns ? &r->runs[r->nruns - 1] : NULL;
+  if (last && last->size == s->size && last->epoch == epoch &&
+      fabs(last->step - seconds) <= 1e-12 * seconds &&
+      fabs(last->start + last->step * (double)last->steps - start) <= 1e-9 * (1 + start)) {
+    last->steps++;
+    return;
+  }
+  if (r->nruns == r->capruns) {
+    size_t cap = r->capruns ? 2 * r->capruns : 64;
+    rh_step_run *grown = realloc(r->runs, cap * sizeof *grown);
+    if (!grown) return; /* a report: losing an entry must not stop the run */
+    r->runs = grown;
+    r->capruns = cap;
+  }
+  r->runs[r->nruns++] = (rh_step_run){.start = start, .step = seconds, .steps = 1,
+                                      .size = s->size, .epoch = epoch};
 }
 
 /* ---- end of epoch ------------------------------------------------------------------------------ */
@@ -322,7 +419,7 @@ static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch, bool co
   const rh_train_config *cfg = s->cfg;
   rh_status st = RH_OK;
   if (cfg->real) {
-    double m[2] = {s->epoch_loss / s->epoch_samples, s->epoch_correct / s->epoch_samples};
+    double m[2] = {s->ev.epoch_loss / s->ev.epoch_samples, s->ev.epoch_correct / s->ev.epoch_samples};
     rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
     o.name = "train_metrics";
     o.compression = RH_COMPRESS_NONE;
@@ -333,18 +430,16 @@ static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch, bool co
   }
   st = validate(s, es, epoch);
   /* a checkpoint holds whole epochs only (one cut short by the stop step is not one) */
-  bool due = cfg->real && cfg->checkpoint_dir && cfg->checkpoint_every > 0 && complete &&
+  bool due = cfg->checkpoint_dir && cfg->checkpoint_every > 0 && complete &&
              (epoch + 1) % cfg->checkpoint_every == 0 && s->recording;
   if (st == RH_OK && due) {
-    bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
-    uint8_t wrote = 0;
-    if (writer) {
-      st = train__write_checkpoint(s, epoch + 1);
-      wrote = st == RH_OK;
-    }
-    if (st == RH_OK) {
+    double t0 = rh_time(s->ctx);
+    st = train__write_checkpoint(s, true);
+    es->checkpoint += rh_time(s->ctx) - t0;
+    if (st == RH_OK && cfg->real) {
+      bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
       s->written[epoch + 1] = 1;
-      st = train__checks_after_checkpoint(s, epoch, wrote);
+      st = train__checks_after_checkpoint(s, epoch, writer);
     }
   }
   return train__failed(s, st, RH_CHECK_COLLECTIVES);
@@ -352,52 +447,113 @@ static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch, bool co
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
-rh_status train__run_epochs(rank_state *s, int from, int to) {
-  rh_status st = RH_OK;
-  for (int e = from; e < to && st == RH_OK && !s->stopped; e++) {
-    rh_epoch_stats es = {.start = rh_time(s->ctx)};
-    s->epoch_loss = s->epoch_correct = s->epoch_samples = 0;
-    if (s->cfg->real) {
-      /* distributed: this rank's shard; replicated (the recipe): the whole set in an order of
-       * this rank's own; not sharded (the mistake): the whole set in the same order everywhere */
-      long N = s->cfg->train_samples;
-      bool unsharded = s->cfg->mistakes & RH_MISTAKE_NO_SHARDING;
-      int rc;
-      if (unsharded || s->cfg->replicated) {
-        uint64_t seed = s->cfg->seed + (unsharded ? 0 : 1000003ull * (uint64_t)(s->rank + 1));
-        rc = rh_sampler_indices(N, 1, 0, seed, e, s->cfg->shuffle, s->shard);
-        s->shard_n = N;
-      } else {
-        rc = rh_sampler_indices(N, s->size, s->rank, s->cfg->seed, e, s->cfg->shuffle, s->shard);
-        s->shard_n = rh_sampler_shard_size(N, s->size);
-      }
-      if (rc) return RH_ERR_NOMEM;
-    }
-    long step;
-    for (step = 0; step < s->steps_per_epoch && st == RH_OK && !s->stopped; step++) {
-      double t0 = rh_time(s->ctx), tc = t0, lr = 0;
-      st = train__checks_before_step(s);
-      if (st == RH_OK) st = train_step(s, e, step, &tc, &lr);
-      es.compute += tc - t0;
-      es.exposed_comm += rh_time(s->ctx) - tc;
-      if (step == 0) es.lr_first = lr;
-      es.lr_last = lr;
-      if (st == RH_OK) st = train__failed(s, train__checks_after_step(s, e, step, lr), RH_CHECK_COLLECTIVES);
-      s->global_step++;
-      /* StopAtStepHook(last_step): checked after each step, so last_step 0 still runs one */
-      if (s->cfg->stop_at_step > 0 && s->global_step >= s->last_step) s->stopped = true;
-    }
-    es.steps = step;
-    if (st == RH_OK) st = train__failed(s, train__checks_after_epoch(s, e, step), RH_CHECK_COLLECTIVES);
-    if (st == RH_OK && step > 0) st = end_epoch(s, &es, e, step == s->steps_per_epoch);
-    es.end = rh_time(s->ctx);
-    if (st == RH_OK && step > 0) s->epochs_run = e + 1;
-    if (s->rank == 0 && s->recording && e < s->res->capacity && step > 0) {
-      s->res->epochs_stats[e] = es;
-      s->res->epochs = e + 1;
-    }
+/* Where a failure left the position, for the elastic checks (the restore moves it back). */
+static rh_status note_failure(rank_state *s, rh_status st) {
+  if (train__peer_failure(st)) {
+    s->failed_at = (long)s->pos.global_step;
+    s->failed_epoch_start = (long)s->pos.epoch_start;
   }
   return st;
+}
+
+/* The epoch so far, as the table shows a run that stopped in it. */
+static rh_status stopped(rank_state *s, rh_epoch_stats *es, int e, rh_status st) {
+  es->end = rh_time(s->ctx);
+  es->size = s->size;
+  if (s->rank == 0 && s->recording && e < s->res->capacity) {
+    s->res->epochs_stats[e] = *es;
+    s->res->epochs = e + 1;
+  }
+  return note_failure(s, st);
+}
+
+rh_status train__run_epochs(rank_state *s, int to) {
+  const rh_train_config *cfg = s->cfg;
+  rh_status st = RH_OK;
+  while (st == RH_OK && s->pos.epoch < to && !s->pos.stopped) {
+    int e = (int)s->pos.epoch;
+    rh_epoch_stats *es = &s->ev.now;
+    if (s->pos.step == 0 && s->pos.processed == 0 && s->shard_epoch != e) {
+      /* a new epoch: nothing of it is recorded yet */
+      *es = (rh_epoch_stats){.start = rh_time(s->ctx)};
+      s->ev.epoch_loss = s->ev.epoch_correct = s->ev.epoch_samples = 0;
+      s->ev.draws = 0;
+      if (s->sample_count) {
+        memset(s->sample_count, 0, (size_t)cfg->train_samples * sizeof(int32_t));
+        memset(s->involved, 0, (size_t)(cfg->max_size > s->size ? cfg->max_size : s->size));
+      }
+    }
+    st = cut_shard(s, e);
+    long k = (long)s->pos.step - s->shard_step;
+    for (; st == RH_OK && k < s->seg_steps && !s->pos.stopped; k++) {
+      long step = (long)s->pos.step, n = k == s->seg_steps - 1 ? s->seg_last_batch : cfg->batch;
+      rh_step_begin(s->ctx, e, step);
+      double t0 = rh_time(s->ctx), tc = t0, lr = 0;
+      st = train__checks_before_step(s);
+      if (st == RH_OK) st = train_step(s, e, step, k, n, &tc, &lr);
+      double t1 = rh_time(s->ctx);
+      es->compute += tc - t0;
+      es->exposed_comm += t1 - tc;
+      if (es->steps == 0) es->lr_first = lr;
+      es->lr_last = lr;
+      es->steps++; /* a step that failed counts: the table shows where the run stopped */
+      if (st != RH_OK) break;
+      record_pace(s, e, t0, t1 - t0);
+      st = train__failed(s, train__checks_after_step(s, e, step, lr), RH_CHECK_COLLECTIVES);
+      /* Horovod's ElasticSampler.record_batch: the batch, times the ranks */
+      s->pos.step++;
+      s->pos.global_step++;
+      s->pos.processed += (double)n * s->size;
+      /* StopAtStepHook(last_step): checked after each step, so last_step 0 still runs one */
+      if (cfg->stop_at_step > 0 && s->pos.global_step >= s->last_step) s->pos.stopped = 1;
+      long g = (long)s->pos.global_step;
+      if (st == RH_OK && cfg->elastic && g % cfg->commit_every == 0 && k + 1 < s->seg_steps)
+        st = train__commit(s);
+      if (st == RH_OK && cfg->checkpoint_every_steps > 0 && g % cfg->checkpoint_every_steps == 0 &&
+          k + 1 < s->seg_steps && cfg->checkpoint_dir && s->recording) {
+        double w0 = rh_time(s->ctx);
+        st = train__write_checkpoint(s, false);
+        es->checkpoint += rh_time(s->ctx) - w0;
+      }
+    }
+    if (st != RH_OK) return stopped(s, es, e, st);
+    bool complete = !s->pos.stopped || k == s->seg_steps;
+    long steps = (long)s->pos.step;
+    st = train__failed(s, train__checks_after_epoch(s, e, steps), RH_CHECK_COLLECTIVES);
+    if (st == RH_OK && steps > 0) st = end_epoch(s, es, e, complete && steps == (long)s->pos.step);
+    if (st != RH_OK) return stopped(s, es, e, st);
+    es->end = rh_time(s->ctx);
+    es->size = s->size;
+    if (steps > 0 && s->recording && e <= s->epochs) {
+      s->epoch_stats[e] = *es;
+      if (s->rank == 0 && e < s->res->capacity) { /* as it goes: rank 0 may not see the end */
+        s->res->epochs_stats[e] = *es;
+        s->res->epochs = e + 1;
+      }
+    }
+    if (steps > 0) s->pos.epochs_run = e + 1;
+    s->pos.epoch = e + 1;
+    s->pos.step = 0;
+    s->pos.processed = 0;
+    s->pos.epoch_start = s->pos.global_step;
+    s->shard_epoch = -1;
+    if (cfg->elastic) st = note_failure(s, train__commit(s)); /* the end of an epoch commits */
+  }
+  return st;
+}
+
+/* ---- a rank's run --------------------------------------------------------------------------- */
+
+/* Rank 0 writes what every rank knows into the result: the epochs, and the verdicts. */
+static void report(rank_state *s) {
+  rh_train_result *r = s->res;
+  if (s->rank != 0) return;
+  for (int e = 0; e < s->epochs && e < r->capacity; e++)
+    if (s->epoch_stats[e].steps > 0) {
+      r->epochs_stats[e] = s->epoch_stats[e];
+      r->epochs = e + 1;
+    }
+  train__report(s);
 }
 
 int rh_train_rank(rh_ctx *ctx, void *arg) {
@@ -410,34 +566,49 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
     train__failed(&s, st, RH_CHECK_COLLECTIVES);
     return 1;
   }
-  int epochs = rh_recipe_epochs(cfg->epochs, cfg->epochs_divided, s.size), start = 0;
   if (s.rank == 0) {
+    if (rh_restarts(ctx) > 0) { /* a relaunched job: the failure that ended the last launch is in the log */
+      s.res->error = RH_OK;
+      s.res->error_rank = -1;
+      s.res->error_detail[0] = 0;
+    }
     s.res->steps_per_epoch = s.steps_per_epoch;
     s.res->gradient_bytes = (double)s.nparams * 4;
   }
-  st = train__initialise(&s);
-  if (st == RH_OK && cfg->resume && cfg->real && cfg->checkpoint_dir) {
-    st = train__failed(&s, train__restore(&s, -1, &start), RH_CHECK_COLLECTIVES);
-    s.global_step = (long)start * s.steps_per_epoch;
-    if (s.sparams) { /* the serial replica starts from the checkpoint too, momentum and all */
-      memcpy(s.sparams, s.params, s.nparams * sizeof(float));
-      memcpy(s.sopt.state, s.opt.state, rh_optimizer_state_count(&s.opt) * sizeof(float));
-      s.sopt.steps = s.opt.steps;
+  int start = 0;
+  if (cfg->elastic) {
+    st = train__elastic(&s);
+    start = s.res->start_epoch;
+  } else {
+    st = train__initialise(&s);
+    bool resume = cfg->resume || rh_restarts(ctx) > 0;
+    if (st == RH_OK && resume && cfg->checkpoint_dir) {
+      st = train__failed(&s, train__restore(&s, -1, &start), RH_CHECK_COLLECTIVES);
+      if (s.sparams) { /* the serial replica starts from the checkpoint too, momentum and all */
+        memcpy(s.sparams, s.params, s.nparams * sizeof(float));
+        memcpy(s.sopt.state, s.opt.state, rh_optimizer_state_count(&s.opt) * sizeof(float));
+        s.sopt.steps = s.opt.steps;
+      }
+      if (s.rank == 0) { /* --resume shows the epochs it ran; a relaunch, the whole job */
+        if (cfg->resume) s.res->start_epoch = start;
+        s.res->resumed_step = (long)s.pos.global_step;
+      }
     }
-    if (s.rank == 0) s.res->start_epoch = start;
+    long begun = (long)s.pos.global_step;
+    if (st == RH_OK) st = train__run_epochs(&s, s.epochs);
+    if (st == RH_OK && (long)s.pos.global_step == begun && begun > 0)
+      for (int i = 0; i < RH_CHECK_COUNT; i++) /* resumed with nothing left to run */
+        train__skip(&s, (rh_check_id)i, "no step was left to run");
   }
-  if (st == RH_OK) st = train__run_epochs(&s, start, epochs);
   if (st == RH_OK && cfg->real && s.rank == 0) /* before the resume replay */
     s.res->params_hash = train__fnv(s.params, s.nparams * sizeof(float));
   if (st == RH_OK)
-    st = train__failed(&s, train__checks_after_run(&s, s.epochs_run), RH_CHECK_COLLECTIVES);
+    st = train__failed(&s, train__checks_after_run(&s, (int)s.pos.epochs_run), RH_CHECK_COLLECTIVES);
 
   /* verdicts of the checks that held (failures were written when seen) */
-  if (st == RH_OK && s.global_step == (long)start * s.steps_per_epoch)
-    for (int i = 0; i < RH_CHECK_COUNT; i++) /* resumed with nothing left to run */
-      train__skip(&s, (rh_check_id)i, "no step was left to run");
   if (st == RH_OK) train__checks_finish(&s);
-  train__report(&s);
+  report(&s);
   teardown(&s);
-  return st == RH_OK ? 0 : 1;
+  /* a worker whose host left an elastic job, or that the job no longer needed, is not a failure */
+  return st == RH_OK || st == RH_ERR_EXCLUDED ? 0 : 1;
 }

@@ -25,6 +25,11 @@ typedef enum rh_check_id {
   RH_CHECK_CHECKPOINT,  /* exactly one writer (rank 0) per checkpoint */
   RH_CHECK_RESUME,      /* resuming from a checkpoint ends with the parameters of the whole run */
   RH_CHECK_COLLECTIVES, /* every rank issued the same collectives; none stalled */
+  RH_CHECK_WORK_LOST,   /* elastic: each failure rolls back to the last commit the recipe makes */
+  RH_CHECK_STATE_RESET, /* elastic: after each reset every rank holds the same state */
+  RH_CHECK_MIN_NP,      /* elastic: never fewer than min_np workers; below it the job ends */
+  RH_CHECK_NOTICED,     /* every crash, hang or lasting link fault of the scenario was noticed */
+  RH_CHECK_INTERVAL,    /* the commit or checkpoint interval suits the failure rate */
   RH_CHECK_COUNT
 } rh_check_id;
 
@@ -39,6 +44,9 @@ typedef enum rh_mistake {
   RH_MISTAKE_CHECKPOINT_EVERY_RANK = 1 << 5, /* every rank writes the checkpoint */
   RH_MISTAKE_MISMATCHED_COLLECTIVE = 1 << 6, /* the last rank reduces its tensors in another order */
   RH_MISTAKE_MISSING_COLLECTIVE = 1 << 7,   /* the last rank skips one gradient allreduce */
+  RH_MISTAKE_NO_COMMIT = 1 << 8,            /* elastic: the state is never committed */
+  RH_MISTAKE_LR_NOT_RESCALED = 1 << 9,      /* elastic: no reset callback rescales the lr */
+  RH_MISTAKE_SAMPLER_NOT_RESET = 1 << 10,   /* elastic: the data is not re-sharded on a reset */
 } rh_mistake;
 
 extern const char *const rh_mistake_names[]; /* bit i <-> name i; NULL-terminated */
@@ -89,6 +97,15 @@ typedef struct rh_train_config {
   long serial_check_steps;    /* 0: every step */
   int resume_from_epoch;      /* RH_CHECK_RESUME: restart after this epoch's checkpoint */
   unsigned mistakes;
+  /* failures: elastic training (Horovod's), or relaunches from the checkpoint */
+  bool faults;                /* the scenario injects failures: a peer's failure is what it does,
+                               * not a check's verdict */
+  bool elastic;
+  int min_np;
+  long commit_every;          /* steps between commits (and one at each epoch's end) */
+  long checkpoint_every_steps; /* 0: checkpoints at epoch ends only */
+  int max_size;               /* the largest world the job may have (buffers are sized for it) */
+  double optimizer_state;     /* optimizer floats per parameter, for timing-only state sizes */
 } rh_train_config;
 
 typedef struct rh_epoch_stats {
@@ -100,7 +117,18 @@ typedef struct rh_epoch_stats {
   double train_loss, train_accuracy; /* averaged over ranks (real models) */
   double val_loss, val_accuracy;     /* NAN without validation */
   long val_steps;
+  int size;            /* ranks at the end of the epoch */
+  long rolled_back;    /* steps of the epoch done again after a failure */
+  double commit, checkpoint; /* seconds spent committing and writing checkpoints */
 } rh_epoch_stats;
+
+/* Steps of one world that took the same time: the record of a run's pace, for the reports. */
+typedef struct rh_step_run {
+  double start, step;  /* when the first began; seconds each */
+  long steps;
+  int size;
+  int epoch;
+} rh_step_run;
 
 typedef struct rh_check_result {
   bool ran, passed;
@@ -123,6 +151,17 @@ typedef struct rh_train_result {
   rh_status error;            /* first failure seen on any rank */
   int error_rank;
   char error_detail[1024];
+  /* failures */
+  rh_status ended;            /* elastic: how the job ended (RH_ERR_TOO_FEW: below min_np) */
+  int resets;                 /* elastic resets */
+  long commits;
+  double state_bytes;         /* what a commit copies and a sync sends */
+  rh_step_run *runs;          /* the pace of the steps (rank 0's), in time order */
+  size_t nruns, capruns;
+  double *ckpt_time;          /* when each checkpoint was written (rank 0's), in order */
+  long *ckpt_step;            /* and the global step it holds */
+  size_t nckpt, capckpt;
+  long resumed_step;          /* the global step the last launch resumed from (-1: none) */
 } rh_train_result;
 
 typedef struct rh_train_job {
@@ -135,5 +174,32 @@ void rh_train_result_free(rh_train_result *r);
 
 /* The rank function of `rehearsal run`; arg is an rh_train_job. */
 int rh_train_rank(rh_ctx *ctx, void *arg);
+
+/* ---- verdicts that need the whole job (after the launch) ------------------------------------- */
+
+struct rh_fault_plan;
+struct rh_joblog;
+
+/* failures_noticed: every crash, hang and lasting link fault the plan scripts happened and some
+ * rank noticed it (a collective failed, or the job stopped or changed its world), from the log. */
+void rh_train_verdict_noticed(rh_train_result *r, const struct rh_fault_plan *plan,
+                              const struct rh_joblog *log);
+
+/* What commit_interval judges, as the run measured it (seconds). */
+typedef struct rh_interval_figures {
+  bool elastic;    /* the interval is between commits; else between checkpoints */
+  long steps;      /* the recipe's interval in steps */
+  double interval; /* and in seconds, with the cost of one commit (checkpoint) */
+  double cost;     /* one commit's (checkpoint's) seconds */
+  double mtbf;     /* the job's seconds between failures, from the plan's MTBFs */
+} rh_interval_figures;
+
+/* The interval Young's formula gives, sqrt(2 cost mtbf), and the fraction of the time lost to
+ * commits and to work redone at an interval (first order: cost / interval + interval / 2 mtbf). */
+double rh_young_interval(double cost, double mtbf);
+double rh_interval_waste(double interval, double cost, double mtbf);
+/* commit_interval: the interval loses at most `tolerance` (a fraction of the time) more than
+ * Young's would. */
+void rh_train_verdict_interval(rh_train_result *r, const rh_interval_figures *f, double tolerance);
 
 #endif

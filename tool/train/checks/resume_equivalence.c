@@ -28,16 +28,15 @@ static rh_status after_run(rank_state *s, int epochs) {
   float *whole = malloc(s->nparams * sizeof(float));
   if (!whole) return RH_ERR_NOMEM;
   memcpy(whole, s->params, s->nparams * sizeof(float));
+  train_position whole_pos = s->pos;
   s->recording = false;
-  s->stopped = false;
   int start = 0;
   rh_status st = train__restore(s, k, &start);
   if (st == RH_OK && start != k) {
     train__verdict(s, RH_CHECK_RESUME, false, "checkpoint-%d.bin was not found in %s", k,
                    cfg->checkpoint_dir);
   } else if (st == RH_OK) {
-    s->global_step = (long)start * s->steps_per_epoch;
-    st = train__run_epochs(s, start, epochs);
+    st = train__run_epochs(s, epochs);
   }
   if (st == RH_OK && start == k) {
     uint8_t same = memcmp(whole, s->params, s->nparams * sizeof(float)) == 0;
@@ -59,6 +58,7 @@ static rh_status after_run(rank_state *s, int epochs) {
     free(differ);
   }
   free(whole);
+  s->pos = whole_pos;
   s->recording = true;
   return st;
 }

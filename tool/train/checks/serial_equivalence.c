@@ -33,7 +33,7 @@ static rh_status after_step(rank_state *s, int epoch, long step, double lr) {
   (void)step;
   const rh_train_config *cfg = s->cfg;
   bool serial = train__checking(s, RH_CHECK_SERIAL) &&
-                (cfg->serial_check_steps == 0 || s->global_step < cfg->serial_check_steps);
+                (cfg->serial_check_steps == 0 || (long)s->pos.global_step < cfg->serial_check_steps);
   if (!serial) return RH_OK;
   /* the samples every rank used this step, in rank order: the serial batch */
   rh_status st = rh_check_allgather(s->ctx, s->used, (size_t)cfg->batch * sizeof(long), s->all_used);

@@ -1,0 +1,450 @@
+/*
+ * failure_report.c: see failure_report.h.  An incident's lost time runs from the last point the
+ * job keeps (its last commit, or the checkpoint a relaunch resumes from) to the moment it trains
+ * again; lost intervals are merged before they are added up, so a failure during the recovery of
+ * another is not counted twice.  A degradation's cost is the extra time of the steps that began
+ * during its window, against the median step of the same world outside every window.
+ */
+#include "failure_report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { HOW_NONE, HOW_ELASTIC, HOW_HOSTS, HOW_RELAUNCH, HOW_ENDED, HOW_STOPPED, HOW_DELAY,
+               HOW_DURING } how_t;
+
+static const char *const how_names[] = {"unnoticed", "elastic",  "host change", "relaunch",
+                                        "job ended", "job stopped", "delay",    "during another recovery"};
+
+typedef struct incident {
+  const rh_fault *fault; /* NULL: a host change */
+  int index;             /* the event's fault index */
+  double at;             /* when it took effect */
+  int epoch;             /* where rank 0 was (0-based; -1 unknown) */
+  long step;
+  uint32_t generation;
+  how_t how;
+  double noticed;        /* NAN: nobody noticed */
+  char seen[400];        /* who noticed what */
+  double from, to;       /* the lost interval */
+  double world_at;       /* the new world (or relaunch) formed then */
+  double synced;         /* training again */
+  long redone;           /* steps rolled back */
+  int before, after;     /* world sizes */
+  char world[600];       /* the new world's nodes, and nodes that left */
+  double until;          /* a window's end */
+  double slow;           /* a window's extra step time */
+  long slow_steps;
+} incident;
+
+static const rh_fault *fault_of(const rh_fault_plan *plan, const rh_joblog *log, int index) {
+  if (index >= 0 && plan && index < plan->nfaults) return &plan->faults[index];
+  if (index <= -2 && log && (size_t)(-2 - index) < log->nrandom) return &log->random[-2 - index];
+  return NULL;
+}
+
+static bool windowed(const rh_fault *f) {
+  return f->kind == RH_FAULT_LINK_DEGRADED || f->kind == RH_FAULT_STRAGGLER ||
+         (f->kind == RH_FAULT_LINK_DOWN && !isinf(f->duration));
+}
+
+static void describe_fault(const rh_fault *f, char *buf, size_t len) {
+  const char *kind = rh_fault_names[f->kind];
+  if (f->kind == RH_FAULT_LINK_DOWN || f->kind == RH_FAULT_LINK_DEGRADED) {
+    if (f->uplink) snprintf(buf, len, "%s of node %d's uplink", kind, f->node);
+    else snprintf(buf, len, "%s of node %d GPU %d's link", kind, f->node, f->gpu);
+  } else if (f->gpu >= 0) {
+    snprintf(buf, len, "%s of node %d GPU %d", kind, f->node, f->gpu);
+  } else {
+    snprintf(buf, len, "%s of node %d", kind, f->node);
+  }
+}
+
+/* "ranks 0-1 saw a peer died; ranks 2-5 saw ..." from the NOTICED events of one world. */
+static void who_noticed(const rh_joblog *log, size_t first, uint32_t gen, double after, char *buf,
+                        size_t len) {
+  int most = 0;
+  for (size_t k = first; k < log->n; k++)
+    if (log->events[k].kind == RH_EV_NOTICED && log->events[k].generation == gen &&
+        log->events[k].rank >= most)
+      most = log->events[k].rank + 1;
+  uint8_t *flags = calloc((size_t)(most ? most : 1), 1);
+  rh_status *kind = calloc((size_t)(most ? most : 1), sizeof *kind);
+  if (!flags || !kind) {
+    free(flags);
+    free(kind);
+    buf[0] = 0;
+    return;
+  }
+  for (size_t k = first; k < log->n; k++) {
+    const rh_event *e = &log->events[k];
+    if (e->kind == RH_EV_NOTICED && e->generation == gen && e->time >= after && !flags[e->rank]) {
+      flags[e->rank] = 1;
+      kind[e->rank] = e->status;
+    }
+  }
+  size_t n = 0;
+  buf[0] = 0;
+  static const rh_status order[] = {RH_ERR_PEER_DEAD, RH_ERR_TIMEOUT, RH_ERR_ABORTED};
+  for (int o = 0; o < 3; o++) {
+    uint8_t *mine = calloc((size_t)(most ? most : 1), 1);
+    int count = 0;
+    for (int r = 0; mine && r < most; r++) count += mine[r] = flags[r] && kind[r] == order[o];
+    if (count && n < len) {
+      char ranks[200];
+      rh__rank_list(mine, most, 1, ranks, sizeof ranks);
+      n += (size_t)snprintf(buf + n, len - n, "%sranks %s: %s", n ? "; " : "", ranks,
+                            rh_status_string(order[o]));
+    }
+    free(mine);
+  }
+  free(flags);
+  free(kind);
+}
+
+/* The step of the world of `size` ranks when nothing slowed it: the median, by steps, of the
+ * pace runs outside every window and lost interval. */
+typedef struct pace { double step; long steps; } pace;
+
+static int by_step(const void *a, const void *b) {
+  double x = ((const pace *)a)->step, y = ((const pace *)b)->step;
+  return (x > y) - (x < y);
+}
+
+static double nominal_step(const rh_train_result *res, const incident *inc, int ninc, int size) {
+  pace *p = calloc(res->nruns + 1, sizeof *p);
+  size_t n = 0;
+  long total = 0;
+  for (size_t i = 0; p && i < res->nruns; i++) {
+    const rh_step_run *r = &res->runs[i];
+    double end = r->start + r->step * (double)r->steps;
+    bool clean = r->size == size;
+    for (int k = 0; k < ninc && clean; k++) {
+      if (inc[k].fault && windowed(inc[k].fault) && r->start < inc[k].until && end > inc[k].at)
+        clean = false;
+      if (inc[k].how != HOW_DELAY && inc[k].how != HOW_NONE && r->start < inc[k].to && end > inc[k].from)
+        clean = false;
+    }
+    if (!clean) continue;
+    p[n++] = (pace){r->step, r->steps};
+    total += r->steps;
+  }
+  double median = NAN;
+  if (n) {
+    qsort(p, n, sizeof *p, by_step);
+    long seen = 0;
+    for (size_t i = 0; i < n && isnan(median); i++)
+      if (2 * (seen += p[i].steps) >= total) median = p[i].step;
+  }
+  free(p);
+  return median;
+}
+
+/* Extra time of the steps that ran during [t0, t1), against the nominal step of their world. */
+static double slowdown(const rh_train_result *res, const incident *inc, int ninc, double t0,
+                       double t1, long *steps, int epoch) {
+  double extra = 0;
+  for (size_t i = 0; i < res->nruns; i++) {
+    const rh_step_run *r = &res->runs[i];
+    if (epoch >= 0 && r->epoch != epoch) continue;
+    double nominal = nominal_step(res, inc, ninc, r->size);
+    if (isnan(nominal) || r->step <= nominal) continue;
+    /* steps k that overlap [t0, t1): start + (k + 1) step > t0 and start + k step < t1 */
+    double lo = floor((t0 - r->start) / r->step + 1e-9), hi = ceil((t1 - r->start) / r->step - 1e-9);
+    lo = fmax(lo, 0);
+    hi = fmin(hi, (double)r->steps);
+    if (hi <= lo) continue;
+    extra += (hi - lo) * (r->step - nominal);
+    if (steps) *steps += (long)(hi - lo);
+  }
+  return extra;
+}
+
+/* The first event of `kind` after index k (and at or after time t). */
+static size_t find(const rh_joblog *log, size_t k, rh_event_kind kind, double t) {
+  for (; k < log->n; k++)
+    if (log->events[k].kind == kind && log->events[k].time >= t) return k;
+  return log->n;
+}
+
+static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_train_result *res,
+                   double end, incident *out, int cap) {
+  int n = 0;
+  for (size_t k = 0; log && k < log->n && n < cap; k++) {
+    const rh_event *e = &log->events[k];
+    bool hosts = e->kind == RH_EV_RESET && e->a == 2;
+    if (e->kind != RH_EV_FAULT && !hosts) continue;
+    incident *inc = &out[n++];
+    *inc = (incident){.fault = hosts ? NULL : fault_of(plan, log, e->fault), .index = e->fault,
+                      .at = e->time, .epoch = e->epoch, .step = e->step,
+                      .generation = e->generation, .noticed = NAN, .from = e->time,
+                      .to = e->time, .synced = NAN, .world_at = NAN, .until = end};
+    if (!hosts && !inc->fault) { /* not a fault this report knows */
+      n--;
+      continue;
+    }
+    if (inc->fault && windowed(inc->fault)) {
+      for (size_t j = k + 1; j < log->n; j++)
+        if (log->events[j].kind == RH_EV_HEALED && log->events[j].fault == e->fault) {
+          inc->until = log->events[j].time;
+          break;
+        }
+    }
+    /* the size of the world it hit */
+    for (size_t j = 0; j <= k; j++)
+      if (log->events[j].kind == RH_EV_WORLD) inc->before = (int)log->events[j].a;
+    size_t seen = log->n;
+    if (hosts) {
+      inc->how = HOW_HOSTS;
+      inc->noticed = e->time;
+      seen = k;
+    } else {
+      for (size_t j = k + 1; j < log->n && seen == log->n; j++) {
+        const rh_event *x = &log->events[j];
+        if (x->kind == RH_EV_NOTICED && x->generation == e->generation) seen = j;
+        if (x->kind == RH_EV_FAULT) break; /* another fault: it is that one's */
+      }
+      if (seen < log->n) {
+        inc->noticed = log->events[seen].time;
+        who_noticed(log, k + 1, e->generation, e->time, inc->seen, sizeof inc->seen);
+        char first[300];
+        snprintf(first, sizeof first, "; first: rank %d: %s", log->events[seen].rank,
+                 log->events[seen].text);
+        size_t have = strlen(inc->seen);
+        snprintf(inc->seen + have, sizeof inc->seen - have, "%s", first);
+      }
+    }
+    if (seen == log->n) {
+      /* a fault during another's recovery: the driver saw its node go */
+      size_t left = find(log, k + 1, RH_EV_LEFT, e->time);
+      if (left < log->n && log->events[left].node == inc->fault->node) {
+        inc->how = HOW_DURING;
+        inc->noticed = log->events[left].time;
+      } else {
+        inc->how = windowed(inc->fault) ? HOW_DELAY : HOW_NONE;
+      }
+      if (inc->how == HOW_DELAY)
+        inc->slow = slowdown(res, out, n, inc->at, inc->until, &inc->slow_steps, -1);
+      continue;
+    }
+    /* what came of it: a new world, a stop (and maybe a relaunch), or the end */
+    size_t w = log->n, stop = log->n, ended = log->n;
+    for (size_t j = seen; j < log->n; j++) {
+      const rh_event *x = &log->events[j];
+      if (x->kind == RH_EV_WORLD && x->generation > e->generation && w == log->n) w = j;
+      if (x->kind == RH_EV_STOPPED && stop == log->n) stop = j;
+      if (x->kind == RH_EV_ENDED && ended == log->n) ended = j;
+    }
+    /* a job that ends keeps only its checkpoints; a relaunch resumes from the newest one */
+    double ckpt = 0;
+    for (size_t c = 0; c < res->nckpt; c++)
+      if (res->ckpt_time[c] <= e->time) ckpt = res->ckpt_time[c];
+    if (ended < w && ended < stop) {
+      inc->how = HOW_ENDED;
+      inc->from = ckpt;
+      inc->to = end;
+      snprintf(inc->world, sizeof inc->world, "%s", log->events[ended].text);
+    } else if (stop < w) {
+      size_t again = find(log, stop, RH_EV_RELAUNCH, log->events[stop].time);
+      inc->from = ckpt;
+      if (again == log->n) {
+        inc->how = HOW_STOPPED;
+        inc->to = end;
+      } else {
+        inc->how = HOW_RELAUNCH;
+        inc->world_at = log->events[again].time;
+        inc->after = (int)log->events[again].a;
+        inc->to = end;
+        for (size_t r = 0; r < res->nruns; r++)
+          if (res->runs[r].start >= inc->world_at) {
+            inc->to = inc->synced = res->runs[r].start;
+            break;
+          }
+        size_t nw = find(log, again, RH_EV_WORLD, inc->world_at);
+        if (nw < log->n) snprintf(inc->world, sizeof inc->world, "%s", log->events[nw].text);
+      }
+    } else if (w < log->n) {
+      inc->how = inc->how == HOW_HOSTS ? HOW_HOSTS : HOW_ELASTIC;
+      inc->world_at = log->events[w].time;
+      inc->after = (int)log->events[w].a;
+      snprintf(inc->world, sizeof inc->world, "%s", log->events[w].text);
+      /* the nodes that left on the way */
+      for (size_t j = seen; j < w; j++)
+        if (log->events[j].kind == RH_EV_LEFT) {
+          size_t have = strlen(inc->world);
+          snprintf(inc->world + have, sizeof inc->world - have, "; node %d left: %s",
+                   log->events[j].node, log->events[j].text);
+        }
+      if (inc->how == HOW_ELASTIC)
+        for (size_t j = seen; j < w; j++)
+          if (log->events[j].kind == RH_EV_RESTORED) {
+            inc->from = fmin(log->events[j].a, inc->at);
+            inc->redone = (long)log->events[j].b;
+            if (log->events[j].rank == 0) break;
+          }
+      size_t sy = find(log, w, RH_EV_SYNCED, inc->world_at);
+      inc->synced = sy < log->n ? log->events[sy].time : inc->world_at;
+      inc->to = inc->synced;
+    }
+  }
+  return n;
+}
+
+/* The lost intervals, merged: their total within [t0, t1). */
+static double lost_within(const incident *inc, int n, double t0, double t1) {
+  double total = 0, reach = t0;
+  /* intervals in order of their start (few incidents: selection) */
+  uint8_t *done = calloc((size_t)(n ? n : 1), 1);
+  for (int round = 0; done && round < n; round++) {
+    int pick = -1;
+    for (int i = 0; i < n; i++)
+      if (!done[i] && (pick < 0 || inc[i].from < inc[pick].from)) pick = i;
+    done[pick] = 1;
+    const incident *c = &inc[pick];
+    if (c->how == HOW_NONE || c->how == HOW_DELAY || c->how == HOW_DURING) continue;
+    double a = fmax(fmax(c->from, reach), t0), b = fmin(c->to, t1);
+    if (b > a) total += b - a;
+    if (c->to > reach) reach = c->to;
+  }
+  free(done);
+  return total;
+}
+
+double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
+                              const rh_train_result *res, double end, double t0, double t1) {
+  incident *inc = calloc(256, sizeof *inc);
+  if (!inc) return 0;
+  int n = analyse(plan, log, res, end, inc, 256);
+  double lost = lost_within(inc, n, t0, t1);
+  for (int i = 0; i < n; i++)
+    if (inc[i].how == HOW_DELAY) lost += slowdown(res, inc, n, fmax(inc[i].at, t0), fmin(inc[i].until, t1), NULL, -1);
+  free(inc);
+  return lost;
+}
+
+void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
+                       const rh_train_result *res, double end, rh_failure_totals *t) {
+  *t = (rh_failure_totals){.goodput = 1};
+  incident *inc = calloc(256, sizeof *inc);
+  if (!inc) return;
+  int n = analyse(plan, log, res, end, inc, 256);
+  for (int e = 0; e < res->epochs; e++) {
+    t->commit += res->epochs_stats[e].commit;
+    t->checkpoint += res->epochs_stats[e].checkpoint;
+  }
+  double lost = lost_within(inc, n, 0, end), slow = 0, recovery = 0;
+  int recoveries = 0;
+  for (int i = 0; i < n; i++) {
+    slow += inc[i].slow;
+    t->resets += inc[i].how == HOW_ELASTIC || inc[i].how == HOW_HOSTS;
+    t->relaunches += inc[i].how == HOW_RELAUNCH;
+    if ((inc[i].how == HOW_ELASTIC || inc[i].how == HOW_RELAUNCH) && !isnan(inc[i].synced)) {
+      recovery += inc[i].synced - inc[i].noticed;
+      recoveries++;
+    }
+  }
+  int first_size = res->nruns ? res->runs[0].size : 0;
+  t->incidents = n;
+  t->lost = lost + slow;
+  t->slow = slow;
+  t->step = nominal_step(res, inc, n, first_size);
+  t->recovery = recoveries ? recovery / recoveries : NAN;
+  t->goodput = end > 0 ? fmax(0, (end - t->lost - t->commit - t->checkpoint) / end) : 1;
+
+  json_t *events = json_array();
+  if (out && n) fprintf(out, "\nfailures\n");
+  for (int i = 0; i < n; i++) {
+    incident *c = &inc[i];
+    char what[160];
+    if (c->fault) describe_fault(c->fault, what, sizeof what);
+    else snprintf(what, sizeof what, "host change");
+    double cost = c->how == HOW_DELAY ? c->slow
+                  : c->how == HOW_NONE || c->how == HOW_DURING ? 0 : c->to - c->from;
+    json_t *j = json_pack("{s:s, s:f, s:s}", "event", what, "time_s", c->at, "outcome", how_names[c->how]);
+    if (c->fault && c->fault->line) json_object_set_new(j, "line", json_integer(c->fault->line));
+    if (c->fault && c->fault->line == 0) json_object_set_new(j, "random", json_true());
+    if (c->epoch >= 0) {
+      json_object_set_new(j, "epoch", json_integer(c->epoch + 1));
+      json_object_set_new(j, "step", json_integer(c->step + 1));
+    }
+    if (out) {
+      fprintf(out, "  %d. %s at %.6f s", i + 1, what, c->at);
+      if (c->epoch >= 0) fprintf(out, " (epoch %d, step %ld", c->epoch + 1, c->step + 1);
+      if (c->fault && c->fault->line) fprintf(out, "%sscenario line %d", c->epoch >= 0 ? "; " : " (", c->fault->line);
+      else if (c->fault) fprintf(out, "%sa random failure", c->epoch >= 0 ? "; " : " (");
+      if (c->epoch >= 0 || c->fault) fprintf(out, ")");
+      fprintf(out, "\n");
+    }
+    if (c->how == HOW_DELAY) {
+      if (out)
+        fprintf(out, "     until %.6f s: %ld steps began in the window, %.6f s slower in all\n",
+                c->until, c->slow_steps, c->slow);
+      json_object_set_new(j, "until_s", json_real(c->until));
+      json_object_set_new(j, "slow_steps", json_integer(c->slow_steps));
+    } else if (c->how == HOW_NONE) {
+      if (out) fprintf(out, "     nobody noticed it\n");
+    } else if (c->how == HOW_DURING) {
+      if (out) fprintf(out, "     during the recovery of another failure: its node left at %.6f s\n", c->noticed);
+    } else if (c->how != HOW_HOSTS) {
+      if (out) fprintf(out, "     noticed %+.6f s after: %s\n", c->noticed - c->at, c->seen);
+      json_object_set_new(j, "detection_s", json_real(c->noticed - c->at));
+      json_object_set_new(j, "noticed_by", json_string(c->seen));
+    }
+    if (c->how == HOW_ELASTIC || c->how == HOW_HOSTS) {
+      double work = c->at - c->from, rdv = c->world_at - c->noticed, sync = c->synced - c->world_at;
+      if (out) {
+        fprintf(out, "     elastic reset: %d -> %d ranks, %s\n", c->before, c->after, c->world);
+        if (c->how == HOW_ELASTIC)
+          fprintf(out, "     cost %.6f s = redone %.6f s (%ld step%s begun since the last commit) + "
+                       "detection %.6f s + rendezvous %.6f s + sync %.6f s\n",
+                  cost, work, c->redone, c->redone == 1 ? "" : "s", c->noticed - c->at, rdv, sync);
+        else
+          fprintf(out, "     cost %.6f s = rendezvous %.6f s + sync %.6f s\n", cost, rdv, sync);
+      }
+      json_object_set_new(j, "ranks_before", json_integer(c->before));
+      json_object_set_new(j, "ranks_after", json_integer(c->after));
+      json_object_set_new(j, "world", json_string(c->world));
+      json_object_set_new(j, "rendezvous_s", json_real(rdv));
+      json_object_set_new(j, "sync_s", json_real(sync));
+      json_object_set_new(j, "redone_s", json_real(work));
+      json_object_set_new(j, "steps_redone", json_integer(c->redone));
+    } else if (c->how == HOW_RELAUNCH) {
+      double work = c->at - c->from, relaunch = c->world_at - c->noticed, restore = c->to - c->world_at;
+      if (out) {
+        fprintf(out, "     relaunched at %.6f s on %d ranks (%s) from the checkpoint of %.6f s\n",
+                c->world_at, c->after, c->world, c->from);
+        fprintf(out, "     cost %.6f s = redone %.6f s since the checkpoint + detection %.6f s + "
+                     "relaunch %.6f s + restart and restore %.6f s\n",
+                cost, work, c->noticed - c->at, relaunch, restore);
+      }
+      json_object_set_new(j, "ranks_after", json_integer(c->after));
+      json_object_set_new(j, "relaunch_s", json_real(relaunch));
+      json_object_set_new(j, "restore_s", json_real(restore));
+      json_object_set_new(j, "redone_s", json_real(work));
+    } else if (c->how == HOW_ENDED || c->how == HOW_STOPPED) {
+      if (out) {
+        fprintf(out, "     %s%s%s\n", c->how == HOW_ENDED ? "the job ended: " : "the job stopped",
+                c->world, c->how == HOW_STOPPED ? " (no restart policy)" : "");
+        fprintf(out, "     lost %.6f s: all since %s\n", cost,
+                c->from > 0 ? "its last checkpoint" : "the start (no checkpoint was written)");
+      }
+    }
+    json_object_set_new(j, "cost_s", json_real(cost));
+    json_array_append_new(events, j);
+  }
+  if (out && (n || t->commit > 0 || t->checkpoint > 0))
+    fprintf(out, "  total        %.6f s lost of %.6f s (%.6f s in slower steps); commits %.6f s, "
+                 "checkpoints %.6f s; goodput %.2f%%\n",
+            t->lost, end, slow, t->commit, t->checkpoint, 100 * t->goodput);
+  if (root)
+    json_object_set_new(root, "failures",
+                        json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "events", events,
+                                  "lost_s", t->lost, "slow_steps_s", slow, "commit_s", t->commit,
+                                  "checkpoint_s", t->checkpoint, "goodput", t->goodput, "resets",
+                                  t->resets, "relaunches", t->relaunches));
+  else
+    json_decref(events);
+  free(inc);
+}

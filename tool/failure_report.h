@@ -1,0 +1,37 @@
+/*
+ * failure_report.h: what the failures of a job cost, from its job log and the pace of its steps.
+ * Each fault that took effect is an incident: when it hit, who noticed it and how (the first
+ * failed collective of each rank), and what recovering took (detection, the elastic rendezvous or
+ * the relaunch, the state's sync or restore, the work done again since the last commit or
+ * checkpoint); a degradation's cost is its slower steps against the job's own pace.  The report
+ * prints a section, adds it to the JSON summary, and gives the totals and the goodput.
+ */
+#ifndef REHEARSAL_FAILURE_REPORT_H
+#define REHEARSAL_FAILURE_REPORT_H
+
+#include "scenario.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+typedef struct rh_failure_totals {
+  int incidents;      /* faults that took effect, and host changes that re-formed the world */
+  double lost;        /* seconds: detection, recovery, work done again, slower steps */
+  double slow;        /* of which slower steps during degradations */
+  double commit, checkpoint; /* seconds spent committing and writing checkpoints */
+  double goodput;     /* the fraction of the job's time spent on work that counted */
+  double step;        /* the pace of a failure-free step of the first world, seconds */
+  double recovery;    /* mean seconds from a failure to training again, redone work aside */
+  int resets, relaunches;
+} rh_failure_totals;
+
+/* Analyses the job (end: its end time) and prints the failures section to out (NULL: nothing
+ * printed); adds "failures" to root (may be NULL); fills totals. */
+void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
+                       const rh_train_result *res, double end, rh_failure_totals *totals);
+
+/* Seconds of [t0, t1) lost to failures (for the per-epoch table). */
+double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
+                              const rh_train_result *res, double end, double t0, double t1);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * failures_noticed.c: every crash, hang and lasting link fault the scenario scripts took effect
+ * and was noticed by the job: a rank's collective failed after it, or the job stopped or re-formed
+ * its world.  A fault that never fired (the job ended before its trigger) or that nobody saw (its
+ * node held no worker of the job) fails the check: the drill tested nothing.  Judged after the
+ * launch, from the job log; degradations and windows that heal are reported, not judged.
+ */
+#include "../internal.h"
+#include "scenario.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static bool judged(const rh_fault *f) {
+  return f->kind == RH_FAULT_HOST_CRASH || f->kind == RH_FAULT_GPU_CRASH ||
+         f->kind == RH_FAULT_HANG || (f->kind == RH_FAULT_LINK_DOWN && isinf(f->duration));
+}
+
+void rh_train_verdict_noticed(rh_train_result *r, const rh_fault_plan *plan, const rh_joblog *log) {
+  rh_check_result *c = &r->checks[RH_CHECK_NOTICED];
+  int n = 0;
+  double slowest = 0;
+  for (int i = 0; plan && i < plan->nfaults; i++) {
+    const rh_fault *f = &plan->faults[i];
+    if (!judged(f)) continue;
+    n++;
+    const rh_event *fired = NULL, *seen = NULL;
+    for (size_t k = 0; log && k < log->n && !seen; k++) {
+      const rh_event *e = &log->events[k];
+      if (e->kind == RH_EV_FAULT && e->fault == i) fired = e;
+      else if (fired && (e->kind == RH_EV_NOTICED || e->kind == RH_EV_STOPPED || e->kind == RH_EV_LEFT))
+        seen = e;
+    }
+    const char *what = rh_fault_names[f->kind];
+    *c = (rh_check_result){.ran = true, .passed = false};
+    if (!fired) {
+      snprintf(c->detail, sizeof c->detail,
+               "the %s of node %d (line %d) never happened: the job ended before its trigger",
+               what, f->node, f->line);
+      return;
+    }
+    if (!seen) {
+      snprintf(c->detail, sizeof c->detail,
+               "the %s of node %d (line %d) happened at %.6g s but no rank noticed it (did the "
+               "node run a worker of the job?)", what, f->node, f->line, fired->time);
+      return;
+    }
+    if (seen->time - fired->time > slowest) slowest = seen->time - fired->time;
+  }
+  if (n == 0) {
+    *c = (rh_check_result){.skipped = true};
+    snprintf(c->detail, sizeof c->detail, "the scenario scripts no crash, hang or lasting link fault");
+    return;
+  }
+  *c = (rh_check_result){.ran = true, .passed = true};
+  snprintf(c->detail, sizeof c->detail,
+           "each of %d scripted crash, hang or lasting link fault%s was noticed, at most %.6g s "
+           "after it happened", n, n == 1 ? "" : "s", slowest);
+}
+
+const train_check train__check_noticed = {.id = RH_CHECK_NOTICED};
