@@ -98,6 +98,26 @@ static const bad_case bad_cases[] = {
     {"no_parameters_or_layers", 14, "model.parameters", "give the parameter count or a list of layers"},
     {"batch_too_big_for_data", 18, "data.train_samples", "30 samples give no full step: 4 workers x batch 10 need 40 per step"},
     {"multi_node_without_network", 3, "cluster.network", "a cluster of 2 nodes needs a network section"},
+    /* failures */
+    {"fault_unknown_node", 19, "failures.events[0].node", "node 7 is not in the cluster (nodes 0-1)"},
+    {"fault_gpu_missing", 19, "failures.events[0].gpu", "missing (required: which GPU of node 1 the gpu_crash hits)"},
+    {"fault_gpu_out_of_range", 19, "failures.events[0].gpu", "node 0 has 2 GPUs (0-1)"},
+    {"fault_factor_zero", 19, "failures.events[0].factor", "0 is out of range: expected a number > 0 and <= 1"},
+    {"fault_factor_above_one", 19, "failures.events[0].factor", "1.5 is out of range: expected a number > 0 and <= 1"},
+    {"fault_time_in_the_past", 19, "failures.events[0].at_s", "-3 is out of range: expected a number >= 0"},
+    {"fault_epoch_after_the_end", 21, "failures.events[0].epoch", "epoch 5 is after the last one (the job runs 2)"},
+    {"fault_step_after_the_end", 22, "failures.events[0].step", "step 90 is after the last step of an epoch (25 on the starting 4 GPUs)"},
+    {"fault_no_trigger", 19, "failures.events[0].kind", "no trigger: give at_s, or epoch (and step), or during"},
+    {"fault_two_triggers", 22, "failures.events[0].epoch", "give at_s or epoch and step, not both"},
+    {"fault_link_missing", 19, "failures.events[0].link", "missing (required for link_down: uplink or gpu)"},
+    {"fault_duration_on_crash", 23, "failures.events[0].duration_s", "a gpu_crash lasts"},
+    {"fault_unknown_kind", 19, "failures.events[0].kind", "expected one of host_crash, gpu_crash, hang, link_down, link_degraded, straggler, got \"meteor\""},
+    {"fault_bad_phase", 19, "failures.events[0].during", "got \"lunch\""},
+    {"fault_negative_mtbf", 18, "failures.gpu_mtbf_hours", "0 is out of range: expected a number > 0"},
+    {"elastic_min_np_too_big", 18, "elastic.min_np", "6 is more than the 4 GPUs the job starts on"},
+    {"elastic_discovery_unknown_node", 19, "elastic.discovery[0].add", "node 4 is not in the cluster (nodes 0-1)"},
+    {"elastic_discovery_out_of_order", 21, "elastic.discovery[1].at_s", "5 is before the change above it (10)"},
+    {"restart_with_elastic", 19, "restart", "an elastic job recovers by itself"},
 };
 #define NBAD (sizeof bad_cases / sizeof bad_cases[0])
 
@@ -352,6 +372,54 @@ static void test_layers_realistic(void **state) {
 }
 
 /* Defaults, then the environment, then the scenario's collective section. */
+/* The failure and elastic sections in the runtime's terms: 0-based steps, seconds, bytes/s. */
+static void test_failure_sections(void **state) {
+  (void)state;
+  rh_scenario sc;
+  char err[512];
+  assert_int_equal(rh_scenario_load(GOOD_DIR "/failures.yaml", &sc, err, sizeof err), RH_OK);
+  assert_int_equal(sc.cluster.spares, 1);
+  assert_int_equal(sc.cluster.gpus_per_node[2], 4); /* a spare has the last node's GPUs */
+  assert_close(sc.cluster.storage_write_bw, 2e9);
+  assert_close(sc.cluster.storage_latency, 5e-3);
+  assert_close(sc.recipe.checkpoint_every_steps, 40);
+  rh_fault_plan plan;
+  rh_fault *f = rh_scenario_fault_plan(&sc, &plan);
+  assert_non_null(f);
+  assert_int_equal(plan.nfaults, 3);
+  assert_close(plan.gpu_mtbf, 1000 * 3600.0);
+  assert_close(plan.node_mtbf, 4000 * 3600.0);
+  assert_true(plan.seed == 9);
+  assert_int_equal(f[0].kind, RH_FAULT_HOST_CRASH);
+  assert_int_equal(f[0].epoch, 1);
+  assert_int_equal(f[0].step, 6);
+  assert_int_equal(f[0].during, RH_PHASE_ALLREDUCE);
+  assert_close(f[0].after, 2.5e-3);
+  assert_true(f[0].at < 0 && isinf(f[0].duration) && f[0].gpu == -1);
+  assert_true(f[1].uplink && f[1].node == 2 && f[1].epoch < 0);
+  assert_close(f[1].at, 3);
+  assert_close(f[1].duration, 4);
+  assert_close(f[1].factor, 0.5);
+  assert_close(f[1].extra_latency, 20e-6);
+  assert_true(f[2].kind == RH_FAULT_STRAGGLER && f[2].gpu == -1 && f[2].factor == 0.25);
+  rh_elastic_config el;
+  rh_host_change *ch;
+  assert_true(rh_scenario_elastic(&sc, &el, &ch));
+  assert_true(el.min_np == 4 && el.max_np == 12 && el.nchanges == 1);
+  assert_close(el.rendezvous, 2);
+  assert_close(el.rendezvous_timeout, 15);
+  assert_close(el.slots_timeout, 100);
+  assert_close(el.worker_start, 7);
+  assert_close(el.discovery_interval, 0.5);
+  assert_close(el.commit_bw, 10e9);
+  assert_true(ch[0].added && ch[0].node == 2 && ch[0].at == 20);
+  rh_restart_config rs;
+  assert_false(rh_scenario_restart(&sc, &rs));
+  free(f);
+  free(ch);
+  rh_scenario_free(&sc);
+}
+
 static void test_environment_then_scenario(void **state) {
   (void)state;
   rh_scenario sc;
@@ -397,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_uneven_hosts),
       cmocka_unit_test(test_layers_realistic),
       cmocka_unit_test(test_environment_then_scenario),
+      cmocka_unit_test(test_failure_sections),
   };
   return cmocka_run_group_tests(tests, clear_environment, NULL);
 }

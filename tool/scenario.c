@@ -284,6 +284,8 @@ static void describe_range(char *buf, size_t len, const field *f, bool integer) 
   const char *what = integer ? "an integer" : "a number";
   if (f->max >= 1e9)
     snprintf(buf, len, "%s %s %.17g", what, f->min_open ? ">" : ">=", f->min);
+  else if (f->min_open)
+    snprintf(buf, len, "%s > %.17g and <= %.17g", what, f->min, f->max);
   else
     snprintf(buf, len, "%s from %.17g to %.17g", what, f->min, f->max);
 }
