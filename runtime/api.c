@@ -38,6 +38,31 @@ void rh_step_begin(rh_ctx *ctx, int epoch, long step) {
   if (ctx->ops->progress) ctx->ops->progress(ctx, RH_PHASE_STEP);
 }
 
+long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
+                     rh_status *st) {
+  *st = RH_OK;
+  if (!ctx->ops->repeat_bound || steps <= 0 || !(seconds > 0) ||
+      (int)rh_setting(ctx, RH_SETTING_GRAIN) == RH_GRAIN_FINE)
+    return 0; /* the fine grain simulates every message of every step */
+  /* rank 0 decides, so that every rank charges the same steps whatever its small lead */
+  long mine = ctx->rank == 0 ? ctx->ops->repeat_bound(ctx, epoch, first, steps, seconds) : 0;
+  long *all = malloc((size_t)ctx->world.n * sizeof *all);
+  if (!all) {
+    *st = RH_ERR_NOMEM;
+    return -1;
+  }
+  *st = rh_check_allgather(ctx, &mine, sizeof mine, all);
+  long n = all[0];
+  free(all);
+  if (*st != RH_OK) return -1;
+  if (n > 0) *st = ctx->ops->charge(ctx, (double)n * seconds);
+  if (*st != RH_OK) return -1;
+  ctx->steps_begun += n;
+  ctx->step = first + n - 1;
+  ctx->epoch = epoch;
+  return n;
+}
+
 /* A failed collective breaks this rank's world, as a failed NCCL communicator is aborted: the
  * rank tells the backend (which releases the peers waiting on it) and notes what it saw first;
  * its later collectives fail at once, until an elastic reset forms a new world. */

@@ -323,6 +323,9 @@ typedef struct rh_backend_ops {
   void (*progress)(rh_ctx *ctx, rh_phase phase);
   /* Charges modelled seconds (simulators only): a commit's copy, a checkpoint's write. */
   rh_status (*charge)(rh_ctx *ctx, double seconds);
+  /* How many of `steps` steps of `seconds`, from step `first` of `epoch`, may be charged
+   * without running them before a scheduled event (simulators only; NULL elsewhere). */
+  long (*repeat_bound)(rh_ctx *ctx, int epoch, long first, long steps, double seconds);
   /* A committed state kept outside the process, for a relaunched job: persist writes rank's
    * copy, recover reads the newest one the launcher handed over (RH_ERR_IO when none; *bytes
    * is the caller's to free). */

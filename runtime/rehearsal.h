@@ -201,6 +201,15 @@ rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t
  * (RH_TIMEOUT) passed; returns its status and frees the request. */
 rh_status rh_wait(rh_request *req);
 
+/* Charges `steps` more steps of `seconds` each without running them, as a simulator can when
+ * a timing-only step repeats exactly: the time passes as if they ran.  Every rank calls it with
+ * the same arguments (the step `first` of epoch `epoch` is the first charged).  Fewer are charged
+ * where a scheduled fault or host change would fall among them; none on real hardware, which must
+ * run its steps.  Returns how many were charged (the same on every rank), or -1 with a status in
+ * *st on a failure. */
+long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
+                     rh_status *st);
+
 /* ---- elastic training ------------------------------------------------------------------------ */
 
 /* Horovod's elastic mode (hvd.elastic): a program keeps what it needs to continue in a state

@@ -32,7 +32,8 @@ const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
     [RH_SETTING_TIMEOUT] = {"timeout", "RH_TIMEOUT", RH_KIND_SECONDS, 600.0, NULL, false,
                             "seconds a collective waits for a peer before it fails"},
     [RH_SETTING_GRAIN] = {"grain", "RH_GRAIN", RH_KIND_ENUM, RH_GRAIN_AUTO, grain_choices, false,
-                          "simulation grain; coarse simulates one step of a uniform ring"},
+                          "simulation grain; auto and coarse simulate one step of a uniform ring, and charge "
+                          "timing-only training steps that repeat exactly; fine simulates all"},
     [RH_SETTING_PIPELINE_CHUNK] = {"pipeline_chunk", "RH_PIPELINE_CHUNK", RH_KIND_BYTES,
                                    4.0 * 1024 * 1024, NULL, false,
                                    "bytes per chunk of a pipelined ring broadcast"},

@@ -123,11 +123,35 @@ void sim__abort_world(sim_world *w) {
   sweep(w, -1);
 }
 
+/* A sweep posted from a GPU host: the launcher, where the injector runs, has no route. */
+typedef struct sweep_job {
+  sim_world *w;
+  int dead;
+} sweep_job;
+
+static void sweeper_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  sweep_job *j = sg_actor_self_get_data();
+  sweep(j->w, j->dead);
+  free(j);
+}
+
 void sim__member_died(sim_world *w, int rank) {
   if (!w || w->dead[rank]) return;
   w->dead[rank] = 1;
   wake_points(w); /* a rendezvous waiting for it fails with RH_ERR_PEER_DEAD */
-  sweep(w, rank); /* and so do messages to or from it, and coarse-grain steps sleeping */
+  /* and so do messages to or from it, and coarse-grain steps sleeping through the ring */
+  for (int r = 0; r < w->topo.size; r++) {
+    if (r == rank || sim__member_dead(w, r)) continue;
+    sweep_job *j = malloc(sizeof *j);
+    if (!j) return;
+    *j = (sweep_job){w, rank};
+    sg_actor_t a = sg_actor_init("sweeper", w->members[r]->host);
+    sg_actor_set_data(a, j);
+    sg_actor_start(a, sweeper_main, 0, NULL);
+    return;
+  }
 }
 
 /* ---- point to point ------------------------------------------------------------------------- */
@@ -161,6 +185,9 @@ static rh_status sim_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf,
   r->bytes = bytes;
   r->peer = peer;
   box_name(ctx, ctx->rank, peer, tag, r->box, sizeof r->box);
+  sim_worker *wk = worker_of(ctx);
+  double extra = wk->world ? sim__injector_extra_latency(wk->job, wk->slot, wk->world->slots[peer]) : 0;
+  if (extra > 0) sg_actor_sleep_for(extra); /* a degraded link's latency, paid before the message */
   r->comm = sg_mailbox_put_async(sg_mailbox_by_name(r->box), r->payload, (long)bytes);
   list_add(worker_of(ctx)->world, r);
   *out = r;
@@ -191,8 +218,10 @@ static rh_status sim_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeou
     rh_p2p *r = reqs[i];
     if (!r) continue;
     sg_error_t e;
-    if (first != RH_OK) {
-      e = sg_comm_wait_for(r->comm, 0); /* releases the comm after an earlier failure */
+    /* posting yields to the other actors: a sweep may have run before this message was listed */
+    bool missed = r->world && (r->world->aborted || r->world->dead[r->peer]);
+    if (first != RH_OK || missed) {
+      e = sg_comm_wait_for(r->comm, 0); /* releases the comm after a failure */
     } else if (deadline < 0) {
       e = sg_comm_wait(r->comm);
     } else {
@@ -204,7 +233,8 @@ static rh_status sim_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeou
     rh_status st = map_error(e);
     /* A "timeout" before the deadline is the partner cancelling its side after a failure, or the
      * world's abandonment, or the death of the peer. */
-    if (st == RH_ERR_TIMEOUT && first == RH_OK && (deadline < 0 || simgrid_get_clock() < deadline))
+    if (st == RH_ERR_TIMEOUT && first == RH_OK &&
+        (missed || deadline < 0 || simgrid_get_clock() < deadline))
       st = w && w->dead[r->peer] ? RH_ERR_PEER_DEAD : RH_ERR_ABORTED;
     if (r->is_recv && st == RH_OK) { /* the receiver owns a delivered message */
       message *m = r->payload;
@@ -253,7 +283,9 @@ static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
   nap.comm = sg_mailbox_get_async(sg_mailbox_by_name(nap.box), (void **)&nap.payload);
   list_add(w, &nap);
   double end = simgrid_get_clock() + seconds;
-  sg_comm_wait_for(nap.comm, seconds);
+  bool missed = w->aborted; /* a sweep while the nap was posted */
+  for (int r = 0; r < w->topo.size && !missed; r++) missed = sim__member_dead(w, r);
+  sg_comm_wait_for(nap.comm, missed ? 0 : seconds);
   list_remove(&nap);
   if (simgrid_get_clock() >= end) return RH_OK;
   for (int r = 0; r < w->topo.size; r++)
@@ -462,6 +494,19 @@ static void sim_progress(rh_ctx *ctx, rh_phase phase) {
   sim__injector_progress(worker_of(ctx)->job, ctx, phase);
 }
 
+/* Steps may be charged up to the step before a step trigger and while they all end before the
+ * next timed event (a fault, a window's end, a random failure, a host change). */
+static long sim_repeat_bound(rh_ctx *ctx, int epoch, long first, long steps, double seconds) {
+  sim_job *job = worker_of(ctx)->job;
+  bool phase = false;
+  long n = steps;
+  double next = fmin(sim__injector_next(job, epoch, first, &n, &phase), sim__driver_next_change(job));
+  if (phase) return 0;
+  double room = floor((next - simgrid_get_clock()) / seconds) - 1;
+  if (room < (double)n) n = room > 0 ? (long)room : 0;
+  return n;
+}
+
 const rh_backend_ops sim__ops = {
     .name = "simgrid",
     .isend = sim_isend,
@@ -480,6 +525,7 @@ const rh_backend_ops sim__ops = {
     .host_updates = sim_host_updates,
     .progress = sim_progress,
     .charge = sim_charge,
+    .repeat_bound = sim_repeat_bound,
 };
 
 /* ---- workers ---------------------------------------------------------------------------------- */

@@ -284,6 +284,12 @@ static void discover(sim_job *job) {
   }
 }
 
+double sim__driver_next_change(const sim_job *job) {
+  const sim_driver *d = job->driver;
+  if (!job->elastic || !d || d->next_change >= job->elastic->nchanges) return INFINITY;
+  return notice_time(job, job->elastic->changes[d->next_change].at);
+}
+
 void sim__driver_host_updates(sim_job *job, double *stamp, int *kind) {
   *stamp = job->driver->change_stamp;
   *kind = job->driver->change_kind;
@@ -317,10 +323,10 @@ static void answer(sim_worker *wk, rh_status st) {
 /* Ends the elastic job: every worker waiting in the rendezvous gets `st`. */
 static void end_job(sim_job *job, rh_status st, const char *why) {
   sim_driver *d = job->driver;
+  d->phase = RDV_NONE;
+  log_event(job, RH_EV_ENDED, -1, st, 0, "%s", why);
   for (sim_worker *wk = job->workers; wk; wk = wk->next_worker)
     if (wk->arrived) answer(wk, st);
-  log_event(job, RH_EV_ENDED, -1, st, 0, "%s", why);
-  d->phase = RDV_NONE;
 }
 
 /* Blacklists the failed members of the current world and forms the next one, or waits for
@@ -407,23 +413,20 @@ static void release(sim_job *job) {
     sim_worker *wk = w->members[r];
     if (wk->joining && !wk->arrived && !wk->dead) return; /* still starting */
   }
+  /* the new world first: an answer lets its worker run at once (and perhaps come back) */
   for (int r = 0; r < w->topo.size; r++) {
-    sim_worker *wk = w->members[r];
-    place(job, w, r, wk);
-    if (wk->arrived) answer(wk, wk->dead ? RH_ERR_PEER_DEAD : RH_OK);
-  }
-  /* members of the old world that are not in the new one leave */
-  for (int r = 0; r < old->topo.size; r++) {
-    sim_worker *wk = old->members[r];
-    if (wk->world == w) continue;
-    if (wk->arrived) answer(wk, RH_ERR_EXCLUDED);
-    kill_hung(job, wk);
+    place(job, w, r, w->members[r]);
+    if (gone(w->members[r])) w->dead[r] = 1; /* died while the world formed */
   }
   job->world = w;
   job->last_size = w->topo.size;
   d->forming = NULL;
   d->phase = RDV_NONE;
   log_world(job, w);
+  for (int r = 0; r < old->topo.size; r++) /* members of the old world not in the new one leave */
+    if (old->members[r]->world != w) kill_hung(job, old->members[r]);
+  for (sim_worker *wk = job->workers; wk; wk = wk->next_worker)
+    if (wk->arrived && !wk->dead) answer(wk, wk->world == w ? RH_OK : RH_ERR_EXCLUDED);
 }
 
 /* ---- the end of a launch, and relaunches -------------------------------------------------- */

@@ -118,14 +118,31 @@ static void set_link(sim_job *job, sg_link_t link) {
     bool mine = false;
     for (int k = 0; k < n; k++) mine = mine || strcmp(sg_link_get_name(links[k]), name) == 0;
     if (!mine) continue;
-    if (f->kind == RH_FAULT_LINK_DOWN) bw = 1e-9; /* flows stall; nothing is lost */
-    else {
-      bw *= f->factor;
-      lat += f->extra_latency;
-    }
+    /* a link down stalls its flows and loses nothing; a degraded one's extra latency is paid
+     * by the senders of the messages that cross it (sim__injector_extra_latency): SimGrid 3.32
+     * leaves a message stuck for good when a link's latency is lowered during its latency */
+    if (f->kind == RH_FAULT_LINK_DOWN) bw = 1e-9;
+    else bw *= f->factor;
   }
   sg_link_set_bandwidth(link, bw);
-  sg_link_set_latency(link, lat);
+  (void)lat;
+}
+
+double sim__injector_extra_latency(const sim_job *job, int from, int to) {
+  const rh_fault_plan *plan = job->faults;
+  const sim_injector *in = job->injector;
+  if (!plan || !in) return 0;
+  int a = job->node_of_slot[from], b = job->node_of_slot[to];
+  double extra = 0;
+  for (int i = 0; i < plan->nfaults; i++) {
+    const rh_fault *f = &plan->faults[i];
+    if (!in->armed[i].active || f->kind != RH_FAULT_LINK_DEGRADED) continue;
+    int gpu_slot = f->uplink ? -1 : rh_cluster_first_slot(job->cluster, f->node) + f->gpu;
+    bool crosses = f->uplink ? a != b && (f->node == a || f->node == b)
+                             : gpu_slot == from || gpu_slot == to;
+    if (crosses) extra += f->extra_latency;
+  }
+  return extra;
 }
 
 /* Host speed: the slowest straggler in force on it, or full speed. */
@@ -232,12 +249,29 @@ static void heal(sim_job *job, int index) {
 
 /* ---- random failures ------------------------------------------------------------------------ */
 
-/* The rate of random failures over the job's current world, per second. */
+/* The live members of the current world (ranks into out), and how many distinct nodes they
+ * are on (first rank of each into first_of_node). */
+static int live_members(const sim_job *job, int *out, int *first_of_node, int *nodes) {
+  const sim_world *w = job->world;
+  int n = 0;
+  *nodes = 0;
+  for (int r = 0; w && r < w->topo.size; r++) {
+    if (sim__member_dead(w, r) || w->members[r]->done || w->members[r]->hung) continue;
+    if (n == 0 || job->node_of_slot[w->slots[r]] != job->node_of_slot[w->slots[out[n - 1]]])
+      first_of_node[(*nodes)++] = r;
+    out[n++] = r;
+  }
+  return n;
+}
+
+/* The rate of random failures over the live GPUs and nodes of the job's world, per second. */
 static double random_rate(const sim_job *job, int *gpus, int *nodes) {
   const rh_fault_plan *p = job->faults;
   const sim_world *w = job->world;
-  *gpus = w ? w->topo.size : 0;
-  *nodes = w ? w->topo.nodes : 0;
+  int *ranks = w ? calloc((size_t)w->topo.size * 2, sizeof(int)) : NULL;
+  *gpus = ranks ? live_members(job, ranks, ranks + w->topo.size, nodes) : 0;
+  if (!ranks) *nodes = 0;
+  free(ranks);
   double rate = 0;
   if (p->gpu_mtbf > 0) rate += *gpus / p->gpu_mtbf;
   if (p->node_mtbf > 0) rate += *nodes / p->node_mtbf;
@@ -255,22 +289,27 @@ static void random_failure(sim_job *job) {
   sim_injector *in = job->injector;
   const rh_fault_plan *p = job->faults;
   const sim_world *w = job->world;
-  int gpus, nodes;
-  double rate = random_rate(job, &gpus, &nodes), u = uniform(&in->rng) * rate;
+  int *ranks = calloc((size_t)w->topo.size * 2 + 1, sizeof(int)), nodes = 0;
+  int gpus = ranks ? live_members(job, ranks, ranks + w->topo.size, &nodes) : 0;
   double gpu_part = p->gpu_mtbf > 0 ? gpus / p->gpu_mtbf : 0;
+  double rate = gpu_part + (p->node_mtbf > 0 ? nodes / p->node_mtbf : 0);
+  double u = uniform(&in->rng) * rate;
   rh_fault f = {.at = now(), .epoch = -1, .duration = INFINITY, .factor = 1, .gpu = -1};
-  if (u < gpu_part && gpus > 0) {
-    int r = (int)fmin(gpus - 1, floor(u / gpu_part * gpus));
-    int slot = w->slots[r];
+  if (rate <= 0) {
+    free(ranks);
+    return;
+  }
+  if (u < gpu_part) {
+    int slot = w->slots[ranks[(int)fmin(gpus - 1, floor(u / gpu_part * gpus))]];
     f.kind = RH_FAULT_GPU_CRASH;
     f.node = job->node_of_slot[slot];
     f.gpu = slot - rh_cluster_first_slot(job->cluster, f.node);
-  } else if (nodes > 0) {
+  } else {
     int k = (int)fmin(nodes - 1, floor((u - gpu_part) / (rate - gpu_part) * nodes));
-    int r = w->topo.node_ranks[k][0];
     f.kind = RH_FAULT_HOST_CRASH;
-    f.node = job->node_of_slot[w->slots[r]];
+    f.node = job->node_of_slot[w->slots[ranks[w->topo.size + k]]];
   }
+  free(ranks);
   rh_joblog *log = job->log;
   if (log->nrandom == log->caprandom) {
     size_t cap = log->caprandom ? 2 * log->caprandom : 16;
@@ -330,6 +369,7 @@ static void injector_main(int argc, char **argv) {
   sim_injector *in = job->injector;
   const rh_fault_plan *plan = job->faults;
   sg_actor_daemonize(sg_actor_self());
+  while (!job->world) sg_actor_yield(); /* the driver launches the job first */
   draw_next(job);
   for (;;) {
     double next = next_due(job);
@@ -387,6 +427,20 @@ rh_status sim__injector_start(sim_job *job) {
   sg_actor_set_data(a, job);
   sg_actor_start(a, injector_main, 0, NULL);
   return RH_OK;
+}
+
+double sim__injector_next(const sim_job *job, int epoch, long first, long *steps, bool *phase) {
+  const sim_injector *in = job->injector;
+  *phase = false;
+  if (!in) return INFINITY;
+  for (int i = 0; i < job->faults->nfaults; i++) {
+    const rh_fault *f = &job->faults->faults[i];
+    const armed *a = &in->armed[i];
+    if (a->state == ARM_PHASE) *phase = true;
+    if (a->state == ARM_WAIT && f->epoch == epoch && f->step >= first && f->step - first < *steps)
+      *steps = f->step - first;
+  }
+  return next_due(job);
 }
 
 void sim__injector_free(sim_job *job) {

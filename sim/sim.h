@@ -151,6 +151,13 @@ void sim__driver_free(sim_job *job);
 rh_status sim__injector_start(sim_job *job);
 /* Rank `rank` of the current world enters a phase (triggers of rank 0 fire here). */
 void sim__injector_progress(sim_job *job, const rh_ctx *ctx, rh_phase phase);
+/* The time of the next fault, heal or random failure, and the steps that may pass before a step
+ * trigger (INFINITY / steps when none); *phase: a fault waits for a phase (nothing may be skipped). */
+double sim__injector_next(const sim_job *job, int epoch, long first, long *steps, bool *phase);
+/* The time the driver sees the next scheduled host change (INFINITY: none). */
+double sim__driver_next_change(const sim_job *job);
+/* The extra latency the degraded links in force add to a message from slot `from` to `to`. */
+double sim__injector_extra_latency(const sim_job *job, int from, int to);
 /* The link faults in force: whether the slot's GPU link or its node's uplink is down. */
 bool sim__injector_link_down(const sim_job *job, int slot);
 void sim__injector_free(sim_job *job);

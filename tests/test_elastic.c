@@ -37,6 +37,7 @@ typedef struct outcome {
   int status;
   int32_t step;
   double acc;
+  double committed[STEPS / COMMIT + 1]; /* when each commit of the first world ended */
 } outcome;
 
 static outcome *out;
@@ -47,6 +48,14 @@ typedef struct program {
   double acc;
   rh_state *state;
 } program;
+
+/* The slot of this worker: its host's name is "gpu<slot>" (a test's knowledge of the backend). */
+#include <simgrid/host.h>
+static int my_slot(void) {
+  int slot = -1;
+  sscanf(sg_host_get_name(sg_host_self()), "gpu%d", &slot);
+  return slot;
+}
 
 static rh_status train(rh_ctx *ctx, rh_state *state, void *arg) {
   program *p = arg;
@@ -60,17 +69,14 @@ static rh_status train(rh_ctx *ctx, rh_state *state, void *arg) {
     if (st != RH_OK) return st;
     p->acc += one;
     p->step++;
-    if (p->step % COMMIT == 0 && (st = rh_state_commit(p->state)) != RH_OK) return st;
+    if (p->step % COMMIT == 0) {
+      st = rh_state_commit(p->state);
+      if (st != RH_OK) return st;
+      if (out[my_slot()].committed[p->step / COMMIT] == 0)
+        out[my_slot()].committed[p->step / COMMIT] = rh_time(ctx);
+    }
   }
   return RH_OK;
-}
-
-/* The slot of this worker: its host's name is "gpu<slot>" (a test's knowledge of the backend). */
-#include <simgrid/host.h>
-static int my_slot(void) {
-  int slot = -1;
-  sscanf(sg_host_get_name(sg_host_self()), "gpu%d", &slot);
-  return slot;
 }
 
 static int program_main(rh_ctx *ctx, void *arg) {
@@ -81,8 +87,10 @@ static int program_main(rh_ctx *ctx, void *arg) {
   rh_state_register(p.state, "acc", &p.acc, 1, RH_FLOAT64);
   rh_status st = rh_elastic_run(ctx, p.state, train, &p);
   int slot = my_slot();
-  out[slot] = (outcome){.ran = 1, .rank = rh_rank(ctx), .size = rh_size(ctx),
-                        .restarts = rh_restarts(ctx), .status = st, .step = p.step, .acc = p.acc};
+  outcome o = {.ran = 1, .rank = rh_rank(ctx), .size = rh_size(ctx), .restarts = rh_restarts(ctx),
+               .status = st, .step = p.step, .acc = p.acc};
+  memcpy(o.committed, out[slot].committed, sizeof o.committed);
+  out[slot] = o;
   rh_state_free(p.state);
   return st == RH_OK ? 0 : 1;
 }
@@ -108,7 +116,7 @@ static int run(int nodes, int spares, const rh_fault *faults, int nfaults,
   rh_settings s = rh_test_settings(timeout);
   rh_fault_plan plan = {.faults = faults, .nfaults = nfaults, .seed = 1};
   rh_test_job job = {.faults = &plan, .elastic = el, .restart = rs};
-  memset(out, 0, SLOTS * sizeof *out);
+  memset(out, 0, SLOTS * sizeof *out); /* the commit times too */
   int rc = rh_test_simulate_job(&cl, &s, &job, program_main, NULL, end, events, MAXEV, nev);
   free(cl.gpus_per_node);
   return rc;
@@ -166,6 +174,17 @@ static void test_host_crash_mid_allreduce(void **state) {
   assert_true(seen->status == RH_ERR_PEER_DEAD); /* a neighbour's message failed at once */
   assert_true(seen->time == fe->time);           /* detection: the network error, no timeout */
   assert_true(rest->b == 3);                     /* steps 10, 11 and 12 were rolled back */
+  /* the work lost runs from the commit after step 10 to the crash: the state was saved just
+   * before the commit's host check (a 24-byte broadcast) returned to the program */
+  assert_true(rest->a <= out[0].committed[2] && out[0].committed[2] - rest->a < 1e-4);
+  const rh_event *synced = find(n, RH_EV_SYNCED, 1);
+  assert_non_null(synced);
+  double lost = fe->time - rest->a, cost = synced->time - rest->a;
+  print_message("lost work %.6f s; cost %.6f s = lost + detection 0 + rendezvous %.6f + sync %.6f\n",
+                lost, cost, w1->time - seen->time, synced->time - w1->time);
+  assert_true(fabs(cost - (lost + (seen->time - fe->time) + (w1->time - seen->time) +
+                           (synced->time - w1->time))) < 1e-12);
+  assert_true(synced->time - w1->time < 1e-4); /* two tiny buffers broadcast among 4 ranks */
   assert_string_equal(w1->text, "nodes 0,2");
   assert_true(w1->a == 4);
   /* the new world forms once the survivors are in, plus the rendezvous time */
@@ -346,9 +365,59 @@ static void test_straggler_slows_every_step(void **state) {
   assert_true(fabs((slow - base) - STEPS * 0.010) < 1e-9);
 }
 
+/* ---- a degraded link, by the alpha-beta formula ----------------------------------------------- */
+
+static double *allreduce_time;
+
+static int one_allreduce(rh_ctx *ctx, void *arg) {
+  size_t count = *(size_t *)arg;
+  double t0 = rh_time(ctx);
+  rh_status st = rh_allreduce(ctx, NULL, NULL, count, RH_FLOAT32, RH_SUM, NULL);
+  if (rh_rank(ctx) == 0) *allreduce_time = rh_time(ctx) - t0;
+  return st == RH_OK ? 0 : 1;
+}
+
+static double ring_time(double bytes, int p, double alpha, double bw) {
+  /* 2(p-1) steps of bytes/p at the pace of the slowest edge */
+  return 2.0 * (p - 1) * (alpha + bytes / p / bw);
+}
+
+static void test_degraded_uplink_is_the_alpha_beta_amount(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(2, 2, NULL); /* 150 GB/s, 0.7 us GPU links; 2 x 12.5 GB/s NICs, 5 us */
+  rh_settings s = rh_test_settings(600);
+  s.value[RH_SETTING_GRAIN] = RH_GRAIN_FINE;
+  s.value[RH_SETTING_ALGORITHM] = RH_ALGO_RING;
+  size_t count = 1 << 22; /* 16 MiB */
+  double bytes = 4.0 * (double)count, healthy = 0, degraded = 0;
+  rh_fault f = fault(RH_FAULT_LINK_DEGRADED, 0, -1);
+  f.uplink = true;
+  f.at = 0;
+  f.duration = 100;
+  f.factor = 0.5;
+  f.extra_latency = 20e-6;
+  rh_fault_plan plan = {.faults = &f, .nfaults = 1};
+  rh_test_job job = {.faults = &plan};
+  assert_int_equal(rh_test_simulate_job(&cl, &s, NULL, one_allreduce, &count, NULL, NULL, 0, NULL), 0);
+  healthy = *allreduce_time;
+  assert_int_equal(rh_test_simulate_job(&cl, &s, &job, one_allreduce, &count, NULL, NULL, 0, NULL), 0);
+  degraded = *allreduce_time;
+  /* the ring's slowest edge crosses the uplinks: 2 GPU hops and 2 NIC hops of latency, the NICs'
+   * bandwidth; degraded, half of it and 20 us more per message */
+  double alpha = 2 * cl.intra_lat + 2 * cl.nic_lat, nic = cl.nics_per_node * cl.nic_bw;
+  double want_healthy = ring_time(bytes, 4, alpha, nic < cl.intra_bw ? nic : cl.intra_bw);
+  double want_degraded = ring_time(bytes, 4, alpha + 20e-6, 0.5 * nic);
+  print_message("healthy %.9f s (alpha-beta %.9f), degraded %.9f s (alpha-beta %.9f)\n", healthy,
+                want_healthy, degraded, want_degraded);
+  assert_true(fabs(healthy - want_healthy) <= 1e-9 * want_healthy);
+  assert_true(fabs(degraded - want_degraded) <= 1e-9 * want_degraded);
+  free(cl.gpus_per_node);
+}
+
 int main(void) {
   out = rh_test_shared(SLOTS * sizeof *out);
   events = rh_test_shared(MAXEV * sizeof *events);
+  allreduce_time = rh_test_shared(sizeof *allreduce_time);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_host_crash_mid_allreduce),
       cmocka_unit_test(test_hang_is_a_timeout_then_a_rendezvous_timeout),
@@ -359,6 +428,7 @@ int main(void) {
       cmocka_unit_test(test_link_down_for_a_while_is_a_delay),
       cmocka_unit_test(test_link_down_for_good_removes_its_node),
       cmocka_unit_test(test_straggler_slows_every_step),
+      cmocka_unit_test(test_degraded_uplink_is_the_alpha_beta_amount),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

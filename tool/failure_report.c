@@ -33,6 +33,7 @@ typedef struct incident {
   double synced;         /* training again */
   long redone;           /* steps rolled back */
   int before, after;     /* world sizes */
+  int attempts;          /* worlds formed again by failures during the recovery */
   char world[600];       /* the new world's nodes, and nodes that left */
   double until;          /* a window's end */
   double slow;           /* a window's extra step time */
@@ -287,6 +288,14 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
       size_t sy = find(log, w, RH_EV_SYNCED, inc->world_at);
       inc->synced = sy < log->n ? log->events[sy].time : inc->world_at;
       inc->to = inc->synced;
+      /* a failure during the recovery re-forms the world again: the sync is the last world's */
+      for (size_t j = w + 1; j < log->n && j < sy; j++)
+        if (log->events[j].kind == RH_EV_WORLD) {
+          inc->world_at = log->events[j].time;
+          inc->after = (int)log->events[j].a;
+          snprintf(inc->world, sizeof inc->world, "%s", log->events[j].text);
+          inc->attempts++;
+        }
     }
   }
   return n;
@@ -324,6 +333,12 @@ double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
   return lost;
 }
 
+static bool fired(const rh_joblog *log, int index) {
+  for (size_t k = 0; log && k < log->n; k++)
+    if (log->events[k].kind == RH_EV_FAULT && log->events[k].fault == index) return true;
+  return false;
+}
+
 void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *t) {
   *t = (rh_failure_totals){.goodput = 1};
@@ -353,8 +368,11 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
   t->recovery = recoveries ? recovery / recoveries : NAN;
   t->goodput = end > 0 ? fmax(0, (end - t->lost - t->commit - t->checkpoint) / end) : 1;
 
+  /* scripted faults whose trigger the job never reached */
+  int unfired = 0;
+  for (int i = 0; plan && i < plan->nfaults; i++) unfired += !fired(log, i);
   json_t *events = json_array();
-  if (out && n) fprintf(out, "\nfailures\n");
+  if (out && (n || unfired || t->commit > 0 || t->checkpoint > 0)) fprintf(out, "\nfailures\n");
   for (int i = 0; i < n; i++) {
     incident *c = &inc[i];
     char what[160];
@@ -379,8 +397,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     }
     if (c->how == HOW_DELAY) {
       if (out)
-        fprintf(out, "     until %.6f s: %ld steps began in the window, %.6f s slower in all\n",
-                c->until, c->slow_steps, c->slow);
+        fprintf(out, "     until %.6f s: %ld step%s ran in the window, %.6f s slower in all\n",
+                c->until, c->slow_steps, c->slow_steps == 1 ? "" : "s", c->slow);
       json_object_set_new(j, "until_s", json_real(c->until));
       json_object_set_new(j, "slow_steps", json_integer(c->slow_steps));
     } else if (c->how == HOW_NONE) {
@@ -395,7 +413,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     if (c->how == HOW_ELASTIC || c->how == HOW_HOSTS) {
       double work = c->at - c->from, rdv = c->world_at - c->noticed, sync = c->synced - c->world_at;
       if (out) {
-        fprintf(out, "     elastic reset: %d -> %d ranks, %s\n", c->before, c->after, c->world);
+        fprintf(out, "     elastic reset: %d -> %d ranks, %s%s\n", c->before, c->after, c->world,
+                c->attempts ? " (formed again: a failure hit the recovery)" : "");
         if (c->how == HOW_ELASTIC)
           fprintf(out, "     cost %.6f s = redone %.6f s (%ld step%s begun since the last commit) + "
                        "detection %.6f s + rendezvous %.6f s + sync %.6f s\n",
@@ -434,7 +453,18 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     json_object_set_new(j, "cost_s", json_real(cost));
     json_array_append_new(events, j);
   }
-  if (out && (n || t->commit > 0 || t->checkpoint > 0))
+  for (int i = 0, k = n; plan && i < plan->nfaults; i++) {
+    if (fired(log, i)) continue;
+    char what[160];
+    describe_fault(&plan->faults[i], what, sizeof what);
+    if (out)
+      fprintf(out, "  %d. %s (scenario line %d)\n     never happened: the job ended at %.6f s, "
+                   "before its trigger\n", ++k, what, plan->faults[i].line, end);
+    json_array_append_new(events, json_pack("{s:s, s:i, s:s, s:f}", "event", what, "line",
+                                            plan->faults[i].line, "outcome", "never happened",
+                                            "cost_s", 0.0));
+  }
+  if (out && (n || unfired || t->commit > 0 || t->checkpoint > 0))
     fprintf(out, "  total        %.6f s lost of %.6f s (%.6f s in slower steps); commits %.6f s, "
                  "checkpoints %.6f s; goodput %.2f%%\n",
             t->lost, end, slow, t->commit, t->checkpoint, 100 * t->goodput);

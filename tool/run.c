@@ -344,7 +344,8 @@ int rh_cmd_run(int argc, char **argv) {
   if (failures) printf(" %10s %6s", "lost", "ranks");
   printf("\n#%5s %6s %11s %10s %10s %9s %11s %10s", "", "", "(s)", "(s)", "(s)", "(ms)",
          "(samples/s)", "(last)");
-  if (failures) printf(cfg->real ? " %9s %9s %9s %9s %10s" : " %10s", "", "", "", "", "(s)");
+  if (failures && cfg->real) printf(" %9s %9s %9s %9s %10s", "", "", "", "", "(s)");
+  else if (failures) printf(" %10s", "(s)");
   printf("\n");
   json_t *root = json_object();
   json_object_set_new(root, "scenario", json_string(sc.name));
@@ -457,6 +458,9 @@ int rh_cmd_run(int argc, char **argv) {
       long every = in.has_elastic ? cfg->commit_every
                    : cfg->checkpoint_every_steps > 0 ? cfg->checkpoint_every_steps
                                                      : cfg->checkpoint_every * res.steps_per_epoch;
+      if (res.steps_per_epoch > 0 && (every <= 0 || every > res.steps_per_epoch) &&
+          (in.has_elastic || cfg->checkpoint_every > 0))
+        every = res.steps_per_epoch; /* the end of each epoch commits (checkpoints) too */
       double count = in.has_elastic ? (double)res.commits : (double)res.nckpt;
       double cost = count > 0 ? (in.has_elastic ? ft.commit : ft.checkpoint) / count : 0;
       rh_interval_figures fig = {.elastic = in.has_elastic, .steps = every,

@@ -92,10 +92,12 @@ typedef struct rank_state {
   /* elastic */
   rh_state *state;
   uint64_t commit_hash;     /* FNV-1a of the parameters at the last commit (in the state) */
+  double commit_dt;         /* the last commit's time, and the epoch whose end it was (-1: */
+  int commit_epoch;         /* in an epoch): outside the state, a restore adds it back */
   int resets;               /* resets this worker went through */
   long failed_at;           /* global steps done when the last failure hit; -1: none */
   long failed_epoch_start;  /* and the epoch's first global step then */
-  double step_began;        /* when the step in progress began (for the pace record) */
+  double paces[2];          /* the last two steps' seconds (timing-only repeats) */
 } rank_state;
 
 static inline bool train__peer_failure(rh_status st) {
@@ -168,7 +170,8 @@ rh_status train__restore(rank_state *s, int which, int *found);
 /* Elastic training: the state (the position, the parameters, the optimizer, the evidence), the
  * reset callback, and Horovod's run loop around train__run_epochs. */
 rh_status train__elastic(rank_state *s);
-/* Commits the state (elastic), counting its time. */
-rh_status train__commit(rank_state *s);
+/* Commits the state (elastic), counting its time in the epoch in progress, or with epoch >= 0
+ * in that epoch's row (a commit at its end). */
+rh_status train__commit(rank_state *s, int epoch);
 
 #endif

@@ -73,6 +73,7 @@ void train__refresh_world(rank_state *s, bool reset) {
 
 static rh_status setup(rank_state *s) {
   const rh_train_config *cfg = s->cfg;
+  memset(&s->ev, 0, sizeof s->ev); /* padding too: the evidence is written as bytes */
   s->recording = true;
   s->shard_epoch = -1;
   s->failed_at = -1;
@@ -332,14 +333,14 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
 }
 
 /* Rank 0 keeps the pace of the steps: runs of steps of one world that took the same time. */
-static void record_pace(rank_state *s, int epoch, double start, double seconds) {
+static void record_pace(rank_state *s, int epoch, double start, double seconds, long steps) {
   rh_train_result *r = s->res;
   if (s->rank != 0 || !s->recording) return;
   rh_step_run *last = r->nruns ? &r->runs[r->nruns - 1] : NULL;
   if (last && last->size == s->size && last->epoch == epoch &&
       fabs(last->step - seconds) <= 1e-12 * seconds &&
       fabs(last->start + last->step * (double)last->steps - start) <= 1e-9 * (1 + start)) {
-    last->steps++;
+    last->steps += steps;
     return;
   }
   if (r->nruns == r->capruns) {
@@ -349,7 +350,7 @@ static void record_pace(rank_state *s, int epoch, double start, double seconds) 
     r->runs = grown;
     r->capruns = cap;
   }
-  r->runs[r->nruns++] = (rh_step_run){.start = start, .step = seconds, .steps = 1,
+  r->runs[r->nruns++] = (rh_step_run){.start = start, .step = seconds, .steps = steps,
                                       .size = s->size, .epoch = epoch};
 }
 
@@ -434,6 +435,7 @@ static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch, bool co
              (epoch + 1) % cfg->checkpoint_every == 0 && s->recording;
   if (st == RH_OK && due) {
     double t0 = rh_time(s->ctx);
+    s->ev.checkpoint_writes++; /* counted first: the checkpoint holds its own count */
     st = train__write_checkpoint(s, true);
     es->checkpoint += rh_time(s->ctx) - t0;
     if (st == RH_OK && cfg->real) {
@@ -454,6 +456,43 @@ static rh_status note_failure(rank_state *s, rh_status st) {
     s->failed_epoch_start = (long)s->pos.epoch_start;
   }
   return st;
+}
+
+/* The steps a timing-only model may charge without running them, after one that took the same
+ * time as the two before it: up to the step before the segment's last (its batch may differ),
+ * the next commit, the next checkpoint and the stop step; the runtime stops them before a
+ * scheduled fault or host change. */
+static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, double t1) {
+  const rh_train_config *cfg = s->cfg;
+  double d = t1 - t0;
+  bool steady = fabs(d - s->paces[0]) <= 1e-9 * d && fabs(d - s->paces[1]) <= 1e-9 * d;
+  s->paces[1] = s->paces[0];
+  s->paces[0] = d;
+  if (!steady || !s->recording) return RH_OK;
+  long g = (long)s->pos.global_step, n = s->seg_steps - (*k + 1) - 1;
+  if (cfg->elastic && !(cfg->mistakes & RH_MISTAKE_NO_COMMIT)) {
+    long c = cfg->commit_every - g % cfg->commit_every - 1;
+    if (c < n) n = c;
+  }
+  if (cfg->checkpoint_every_steps > 0 && cfg->checkpoint_dir) {
+    long c = cfg->checkpoint_every_steps - g % cfg->checkpoint_every_steps - 1;
+    if (c < n) n = c;
+  }
+  if (cfg->stop_at_step > 0 && s->last_step - g - 1 < n) n = s->last_step - g - 1;
+  if (n <= 0) return RH_OK;
+  rh_status st;
+  long done = rh_repeat_steps(s->ctx, e, (long)s->pos.step, n, d, &st);
+  if (done <= 0) return done < 0 ? st : RH_OK;
+  rh_epoch_stats *es = &s->ev.now;
+  es->compute += (double)done * (tc - t0);
+  es->exposed_comm += (double)done * (t1 - tc);
+  es->steps += done;
+  record_pace(s, e, t1, d, done);
+  *k += done;
+  s->pos.step += (double)done;
+  s->pos.global_step += (double)done;
+  s->pos.processed += (double)done * (double)cfg->batch * s->size;
+  return RH_OK;
 }
 
 /* The epoch so far, as the table shows a run that stopped in it. */
@@ -483,6 +522,11 @@ rh_status train__run_epochs(rank_state *s, int to) {
         memset(s->involved, 0, (size_t)(cfg->max_size > s->size ? cfg->max_size : s->size));
       }
     }
+    if (es->steps == 0 && s->pos.step > 0 && s->recording) {
+      /* resumed in the middle of the epoch (a relaunch): its row goes on from where it began */
+      es->steps = (long)s->pos.step;
+      es->start = e < s->res->capacity && s->res->epochs > e ? s->res->epochs_stats[e].start : 0;
+    }
     st = cut_shard(s, e);
     long k = (long)s->pos.step - s->shard_step;
     for (; st == RH_OK && k < s->seg_steps && !s->pos.stopped; k++) {
@@ -498,7 +542,7 @@ rh_status train__run_epochs(rank_state *s, int to) {
       es->lr_last = lr;
       es->steps++; /* a step that failed counts: the table shows where the run stopped */
       if (st != RH_OK) break;
-      record_pace(s, e, t0, t1 - t0);
+      record_pace(s, e, t0, t1 - t0, 1);
       st = train__failed(s, train__checks_after_step(s, e, step, lr), RH_CHECK_COLLECTIVES);
       /* Horovod's ElasticSampler.record_batch: the batch, times the ranks */
       s->pos.step++;
@@ -507,14 +551,14 @@ rh_status train__run_epochs(rank_state *s, int to) {
       /* StopAtStepHook(last_step): checked after each step, so last_step 0 still runs one */
       if (cfg->stop_at_step > 0 && s->pos.global_step >= s->last_step) s->pos.stopped = 1;
       long g = (long)s->pos.global_step;
-      if (st == RH_OK && cfg->elastic && g % cfg->commit_every == 0 && k + 1 < s->seg_steps)
-        st = train__commit(s);
+      if (st == RH_OK && cfg->elastic && g % cfg->commit_every == 0) st = train__commit(s, -1);
       if (st == RH_OK && cfg->checkpoint_every_steps > 0 && g % cfg->checkpoint_every_steps == 0 &&
-          k + 1 < s->seg_steps && cfg->checkpoint_dir && s->recording) {
+          cfg->checkpoint_dir && s->recording) {
         double w0 = rh_time(s->ctx);
         st = train__write_checkpoint(s, false);
         es->checkpoint += rh_time(s->ctx) - w0;
       }
+      if (st == RH_OK && !cfg->real) st = repeat(s, e, &k, t0, tc, t1);
     }
     if (st != RH_OK) return stopped(s, es, e, st);
     bool complete = !s->pos.stopped || k == s->seg_steps;
@@ -537,7 +581,8 @@ rh_status train__run_epochs(rank_state *s, int to) {
     s->pos.processed = 0;
     s->pos.epoch_start = s->pos.global_step;
     s->shard_epoch = -1;
-    if (cfg->elastic) st = note_failure(s, train__commit(s)); /* the end of an epoch commits */
+    /* the end of an epoch commits; its time belongs to the epoch's row (if it ran a step) */
+    if (cfg->elastic) st = note_failure(s, train__commit(s, steps > 0 ? e : s->epochs + 1));
   }
   return st;
 }

@@ -63,9 +63,107 @@ typedef struct ckpt_header {
   int32_t epoch;  /* the epoch in progress (epochs completed, at an epoch's end) */
   int32_t at_end; /* 1: written at the end of an epoch */
   uint64_t nparams, nstate; /* floats that follow (0 for a timing-only model) */
+  uint64_t nevidence;       /* bytes of the checks' evidence after them */
+  uint64_t nranks;          /* then each rank's sums of its samples' loss, correct, count */
+  uint64_t ninvolved;       /* bytes of the writer's rank flags in the evidence (its world) */
   double opt_steps;
   double position[POSITION_FIELDS];
 } ckpt_header;
+
+/* The checks' evidence a checkpoint carries, so that a job resumed mid-epoch still sees the
+ * samples of the steps before it: what every rank knows, without the times (a resumed job's
+ * clock starts again, and its checkpoints must be the same bytes as the uninterrupted run's). */
+typedef struct ckpt_evidence {
+  train_evidence *ev;
+  struct { void *p; size_t bytes; } part[4];
+} ckpt_evidence;
+
+/* The evidence's parts; its rank flags as `involved` bytes (< 0: this job's own), so that a job
+ * resumed on another number of GPUs reads the flags of the world that wrote them. */
+static size_t evidence_parts(rank_state *s, ckpt_evidence *c, long involved) {
+  size_t N = s->cfg->real ? (size_t)s->cfg->train_samples : 0;
+  int most = s->cfg->max_size > s->size ? s->cfg->max_size : s->size;
+  if (involved >= 0 && s->involved) most = (int)involved;
+  *c = (ckpt_evidence){.ev = &s->ev};
+  c->part[0].p = NULL; /* which epochs wrote checkpoints is this run's own (the resume check) */
+  c->part[0].bytes = 0;
+  c->part[1].p = s->sample_count;
+  c->part[1].bytes = s->sample_count ? N * sizeof(int32_t) : 0;
+  c->part[2].p = s->sample_owner;
+  c->part[2].bytes = s->sample_owner ? N * sizeof(int32_t) : 0;
+  c->part[3].p = s->involved;
+  c->part[3].bytes = s->involved ? (size_t)most : 0;
+  size_t n = sizeof(train_evidence);
+  for (int i = 0; i < 4; i++) n += c->part[i].bytes;
+  return n;
+}
+
+static void evidence_pack(rank_state *s, unsigned char *out) {
+  ckpt_evidence c;
+  evidence_parts(s, &c, -1);
+  train_evidence ev = s->ev;
+  memset(&ev.now, 0, sizeof ev.now);
+  memcpy(out, &ev, sizeof ev);
+  out += sizeof ev;
+  for (int i = 0; i < 4; i++) {
+    if (c.part[i].bytes) memcpy(out, c.part[i].p, c.part[i].bytes);
+    out += c.part[i].bytes;
+  }
+}
+
+/* `involved`: the bytes of rank flags in `in` (< 0: this job's own); the flags of ranks this job
+ * does not have are dropped. */
+static void evidence_unpack(rank_state *s, const unsigned char *in, long involved) {
+  ckpt_evidence c;
+  evidence_parts(s, &c, -1);
+  rh_epoch_stats now = s->ev.now;
+  memcpy(&s->ev, in, sizeof s->ev);
+  s->ev.now = now;
+  in += sizeof s->ev;
+  for (int i = 0; i < 4; i++) {
+    size_t stored = i == 3 && involved >= 0 && s->involved ? (size_t)involved : c.part[i].bytes;
+    if (c.part[i].bytes) {
+      memset(c.part[i].p, 0, c.part[i].bytes);
+      memcpy(c.part[i].p, in, stored < c.part[i].bytes ? stored : c.part[i].bytes);
+    }
+    in += stored;
+  }
+}
+
+/* Every rank takes rank 0's checkpointed evidence (through the checks' channel: no time), and
+ * its own row of metric sums (rows: rank 0's copy of the file's, `nrows` of them). */
+static rh_status share_evidence(rank_state *s, const double *rows, int nrows) {
+  ckpt_evidence c;
+  size_t n = evidence_parts(s, &c, -1), m = n + 3 * sizeof(double) * (size_t)s->size;
+  unsigned char *mine = calloc(1, m), *all = malloc(m * (size_t)s->size);
+  rh_status st = mine && all ? RH_OK : RH_ERR_NOMEM;
+  if (st == RH_OK) {
+    evidence_pack(s, mine);
+    if (rows) memcpy(mine + n, rows, 3 * sizeof(double) * (size_t)(nrows < s->size ? nrows : s->size));
+    st = rh_check_allgather(s->ctx, mine, m, all);
+  }
+  if (st == RH_OK) {
+    evidence_unpack(s, all, -1);
+    const double *row = (const double *)(all + n) + 3 * s->rank;
+    s->ev.epoch_loss = row[0];
+    s->ev.epoch_correct = row[1];
+    s->ev.epoch_samples = row[2];
+  }
+  free(mine);
+  free(all);
+  return st;
+}
+
+/* Every rank's metric sums, gathered for rank 0's checkpoint. */
+static double *gather_rows(rank_state *s) {
+  double mine[3] = {s->ev.epoch_loss, s->ev.epoch_correct, s->ev.epoch_samples};
+  double *rows = malloc(3 * sizeof(double) * (size_t)s->size);
+  if (rows && rh_check_allgather(s->ctx, mine, sizeof mine, rows) != RH_OK) {
+    free(rows);
+    return NULL;
+  }
+  return rows;
+}
 
 /* The bytes a checkpoint of this model holds (a timing-only model's, though none are written). */
 static double state_bytes(const rank_state *s) {
@@ -77,7 +175,12 @@ static double state_bytes(const rank_state *s) {
 rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
   const rh_train_config *cfg = s->cfg;
   bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
-  if (!writer) return RH_OK;
+  double *rows = cfg->real ? gather_rows(s) : NULL; /* every rank takes part */
+  if (cfg->real && !rows) return RH_ERR_NOMEM;
+  if (!writer) {
+    free(rows);
+    return RH_OK;
+  }
   char path[1024], tmp[1100];
   if (epoch_end) snprintf(path, sizeof path, "%s/checkpoint-%d.bin", cfg->checkpoint_dir, (int)s->pos.epoch + 1);
   else snprintf(path, sizeof path, "%s/checkpoint-step-%ld.bin", cfg->checkpoint_dir, (long)s->pos.global_step);
@@ -97,10 +200,24 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
     h.nparams = s->nparams;
     h.nstate = rh_optimizer_state_count(&s->opt);
   }
+  ckpt_evidence parts;
+  h.nevidence = evidence_parts(s, &parts, -1);
+  h.ninvolved = parts.part[3].bytes;
+  h.nranks = rows ? (uint64_t)s->size : 0;
+  unsigned char *evidence = malloc(h.nevidence);
+  if (!evidence) {
+    free(rows);
+    return RH_ERR_NOMEM;
+  }
+  evidence_pack(s, evidence);
   FILE *f = fopen(tmp, "wb");
   bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 &&
             (!cfg->real || (fwrite(s->params, sizeof(float), s->nparams, f) == s->nparams &&
-                            fwrite(s->opt.state, sizeof(float), h.nstate, f) == h.nstate));
+                            fwrite(s->opt.state, sizeof(float), h.nstate, f) == h.nstate)) &&
+            fwrite(evidence, 1, h.nevidence, f) == h.nevidence &&
+            fwrite(rows, 3 * sizeof(double), h.nranks, f) == h.nranks;
+  free(evidence);
+  free(rows);
   if (f && fclose(f) != 0) ok = false;
   if (ok && rename(tmp, path) != 0) ok = false;
   if (!ok) {
@@ -127,42 +244,62 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
   return st;
 }
 
-/* Reads the checkpoint at `path` into the state; 0, -1 when it is absent, -2 when it is damaged
- * or of another model (the state is then left untouched). */
-static int read_file(rank_state *s, const char *path, ckpt_header *out) {
+/* Reads the checkpoint at `path` into the state (its ranks' metric sums into *rows, the caller
+ * frees); 0, -1 when it is absent, -2 when it is damaged or of another model (the state is then
+ * left untouched). */
+static int read_file(rank_state *s, const char *path, ckpt_header *out, double **rows) {
   FILE *f = fopen(path, "rb");
   if (!f) return -1;
   ckpt_header h;
+  ckpt_evidence parts;
   size_t nstate = s->cfg->real ? rh_optimizer_state_count(&s->opt) : 0;
-  size_t np = s->cfg->real ? s->nparams : 0;
+  size_t np = s->cfg->real ? s->nparams : 0, ne = 0;
   float *p = malloc(np * sizeof(float) + 1), *o = malloc(nstate * sizeof(float) + 1);
+  unsigned char *ev = NULL;
   bool ok = p && o && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, "RHCKPT2", 8) == 0 &&
-            h.nparams == np && h.nstate == nstate && fread(p, sizeof(float), np, f) == np &&
-            fread(o, sizeof(float), nstate, f) == nstate && fgetc(f) == EOF;
+            h.nparams == np && h.nstate == nstate && h.nranks < (1u << 24) &&
+            h.ninvolved < (1u << 24) && (s->involved || h.ninvolved == 0);
+  if (ok) {
+    ne = evidence_parts(s, &parts, (long)h.ninvolved);
+    ev = malloc(ne);
+  }
+  ok = ok && ev && h.nevidence == ne && fread(p, sizeof(float), np, f) == np &&
+       fread(o, sizeof(float), nstate, f) == nstate && fread(ev, 1, ne, f) == ne;
+  double *r = ok ? calloc(3 * h.nranks + 1, sizeof(double)) : NULL;
+  ok = ok && r && fread(r, 3 * sizeof(double), h.nranks, f) == h.nranks && fgetc(f) == EOF;
   fclose(f);
+  if (ok) {
+    free(*rows);
+    *rows = r;
+  } else {
+    free(r);
+  }
   if (ok) { /* only a whole, matching file replaces the state */
     memcpy(s->params, p, np * sizeof(float));
     memcpy(s->opt.state, o, nstate * sizeof(float));
     s->opt.steps = h.opt_steps;
     memcpy(&s->pos, h.position, sizeof s->pos);
+    if (s->recording) evidence_unpack(s, ev, (long)h.ninvolved); /* a replay for the resume check keeps its own */
     *out = h;
   } else {
     fprintf(stderr, "rehearsal: %s is damaged or not a checkpoint of this model\n", path);
   }
   free(p);
   free(o);
+  free(ev);
   return ok ? 0 : -2;
 }
 
 /* Reads checkpoint-EPOCH, or with epoch < 0 the one of the most steps; returns the epoch it
  * holds, -1 when there is none, -2 when it is damaged. */
-static int read_checkpoint(rank_state *s, int epoch) {
+static int read_checkpoint(rank_state *s, int epoch, double **rows, int *nrows) {
   char path[1024], best[1024] = "";
   const char *dir = s->cfg->checkpoint_dir;
   ckpt_header h;
   if (epoch >= 0) {
     snprintf(path, sizeof path, "%s/checkpoint-%d.bin", dir, epoch);
-    int rc = read_file(s, path, &h);
+    int rc = read_file(s, path, &h, rows);
+    *nrows = rc < 0 ? 0 : (int)h.nranks;
     return rc < 0 ? rc : h.epoch;
   }
   /* the newest: the most global steps, an epoch's end before a mid-epoch one of the same step */
@@ -180,8 +317,10 @@ static int read_checkpoint(rank_state *s, int epoch) {
     ckpt_header peek;
     bool got = f && fread(&peek, sizeof peek, 1, f) == 1 && memcmp(peek.magic, "RHCKPT2", 8) == 0;
     if (f) fclose(f);
-    double steps = got ? peek.position[3] + (peek.at_end ? 0.5 : 0) : -1; /* global_step */
-    if (!got && most < 0) steps = 0; /* a damaged file is only read when it is all there is */
+    /* global steps; a damaged file goes by its name, so that a damaged newest one is an error
+     * and not a silent start from an older one */
+    double steps = got ? peek.position[3] + (peek.at_end ? 0.5 : 0)
+                       : at_end ? (double)e * (double)s->steps_per_epoch + 0.5 : (double)g;
     if (steps > most) {
       most = steps;
       snprintf(best, sizeof best, "%s", path);
@@ -189,15 +328,19 @@ static int read_checkpoint(rank_state *s, int epoch) {
   }
   if (d) closedir(d);
   if (!best[0]) return -1;
-  int rc = read_file(s, best, &h);
+  int rc = read_file(s, best, &h, rows);
+  *nrows = rc < 0 ? 0 : (int)h.nranks;
   return rc < 0 ? rc : h.epoch;
 }
 
 rh_status train__restore(rank_state *s, int which, int *found) {
   train_position start = {0};
-  int32_t epoch = s->rank == 0 ? read_checkpoint(s, which) : 0;
+  double *rows = NULL;
+  int nrows = 0;
+  int32_t epoch = s->rank == 0 ? read_checkpoint(s, which, &rows, &nrows) : 0;
   /* every rank learns first whether rank 0 could read it */
   rh_status st = rh_broadcast(s->ctx, &epoch, 1, RH_INT32, 0);
+  if (st != RH_OK || epoch == -2) free(rows);
   if (st != RH_OK) return st;
   if (epoch == -2) {
     snprintf(s->res->error_detail, sizeof s->res->error_detail,
@@ -207,6 +350,8 @@ rh_status train__restore(rank_state *s, int which, int *found) {
   if (epoch < 0 && s->rank == 0) s->pos = start; /* none: from the start */
   if (epoch >= 0 && s->rank == 0) st = rh_storage_io(s->ctx, state_bytes(s), false);
   if (st == RH_OK) st = broadcast_state(s);
+  if (st == RH_OK && epoch >= 0 && s->recording) st = share_evidence(s, rows, nrows);
+  free(rows);
   *found = epoch < 0 ? 0 : epoch;
   s->shard_epoch = -1;
   return st;
@@ -253,10 +398,14 @@ static rh_status evidence_save(rh_ctx *ctx, void *obj) {
   return RH_OK;
 }
 
+static void count_commit(rank_state *s, double dt, int epoch, bool result);
+
 static rh_status evidence_restore(rh_ctx *ctx, void *obj) {
   (void)ctx;
   evidence *ev = obj;
   for (int i = 0; i < ev->n; i++) memcpy(ev->region[i].live, ev->region[i].saved, ev->region[i].bytes);
+  /* the commit restored to took its time (rank 0's result kept it: it is not restored) */
+  count_commit(ev->s, ev->s->commit_dt, ev->s->commit_epoch, false);
   return RH_OK;
 }
 
@@ -279,10 +428,16 @@ static rh_status evidence_sync(rh_ctx *ctx, void *obj) {
   }
   if (st == RH_OK) st = rh_check_allgather(ctx, mine, n, all);
   off = 0;
+  train_evidence *live = &ev->s->ev;
+  double own[3] = {live->epoch_loss, live->epoch_correct, live->epoch_samples};
   for (int i = 0; st == RH_OK && i < ev->n; i++) {
     memcpy(ev->region[i].live, all + off, ev->region[i].bytes);
     off += ev->region[i].bytes;
   }
+  /* a rank's sums of its own samples' loss stay its own */
+  live->epoch_loss = own[0];
+  live->epoch_correct = own[1];
+  live->epoch_samples = own[2];
   free(mine);
   free(all);
   return st;
@@ -313,13 +468,28 @@ static const rh_state_handler evidence_handler = {
     .save = evidence_save, .restore = evidence_restore, .sync = evidence_sync,
     .size = evidence_size, .store = evidence_store, .load = evidence_load};
 
-rh_status train__commit(rank_state *s) {
+/* A commit's time where it belongs: the epoch in progress, or the row of the epoch it ended
+ * (and rank 0's copy of the row in the result). */
+static void count_commit(rank_state *s, double dt, int epoch, bool result) {
+  if (epoch < 0) {
+    s->ev.now.commit += dt;
+    return;
+  }
+  if (!s->recording || epoch > s->epochs) return;
+  s->epoch_stats[epoch].commit += dt;
+  if (result && s->rank == 0 && epoch < s->res->capacity) s->res->epochs_stats[epoch].commit += dt;
+}
+
+rh_status train__commit(rank_state *s, int epoch) {
   /* the mistake commits nothing; a replay after the run (the resume check) has no state */
   if ((s->cfg->mistakes & RH_MISTAKE_NO_COMMIT) || !s->state) return RH_OK;
   double t0 = rh_time(s->ctx);
   if (s->cfg->real) s->commit_hash = train__fnv(s->params, s->nparams * sizeof(float));
   rh_status st = rh_state_commit(s->state);
-  s->ev.now.commit += rh_time(s->ctx) - t0;
+  /* the saved state cannot hold its own commit's time: a restore adds it back */
+  s->commit_dt = rh_time(s->ctx) - t0;
+  s->commit_epoch = epoch;
+  count_commit(s, s->commit_dt, epoch, true);
   if (s->rank == 0) s->res->commits++;
   return st;
 }
@@ -374,7 +544,10 @@ rh_status train__elastic(rank_state *s) {
   if (st == RH_OK) st = rh_state_on_reset(s->state, on_reset, s);
   if (s->rank == 0) s->res->state_bytes = state_bytes(s);
   /* every rank starts from the same seed; the first sync hands rank 0's state to all */
-  if (st == RH_OK && cfg->real) rh_model_init_params(&cfg->model, s->params, cfg->seed);
+  if (st == RH_OK && cfg->real) {
+    rh_model_init_params(&cfg->model, s->params, cfg->seed);
+    s->commit_hash = train__fnv(s->params, s->nparams * sizeof(float)); /* what the first sync saves */
+  }
   int start = 0;
   if (st == RH_OK && cfg->resume && cfg->checkpoint_dir) {
     st = train__restore(s, -1, &start);

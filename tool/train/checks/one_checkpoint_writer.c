@@ -12,7 +12,6 @@ static rh_status after_checkpoint(rank_state *s, int epoch, bool wrote) {
   rh_status st = all ? rh_check_allgather(s->ctx, &mine, 1, all) : RH_ERR_NOMEM;
   int writers = 0;
   for (int r = 0; st == RH_OK && r < s->size; r++) writers += all[r];
-  s->ev.checkpoint_writes++;
   if (st == RH_OK && (writers != 1 || !all[0])) {
     char ranks[256];
     train__rank_list(all, s->size, ranks, sizeof ranks);

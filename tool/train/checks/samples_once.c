@@ -30,8 +30,10 @@ static rh_status after_step(rank_state *s, int epoch, long step, double lr) {
       if (s->sample_count[idx]++ == 0) {
         s->sample_owner[idx] = r;
       } else {
+        int most = s->cfg->max_size > s->size ? s->cfg->max_size : s->size;
         s->involved[r] = 1;
-        s->involved[s->sample_owner[idx]] = 1;
+        if (s->sample_owner[idx] < most) s->involved[s->sample_owner[idx]] = 1; /* else: a rank of
+          the larger world a checkpoint was written in */
       }
     }
   return st;
