@@ -1,0 +1,234 @@
+/*
+ * test_drills.c: the failure drills of tests/scenarios/drills/, each run as a user runs it.  Each
+ * drill ends with its expected exit status and says what a user must read in its report (who
+ * noticed, how the world re-formed, what it cost); none crashes, hangs or reports an UNEXPECTED
+ * check; no drill loses committed work; each gives the same summary.json bytes twice.
+ *
+ * Two equivalences hold bit for bit, by an independent route:
+ * - an elastic job that loses a node rolls back to its commit and goes on with fewer workers: its
+ *   final parameters are those of the same job without the failure checkpointed at that commit
+ *   and resumed by `--resume` on the GPUs that remain;
+ * - a fixed-size job relaunched from its checkpoint after a crash ends where the same job ends
+ *   without the crash.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRILLS "tests/scenarios/drills/"
+
+static char tmpdir[64];
+
+typedef struct drill {
+  const char *name;
+  int rc;
+  const char *says[4]; /* what its output must say */
+} drill;
+
+static const drill drills[] = {
+    {"below-min-np", 1,
+     {"the job ended: 2 slots remain, min_np is 3 (waited 5 s for hosts)",
+      "the elastic job ended before its last step: fewer workers than min_np remain"}},
+    {"cascading-failures", 0,
+     {"elastic reset: 6 -> 2 ranks, nodes 0 (formed again: a failure hit the recovery)",
+      "during the recovery of another failure"}},
+    /* a crash in mid-allreduce: every survivor comes to the rendezvous at once */
+    {"crash-during-allreduce", 0,
+     {"elastic reset: 6 -> 4 ranks, nodes 0,2; node 1 left: failed: its process died\n",
+      "rendezvous 1.000000 s + sync"}},
+    {"crash-during-broadcast", 0,
+     {"collective #1 broadcast (2 x int32, root 0): a peer died",
+      "elastic reset: 6 -> 4 ranks, nodes 0,1; node 2 left: failed: its process died\n"}},
+    {"crash-during-commit", 0,
+     {"broadcast (3 x double, root 0): a peer died", "(0 steps begun since the last commit)"}},
+    {"crash-during-recovery", 0,
+     {"(formed again: a failure hit the recovery)", "during the recovery of another failure"}},
+    {"crash-during-sync", 0,
+     {"elastic reset: 6 -> 2 ranks, nodes 1 (formed again: a failure hit the recovery)",
+      "elastic reset: 4 -> 2 ranks, nodes 1; node 2 left"}},
+    {"crash-of-a-spare", 1,
+     {"nobody noticed it", "FAIL  failures_noticed       the host_crash of node 3 (line 23)"}},
+    {"degraded-uplink", 0, {"link_degraded of node 0's uplink", "s slower in all"}},
+    {"failure-after-the-end", 1,
+     {"never happened: the job ended at", "FAIL  failures_noticed"}},
+    {"failure-in-the-first-step", 0,
+     {"(epoch 1, step 1; scenario line 22)", "elastic reset: 6 -> 4 ranks"}},
+    {"failure-in-the-last-step", 0,
+     {"(epoch 3, step 16; scenario line 22)", "rendezvous 1.000000 s + sync",
+      "elastic reset: 6 -> 4 ranks, nodes 0,2; node 1 left: failed: its process died\n"}},
+    {"hang-during-commit", 0,
+     {"ranks 3 never issued it", "node 1 left: failed: did not come back to the rendezvous",
+      "detection 20.0000"}},
+    {"host-added-then-removed", 0,
+     {"elastic reset: 6 -> 8 ranks, nodes 0,1,2,3", "elastic reset: 8 -> 6 ranks, nodes 0,1,2"}},
+    {"hung-rank", 0,
+     {"ranks 0-4 waited 20 s; ranks 5 never issued it",
+      "node 2 left: failed: did not come back to the rendezvous"}},
+    {"link-down-for-good", 0, {"timed out waiting for a peer", "node 1 left: failed: unreachable"}},
+    {"link-down-then-up", 0,
+     {"link_down of node 1's uplink", "1 step ran in the window",
+      "SKIP  no_committed_work_lost"}},
+    {"no-recovery", 1, {"the job stopped (no restart policy)", "the run stopped on rank"}},
+    {"random-failures", 0,
+     {"1. host_crash of node 1 at 9.440322 s (epoch 3, step 2; a random failure)",
+      "2. gpu_crash of node 2 GPU 1", "PASS  no_committed_work_lost",
+      "PASS  state_identical_after_reset after each of 2 resets"}},
+    {"rank0-host-crash", 0, {"elastic reset: 6 -> 4 ranks, nodes 1,2; node 0 left"}},
+    {"relaunch-exhausted", 1, {"relaunched at 30.", "the job stopped (no restart policy)"}},
+    {"relaunch-from-checkpoint", 0, {"relaunched at", "on 6 ranks (nodes 0,2,3)"}},
+    {"straggler", 0, {"straggler of node 2 GPU 0", "s slower in all"}},
+};
+
+static int setup(void **state) {
+  (void)state;
+  return rh_test_mkdtemp(tmpdir, "drills");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return rh_test_rmdir(tmpdir);
+}
+
+/* Runs `rehearsal run FILE --out DIR [--resume]`; returns its exit status, its stdout in *text. */
+static int run(const char *file, const char *out, bool resume, char **text) {
+  char std[300];
+  snprintf(std, sizeof std, "%s.txt", out);
+  char *argv[] = {RH_BINARY, "run", (char *)file, "--out", (char *)out,
+                  resume ? "--resume" : NULL, NULL};
+  int rc = rh_test_spawn(argv, std, NULL);
+  *text = rh_test_slurp(std);
+  assert_non_null(*text);
+  return rc;
+}
+
+static void fnv_of(const char *text, char *fnv) {
+  const char *p = strstr(text, "final parameters: FNV-1a ");
+  assert_non_null(p);
+  assert_int_equal(sscanf(p, "final parameters: FNV-1a %16s", fnv), 1);
+}
+
+/* Every drill file has its expectations here, and every expectation its file. */
+static void test_every_drill_listed(void **state) {
+  (void)state;
+  DIR *d = opendir(DRILLS);
+  assert_non_null(d);
+  size_t files = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    size_t len = strlen(de->d_name);
+    if (len < 6 || strcmp(de->d_name + len - 5, ".yaml") != 0) continue;
+    files++;
+    bool listed = false;
+    for (size_t i = 0; i < sizeof drills / sizeof drills[0]; i++)
+      listed |= strlen(drills[i].name) == len - 5 && strncmp(drills[i].name, de->d_name, len - 5) == 0;
+    if (!listed) fail_msg("%s has no expectations in test_drills.c", de->d_name);
+  }
+  closedir(d);
+  assert_int_equal(files, sizeof drills / sizeof drills[0]);
+}
+
+static void test_drills(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof drills / sizeof drills[0]; i++) {
+    const drill *dr = &drills[i];
+    char file[200], out[200], again[220], *text, *text2;
+    snprintf(file, sizeof file, DRILLS "%s.yaml", dr->name);
+    snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, dr->name));
+    snprintf(again, sizeof again, "%s-again", out);
+    int rc = run(file, out, false, &text);
+    print_message("%-28s exit %d\n", dr->name, rc);
+    if (rc != dr->rc) fail_msg("%s: exit %d, expected %d\n%s", dr->name, rc, dr->rc, text);
+    for (int k = 0; k < 4 && dr->says[k]; k++)
+      if (!strstr(text, dr->says[k])) fail_msg("%s does not say \"%s\":\n%s", dr->name, dr->says[k], text);
+    if (strstr(text, "UNEXPECTED")) fail_msg("%s: an unexpected verdict:\n%s", dr->name, text);
+    if (strstr(text, "FAIL  no_committed_work_lost")) fail_msg("%s lost committed work:\n%s", dr->name, text);
+    if (dr->rc == 0 && strstr(text, "FAIL ")) fail_msg("%s: a check failed:\n%s", dr->name, text);
+    /* the same numbers again, bit for bit */
+    assert_int_equal(run(file, again, false, &text2), rc);
+    char a[300], b[300];
+    snprintf(a, sizeof a, "%s/summary.json", out);
+    snprintf(b, sizeof b, "%s/summary.json", again);
+    char *ja = rh_test_slurp(a), *jb = rh_test_slurp(b);
+    assert_non_null(ja);
+    assert_non_null(jb);
+    if (strcmp(ja, jb) != 0) fail_msg("%s: two runs wrote different summaries", dr->name);
+    free(ja);
+    free(jb);
+    free(text);
+    free(text2);
+  }
+}
+
+/* The checkpoints of `dir` after global step `step` (and the epochs' ends after it) go. */
+static void keep_checkpoints_until(const char *dir, long step, int epochs_done) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  for (struct dirent *de; (de = readdir(d));) {
+    long g;
+    int e;
+    char tail[8], path[600];
+    bool late = (sscanf(de->d_name, "checkpoint-step-%ld.bi%1s", &g, tail) == 2 && g > step) ||
+                (sscanf(de->d_name, "checkpoint-%d.bi%1s", &e, tail) == 2 && e > epochs_done);
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (late) assert_int_equal(remove(path), 0);
+  }
+  closedir(d);
+}
+
+static void test_elastic_equals_resume(void **state) {
+  (void)state;
+  char *text, fnv_elastic[20], fnv_resumed[20];
+  /* node 2 dies in epoch 2, step 7 (16 steps an epoch on 6 GPUs); the commit of step 4 holds */
+  assert_int_equal(run(DRILLS "equivalence/elastic.yaml", rh_test_path(tmpdir, "eq-elastic"), false,
+                       &text), 0);
+  assert_non_null(strstr(text, "(3 steps begun since the last commit)"));
+  assert_non_null(strstr(text, "elastic reset: 6 -> 4 ranks, nodes 0,1"));
+  fnv_of(text, fnv_elastic);
+  free(text);
+  /* the same job without the failure, checkpointed every 4 steps; cut back to step 16 + 4 */
+  char *dir = rh_test_path(tmpdir, "eq-steady");
+  assert_int_equal(run(DRILLS "equivalence/steady.yaml", dir, false, &text), 0);
+  free(text);
+  char ckpt[300];
+  snprintf(ckpt, sizeof ckpt, "%s/checkpoints", dir);
+  keep_checkpoints_until(ckpt, 20, 1);
+  assert_int_equal(run(DRILLS "equivalence/resumed.yaml", dir, true, &text), 0);
+  fnv_of(text, fnv_resumed);
+  print_message("elastic after the failure %s, resumed on 4 GPUs %s\n", fnv_elastic, fnv_resumed);
+  assert_string_equal(fnv_elastic, fnv_resumed);
+  free(text);
+}
+
+static void test_relaunch_equals_uninterrupted(void **state) {
+  (void)state;
+  char *text, fnv_relaunched[20], fnv_steady[20];
+  assert_int_equal(run(DRILLS "relaunch-from-checkpoint.yaml", rh_test_path(tmpdir, "relaunch"),
+                       false, &text), 0);
+  assert_non_null(strstr(text, "relaunched at"));
+  fnv_of(text, fnv_relaunched);
+  free(text);
+  assert_int_equal(run(DRILLS "equivalence/steady.yaml", rh_test_path(tmpdir, "steady"), false,
+                       &text), 0);
+  fnv_of(text, fnv_steady);
+  free(text);
+  print_message("relaunched %s, without the failure %s\n", fnv_relaunched, fnv_steady);
+  assert_string_equal(fnv_relaunched, fnv_steady);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_drill_listed),
+      cmocka_unit_test(test_drills),
+      cmocka_unit_test(test_elastic_equals_resume),
+      cmocka_unit_test(test_relaunch_equals_uninterrupted),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
