@@ -383,9 +383,13 @@ static void test_failure_sections(void **state) {
   assert_close(sc.cluster.storage_write_bw, 2e9);
   assert_close(sc.cluster.storage_latency, 5e-3);
   assert_close(sc.recipe.checkpoint_every_steps, 40);
-  rh_fault_plan plan;
-  rh_fault *f = rh_scenario_fault_plan(&sc, &plan);
-  assert_non_null(f);
+  rh_scenario_launch launch;
+  assert_int_equal(rh_scenario_launch_init(&sc, &launch), RH_OK);
+  assert_true(launch.config.cluster == &sc.cluster && launch.config.settings == &sc.settings);
+  assert_true(launch.config.faults == &launch.plan && launch.config.elastic == &launch.elastic);
+  assert_null(launch.config.restart);
+  const rh_fault_plan plan = launch.plan;
+  const rh_fault *f = plan.faults;
   assert_int_equal(plan.nfaults, 3);
   assert_close(plan.gpu_mtbf, 1000 * 3600.0);
   assert_close(plan.node_mtbf, 4000 * 3600.0);
@@ -402,9 +406,8 @@ static void test_failure_sections(void **state) {
   assert_close(f[1].factor, 0.5);
   assert_close(f[1].extra_latency, 20e-6);
   assert_true(f[2].kind == RH_FAULT_STRAGGLER && f[2].gpu == -1 && f[2].factor == 0.25);
-  rh_elastic_config el;
-  rh_host_change *ch;
-  assert_true(rh_scenario_elastic(&sc, &el, &ch));
+  const rh_elastic_config el = launch.elastic;
+  const rh_host_change *ch = el.changes;
   assert_true(el.min_np == 4 && el.max_np == 12 && el.nchanges == 1);
   assert_close(el.rendezvous, 2);
   assert_close(el.rendezvous_timeout, 15);
@@ -413,10 +416,7 @@ static void test_failure_sections(void **state) {
   assert_close(el.discovery_interval, 0.5);
   assert_close(el.commit_bw, 10e9);
   assert_true(ch[0].added && ch[0].node == 2 && ch[0].at == 20);
-  rh_restart_config rs;
-  assert_false(rh_scenario_restart(&sc, &rs));
-  free(f);
-  free(ch);
+  rh_scenario_launch_free(&launch);
   rh_scenario_free(&sc);
 }
 

@@ -1,7 +1,8 @@
 /*
  * launch.c: rh_main, the entry point of a user's training program, and `rehearsal platform`.  On
- * the simulator the cluster comes from the scenario named by --scenario FILE (or RH_SCENARIO), and
- * its `collective:` settings apply to the runtime.
+ * the simulator the cluster comes from the scenario named by --scenario FILE (or RH_SCENARIO), its
+ * `collective:` settings apply to the runtime, and its failures, elastic and restart sections to
+ * the job: a program that runs its loop in rh_elastic_run recovers as Horovod's elastic mode does.
  */
 #include "commands.h"
 #include "platform.h"
@@ -25,8 +26,30 @@ int rh_main(int argc, char **argv, rh_rank_fn fn, void *arg) {
     fprintf(stderr, "%s: %s\n", argv[0], err);
     return 2;
   }
-  rh_launch_config cfg = {.cluster = &sc.cluster, .settings = &sc.settings};
-  int rc = rh__launch(&cfg, fn, arg, NULL);
+  rh_scenario_launch launch;
+  if (rh_scenario_launch_init(&sc, &launch) != RH_OK) {
+    fprintf(stderr, "%s: out of memory\n", argv[0]);
+    rh_scenario_free(&sc);
+    return 1;
+  }
+  rh_launch_result res = {0};
+  int rc = rh__launch(&launch.config, fn, arg, &res);
+  /* a drill that tested nothing says so */
+  for (int i = 0; res.rank <= 0 && i < launch.plan.nfaults; i++) {
+    bool fired = false;
+    for (size_t k = 0; res.log && k < res.log->n && !fired; k++)
+      fired = res.log->events[k].kind == RH_EV_FAULT && res.log->events[k].fault == i;
+    const rh_fault *f = &launch.plan.faults[i];
+    if (!fired)
+      fprintf(stderr, "%s: %s:%d: the %s of node %d never happened: the program ended before its "
+                      "trigger%s\n", argv[0], file, f->line, rh_fault_names[f->kind], f->node,
+              f->epoch >= 0 ? " (a step trigger fires at rh_step_begin)" : "");
+  }
+  if (res.log) {
+    rh__joblog_free(res.log);
+    free(res.log);
+  }
+  rh_scenario_launch_free(&launch);
   rh_scenario_free(&sc);
   return rc;
 }

@@ -63,13 +63,7 @@ typedef struct run_inputs {
   rh_train_config cfg;
   char checkpoints[1024];
   bool temporary_checkpoints;
-  /* failures: the runtime's forms of the scenario's sections */
-  rh_fault_plan plan;
-  rh_fault *faults;
-  rh_elastic_config elastic;
-  rh_host_change *changes;
-  rh_restart_config restart;
-  bool has_plan, has_elastic, has_restart;
+  rh_scenario_launch launch; /* with the runtime's forms of the failure sections */
 } run_inputs;
 
 /* The checkpoint directory: under --out, else a temporary one removed afterwards. */
@@ -94,39 +88,38 @@ static int checkpoint_dir(const char *out, run_inputs *in) {
 }
 
 /* The failure, elastic and restart settings of the run; the checks that go with them. */
-static void prepare_failures(const rh_scenario *sc, run_inputs *in) {
+static int prepare_failures(const rh_scenario *sc, run_inputs *in) {
   rh_train_config *c = &in->cfg;
-  in->faults = rh_scenario_fault_plan(sc, &in->plan);
-  in->has_plan = in->plan.nfaults > 0 || in->plan.gpu_mtbf > 0 || in->plan.node_mtbf > 0;
-  in->has_elastic = rh_scenario_elastic(sc, &in->elastic, &in->changes);
-  in->has_restart = rh_scenario_restart(sc, &in->restart);
-  c->faults = in->has_plan;
-  c->elastic = in->has_elastic;
-  c->min_np = in->has_elastic ? in->elastic.min_np : rh_scenario_size(sc);
+  if (rh_scenario_launch_init(sc, &in->launch) != RH_OK) return 1;
+  const rh_elastic_config *el = in->launch.config.elastic;
+  c->faults = in->launch.has_plan;
+  c->elastic = in->launch.has_elastic;
+  c->min_np = el ? el->min_np : rh_scenario_size(sc);
   c->commit_every = (long)sc->elastic.commit_every;
   c->checkpoint_every_steps = (long)sc->recipe.checkpoint_every_steps;
   int slots = 0;
   for (int n = 0; n < sc->cluster.nodes + sc->cluster.spares; n++) slots += sc->cluster.gpus_per_node[n];
-  c->max_size = in->has_elastic && in->elastic.max_np > 0 && in->elastic.max_np < slots ? in->elastic.max_np : slots;
+  c->max_size = el && el->max_np > 0 && el->max_np < slots ? el->max_np : slots;
   c->optimizer_state = c->optimizer == RH_OPT_SGD ? 1 : 2;
   bool judged = false;
-  for (int i = 0; i < in->plan.nfaults; i++) {
-    const rh_fault *f = &in->plan.faults[i];
+  for (int i = 0; i < in->launch.plan.nfaults; i++) {
+    const rh_fault *f = &in->launch.plan.faults[i];
     judged = judged || f->kind == RH_FAULT_HOST_CRASH || f->kind == RH_FAULT_GPU_CRASH ||
              f->kind == RH_FAULT_HANG || (f->kind == RH_FAULT_LINK_DOWN && isinf(f->duration));
   }
   /* the checks of failures apply to timing-only models too: they are about steps and commits */
   bool on[RH_CHECK_COUNT] = {
-      [RH_CHECK_WORK_LOST] = in->has_elastic,
-      [RH_CHECK_STATE_RESET] = in->has_elastic,
-      [RH_CHECK_MIN_NP] = in->has_elastic,
+      [RH_CHECK_WORK_LOST] = in->launch.has_elastic,
+      [RH_CHECK_STATE_RESET] = in->launch.has_elastic,
+      [RH_CHECK_MIN_NP] = in->launch.has_elastic,
       [RH_CHECK_NOTICED] = judged,
-      [RH_CHECK_INTERVAL] = (in->plan.gpu_mtbf > 0 || in->plan.node_mtbf > 0) &&
-                            (in->has_elastic || in->has_restart)};
+      [RH_CHECK_INTERVAL] = (in->launch.plan.gpu_mtbf > 0 || in->launch.plan.node_mtbf > 0) &&
+                            (in->launch.has_elastic || in->launch.has_restart)};
   for (int i = RH_CHECK_WORK_LOST; i < RH_CHECK_COUNT; i++) {
     int e = sc->checks.enabled[i];
     c->check[i] = e < 0 ? on[i] : e == 1;
   }
+  return 0;
 }
 
 /* Resolves a data path relative to the scenario file's directory. */
@@ -163,7 +156,7 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     c->check[i] = e < 0 ? (deflt || i == RH_CHECK_COLLECTIVES) : e == 1;
     if (!real && i != RH_CHECK_COLLECTIVES) c->check[i] = false;
   }
-  prepare_failures(sc, in);
+  if (prepare_failures(sc, in) != 0) return 1;
   if (!real) {
     in->layers = calloc((size_t)sc->model.nlayers, sizeof *in->layers);
     if (!in->layers) return 1;
@@ -173,7 +166,7 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     c->layers = in->layers;
     c->nlayers = sc->model.nlayers;
     /* a timing-only model checkpoints its position, for a relaunch to resume from */
-    return in->has_restart ? checkpoint_dir(out, in) : 0;
+    return in->launch.has_restart ? checkpoint_dir(out, in) : 0;
   }
 
   /* data */
@@ -242,7 +235,7 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
   if (c->forward_flops <= 0) c->forward_flops = rh_model_forward_flops(&c->model);
 
   bool need = c->checkpoint_every > 0 || c->checkpoint_every_steps > 0 || c->check[RH_CHECK_RESUME] ||
-              resume || in->has_restart;
+              resume || in->launch.has_restart;
   return need ? checkpoint_dir(out, in) : 0;
 }
 
@@ -255,8 +248,7 @@ static void release(run_inputs *in) {
   rh_dataset_free(&in->train);
   rh_dataset_free(&in->validation);
   free(in->layers);
-  free(in->faults);
-  free(in->changes);
+  rh_scenario_launch_free(&in->launch);
 }
 
 int rh_cmd_run(int argc, char **argv) {
@@ -298,12 +290,8 @@ int rh_cmd_run(int argc, char **argv) {
     return rc;
   }
   rh_train_job job = {.cfg = cfg, .result = &res};
-  rh_launch_config lc = {.cluster = &sc.cluster, .settings = &sc.settings,
-                         .faults = in.has_plan ? &in.plan : NULL,
-                         .elastic = in.has_elastic ? &in.elastic : NULL,
-                         .restart = in.has_restart ? &in.restart : NULL};
   rh_launch_result lres = {0};
-  int launch_rc = rh__launch(&lc, rh_train_rank, &job, &lres);
+  int launch_rc = rh__launch(&in.launch.config, rh_train_rank, &job, &lres);
   /* under a launcher rank 0 reports; 2: bad input; 77: no GPU for the GPU target */
   if (lres.rank > 0 || launch_rc == 2 || launch_rc == 77) {
     rh_train_result_free(&res);
@@ -333,7 +321,7 @@ int rh_cmd_run(int argc, char **argv) {
     return 0; /* the finished run's summary.json stays as it was */
   }
   /* with failures, two more columns: the time the epoch lost to them, and its ranks */
-  bool failures = in.has_plan || in.has_elastic || in.has_restart;
+  bool failures = in.launch.has_plan || in.launch.has_elastic || in.launch.has_restart;
   if (cfg->real)
     printf("#%5s %6s %11s %10s %10s %9s %11s %10s %9s %9s %9s %9s", "epoch", "steps", "time",
            "compute", "comm_wait", "step", "throughput", "lr", "loss", "accuracy", "val_loss",
@@ -374,7 +362,7 @@ int rh_cmd_run(int argc, char **argv) {
              s->val_accuracy);
     else if (cfg->real) /* no validation: gnuplot's missing-value mark */
       printf(" %9.5f %9.5f %9s %9s", s->train_loss, s->train_accuracy, "-", "-");
-    double lost = failures ? rh_failure_lost_within(in.has_plan ? &in.plan : NULL, lres.log, &res,
+    double lost = failures ? rh_failure_lost_within(in.launch.config.faults, lres.log, &res,
                                                     lres.end_time, s->start, s->end) : 0;
     if (failures) printf(" %10.6f %6d", lost, s->size);
     printf("\n");
@@ -449,21 +437,21 @@ int rh_cmd_run(int argc, char **argv) {
   /* the failures: what each cost, and the verdicts that need the whole job */
   rh_failure_totals ft = {0};
   if (failures) {
-    rh_failure_report(stdout, root, in.has_plan ? &in.plan : NULL, lres.log, &res, lres.end_time, &ft);
-    if (cfg->check[RH_CHECK_NOTICED]) rh_train_verdict_noticed(&res, &in.plan, lres.log);
+    rh_failure_report(stdout, root, in.launch.config.faults, lres.log, &res, lres.end_time, &ft);
+    if (cfg->check[RH_CHECK_NOTICED]) rh_train_verdict_noticed(&res, &in.launch.plan, lres.log);
     if (cfg->check[RH_CHECK_INTERVAL]) {
       /* the job's MTBF over the GPUs and nodes it starts on */
-      double rate = (in.plan.gpu_mtbf > 0 ? size / in.plan.gpu_mtbf : 0) +
-                    (in.plan.node_mtbf > 0 ? sc.cluster.nodes / in.plan.node_mtbf : 0);
-      long every = in.has_elastic ? cfg->commit_every
+      double rate = (in.launch.plan.gpu_mtbf > 0 ? size / in.launch.plan.gpu_mtbf : 0) +
+                    (in.launch.plan.node_mtbf > 0 ? sc.cluster.nodes / in.launch.plan.node_mtbf : 0);
+      long every = in.launch.has_elastic ? cfg->commit_every
                    : cfg->checkpoint_every_steps > 0 ? cfg->checkpoint_every_steps
                                                      : cfg->checkpoint_every * res.steps_per_epoch;
       if (res.steps_per_epoch > 0 && (every <= 0 || every > res.steps_per_epoch) &&
-          (in.has_elastic || cfg->checkpoint_every > 0))
+          (in.launch.has_elastic || cfg->checkpoint_every > 0))
         every = res.steps_per_epoch; /* the end of each epoch commits (checkpoints) too */
-      double count = in.has_elastic ? (double)res.commits : (double)res.nckpt;
-      double cost = count > 0 ? (in.has_elastic ? ft.commit : ft.checkpoint) / count : 0;
-      rh_interval_figures fig = {.elastic = in.has_elastic, .steps = every,
+      double count = in.launch.has_elastic ? (double)res.commits : (double)res.nckpt;
+      double cost = count > 0 ? (in.launch.has_elastic ? ft.commit : ft.checkpoint) / count : 0;
+      rh_interval_figures fig = {.elastic = in.launch.has_elastic, .steps = every,
                                  .interval = (double)every * ft.step + cost, .cost = cost,
                                  .mtbf = rate > 0 ? 1 / rate : 0};
       rh_train_verdict_interval(&res, &fig, sc.checks.interval_tolerance);

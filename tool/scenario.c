@@ -1054,14 +1054,13 @@ void rh_scenario_free(rh_scenario *sc) {
 
 /* ---- the runtime's forms ---------------------------------------------------------------- */
 
-rh_fault *rh_scenario_fault_plan(const rh_scenario *sc, rh_fault_plan *plan) {
+static rh_status fault_plan(const rh_scenario *sc, rh_fault_plan *plan) {
   *plan = (rh_fault_plan){.gpu_mtbf = sc->failures.gpu_mtbf_h * 3600,
                           .node_mtbf = sc->failures.node_mtbf_h * 3600,
                           .seed = (uint64_t)sc->failures.seed};
   int n = sc->failures.nevents;
-  if (n == 0 && plan->gpu_mtbf <= 0 && plan->node_mtbf <= 0) return NULL;
   rh_fault *f = calloc((size_t)(n ? n : 1), sizeof *f);
-  if (!f) return NULL;
+  if (!f) return RH_ERR_NOMEM;
   for (int i = 0; i < n; i++) {
     const rh_scenario_fault *e = &sc->failures.events[i];
     bool step_trigger = e->epoch > 0;
@@ -1077,12 +1076,10 @@ rh_fault *rh_scenario_fault_plan(const rh_scenario *sc, rh_fault_plan *plan) {
   }
   plan->faults = f;
   plan->nfaults = n;
-  return f;
+  return RH_OK;
 }
 
-bool rh_scenario_elastic(const rh_scenario *sc, rh_elastic_config *el, rh_host_change **changes) {
-  *changes = NULL;
-  if (!sc->elastic.present) return false;
+static rh_status elastic(const rh_scenario *sc, rh_elastic_config *el) {
   *el = (rh_elastic_config){
       .min_np = sc->elastic.min_np > 0 ? sc->elastic.min_np : rh_scenario_size(sc),
       .max_np = sc->elastic.max_np, .rendezvous = sc->elastic.rendezvous_s,
@@ -1090,21 +1087,41 @@ bool rh_scenario_elastic(const rh_scenario *sc, rh_elastic_config *el, rh_host_c
       .slots_timeout = sc->elastic.timeout_s, .worker_start = sc->elastic.worker_start_s,
       .discovery_interval = sc->elastic.discovery_interval_s, .commit_bw = sc->elastic.commit_bw};
   int n = sc->elastic.nchanges;
-  if (n > 0 && (*changes = calloc((size_t)n, sizeof **changes))) {
-    for (int i = 0; i < n; i++) {
-      const rh_scenario_change *c = &sc->elastic.changes[i];
-      (*changes)[i] = (rh_host_change){.at = c->at_s, .node = c->add >= 0 ? c->add : c->remove,
-                                       .added = c->add >= 0};
-    }
-    el->changes = *changes;
-    el->nchanges = n;
+  if (n == 0) return RH_OK;
+  rh_host_change *changes = calloc((size_t)n, sizeof *changes);
+  if (!changes) return RH_ERR_NOMEM;
+  for (int i = 0; i < n; i++) {
+    const rh_scenario_change *c = &sc->elastic.changes[i];
+    changes[i] = (rh_host_change){.at = c->at_s, .node = c->add >= 0 ? c->add : c->remove,
+                                  .added = c->add >= 0};
   }
-  return true;
+  el->changes = changes;
+  el->nchanges = n;
+  return RH_OK;
 }
 
-bool rh_scenario_restart(const rh_scenario *sc, rh_restart_config *rs) {
-  if (!sc->restart.present || sc->restart.policy == 0) return false;
-  *rs = (rh_restart_config){.relaunch = sc->restart.relaunch_s,
-                            .max_restarts = sc->restart.max_restarts};
-  return true;
+rh_status rh_scenario_launch_init(const rh_scenario *sc, rh_scenario_launch *l) {
+  *l = (rh_scenario_launch){.config = {.cluster = &sc->cluster, .settings = &sc->settings}};
+  l->has_plan = sc->failures.nevents > 0 || sc->failures.gpu_mtbf_h > 0 || sc->failures.node_mtbf_h > 0;
+  l->has_elastic = sc->elastic.present;
+  l->has_restart = sc->restart.present && sc->restart.policy != 0;
+  rh_status st = l->has_plan ? fault_plan(sc, &l->plan) : RH_OK;
+  if (st == RH_OK && l->has_elastic) st = elastic(sc, &l->elastic);
+  if (st != RH_OK) {
+    rh_scenario_launch_free(l);
+    return st;
+  }
+  if (l->has_restart)
+    l->restart = (rh_restart_config){.relaunch = sc->restart.relaunch_s,
+                                     .max_restarts = sc->restart.max_restarts};
+  l->config.faults = l->has_plan ? &l->plan : NULL;
+  l->config.elastic = l->has_elastic ? &l->elastic : NULL;
+  l->config.restart = l->has_restart ? &l->restart : NULL;
+  return RH_OK;
+}
+
+void rh_scenario_launch_free(rh_scenario_launch *l) {
+  free((void *)l->plan.faults);
+  free((void *)l->elastic.changes);
+  *l = (rh_scenario_launch){0};
 }

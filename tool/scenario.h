@@ -16,7 +16,7 @@ typedef struct rh_layer {
 } rh_layer;
 
 /* A fault event as the scenario writes it (1-based epochs and steps, units in the keys); its
- * runtime form is rh_fault (rh_scenario_fault_plan). */
+ * runtime form is rh_fault (rh_scenario_launch_init). */
 typedef struct rh_scenario_fault {
   int kind;           /* rh_fault_kind */
   int node;           /* -1: not given */
@@ -125,11 +125,19 @@ typedef struct rh_scenario {
 rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t errlen);
 void rh_scenario_free(rh_scenario *sc);
 
-/* The runtime's forms of the failure, elastic and restart sections; they point into sc (and the
- * fault array the caller frees).  Return NULL / false when the scenario has none. */
-rh_fault *rh_scenario_fault_plan(const rh_scenario *sc, rh_fault_plan *plan);
-bool rh_scenario_elastic(const rh_scenario *sc, rh_elastic_config *el, rh_host_change **changes);
-bool rh_scenario_restart(const rh_scenario *sc, rh_restart_config *rs);
+/* How the scenario launches: its cluster and settings, and the runtime's forms of its failure,
+ * elastic and restart sections (has_*: the scenario has the section).  `config` points into
+ * this and into sc, which must outlive it; rh_scenario_launch_free releases it. */
+typedef struct rh_scenario_launch {
+  rh_launch_config config;
+  rh_fault_plan plan;
+  rh_elastic_config elastic;
+  rh_restart_config restart;
+  bool has_plan, has_elastic, has_restart;
+} rh_scenario_launch;
+
+rh_status rh_scenario_launch_init(const rh_scenario *sc, rh_scenario_launch *l);
+void rh_scenario_launch_free(rh_scenario_launch *l);
 
 /* Ranks in the scenario's cluster. */
 int rh_scenario_size(const rh_scenario *sc);
