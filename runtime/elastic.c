@@ -8,9 +8,9 @@
  *    │      │ hosts changed (at a commit)                     reset, callbacks (sync unless
  *    └──────┘                                                  hosts were only removed)
  *
- * The reset itself (leaving the broken world, joining the next one) is the backend's rendezvous;
- * a target that cannot re-form a world in the process returns RH_ERR_UNSUPPORTED and its job is
- * relaunched from the persisted commit instead (persist/recover).
+ * The reset itself (leaving the broken world, joining the next one) is the backend's rendezvous:
+ * on the simulator its elastic driver, on real processes `rehearsal elastic` and a communicator
+ * of the survivors.
  */
 #include "internal.h"
 
@@ -166,65 +166,12 @@ rh_status rh_state_sync(rh_state *s) {
   return st;
 }
 
-/* ---- persisting a commit (for a job relaunched on real processes) ------------------------ */
-
-/* The saved copy as bytes: for each entry its name, its length and its bytes. */
-static rh_status persist(rh_state *s) {
-  rh_ctx *ctx = s->ctx;
-  size_t total = 0;
-  for (int i = 0; i < s->n; i++) {
-    const state_entry *e = &s->entries[i];
-    size_t len = e->handler ? (e->handler->size ? e->handler->size(e->obj) : 0)
-                            : (e->buf ? entry_bytes(e) : 0);
-    total += sizeof e->name + sizeof(uint64_t) + len;
-  }
-  unsigned char *out = malloc(total + 1), *p = out;
-  if (!out) return RH_ERR_NOMEM;
-  rh_status st = RH_OK;
-  for (int i = 0; i < s->n && st == RH_OK; i++) {
-    const state_entry *e = &s->entries[i];
-    uint64_t len = e->handler ? (e->handler->size ? e->handler->size(e->obj) : 0)
-                              : (e->buf ? entry_bytes(e) : 0);
-    memcpy(p, e->name, sizeof e->name);
-    memcpy(p + sizeof e->name, &len, sizeof len);
-    p += sizeof e->name + sizeof len;
-    if (e->handler && len) st = e->handler->store(e->obj, p);
-    else if (len) memcpy(p, e->saved, len);
-    p += len;
-  }
-  if (st == RH_OK) st = ctx->ops->persist(ctx, out, total);
-  free(out);
-  return st;
-}
-
-/* Loads a persisted commit into the saved copies (entries matched by name and length). */
-static rh_status load_persisted(rh_state *s, const unsigned char *in, size_t n) {
-  const unsigned char *p = in, *end = in + n;
-  for (int i = 0; i < s->n; i++) {
-    state_entry *e = &s->entries[i];
-    uint64_t len;
-    if ((size_t)(end - p) < sizeof e->name + sizeof len || memcmp(p, e->name, sizeof e->name))
-      return RH_ERR_IO;
-    memcpy(&len, p + sizeof e->name, sizeof len);
-    p += sizeof e->name + sizeof len;
-    if ((size_t)(end - p) < len) return RH_ERR_IO;
-    rh_status st = RH_OK;
-    if (e->handler && len) st = e->handler->load ? e->handler->load(e->obj, p, len) : RH_ERR_IO;
-    else if (!e->handler && len != (e->buf ? entry_bytes(e) : 0)) st = RH_ERR_IO;
-    else if (len) memcpy(e->saved, p, len);
-    if (st != RH_OK) return st;
-    p += len;
-  }
-  return p == end ? RH_OK : RH_ERR_IO;
-}
-
 /* ---- commit ------------------------------------------------------------------------------- */
 
 rh_status rh_state_commit(rh_state *s) {
   rh_ctx *ctx = s->ctx;
   if (ctx->ops->progress) ctx->ops->progress(ctx, RH_PHASE_COMMIT);
   rh_status st = rh_state_save(s);
-  if (st == RH_OK && ctx->ops->persist) st = persist(s);
   if (st != RH_OK) return st;
   /* Horovod's check_host_updates: rank 0's view of host changes reaches every rank, so that
    * every rank raises the interrupt at the same commit */
@@ -259,21 +206,6 @@ static bool peer_failure(rh_status st) {
 
 rh_status rh_elastic_run(rh_ctx *ctx, rh_state *s, rh_elastic_fn fn, void *arg) {
   if (!s || !fn || s->ctx != ctx) return RH_ERR_INVALID;
-  /* a relaunched job starts from the commit its previous launch persisted */
-  if (ctx->ops->recover && ctx->restarts > 0) {
-    void *bytes = NULL;
-    size_t n = 0;
-    rh_status st = ctx->ops->recover(ctx, &bytes, &n);
-    if (st == RH_OK) st = load_persisted(s, bytes, n);
-    free(bytes);
-    if (st == RH_OK) st = rh_state_restore(s);
-    if (st != RH_OK) {
-      snprintf(ctx->last_error, sizeof ctx->last_error,
-               "the committed state of the previous launch cannot be read: %s",
-               rh_status_string(st));
-      return st;
-    }
-  }
   bool skip_sync = false;
   for (;;) {
     rh_status st = skip_sync ? RH_OK : rh_state_sync(s);

@@ -310,7 +310,8 @@ typedef struct rh_backend_ops {
   /* ---- failures and elastic training (NULL where the target has none) ---- */
   /* This rank gives up on its world after a failed collective: every member waiting on it is
    * released (its waits return RH_ERR_ABORTED), as an aborted NCCL communicator and a closed
-   * controller connection tell the others at once. */
+   * controller connection tell the others at once; a target that cannot release them (MPI)
+   * reports the failure there and then. */
   void (*abandon)(rh_ctx *ctx);
   /* Leaves the world and joins the next one the elastic driver forms (Horovod's shutdown and
    * init); blocks until it is formed, then ctx holds the new rank, size and topology.
@@ -326,11 +327,6 @@ typedef struct rh_backend_ops {
   /* How many of `steps` steps of `seconds`, from step `first` of `epoch`, may be charged
    * without running them before a scheduled event (simulators only; NULL elsewhere). */
   long (*repeat_bound)(rh_ctx *ctx, int epoch, long first, long steps, double seconds);
-  /* A committed state kept outside the process, for a relaunched job: persist writes rank's
-   * copy, recover reads the newest one the launcher handed over (RH_ERR_IO when none; *bytes
-   * is the caller's to free). */
-  rh_status (*persist)(rh_ctx *ctx, const void *bytes, size_t n);
-  rh_status (*recover)(rh_ctx *ctx, void **bytes, size_t *n);
 } rh_backend_ops;
 
 #define RH_AUDIT_COLLECTIVE (0ull << 32)

@@ -227,15 +227,11 @@ typedef struct rh_state rh_state;
 
 /* Something kept in the state that is not a plain buffer (a sampler's position, a program's
  * records).  save: live to saved copy; restore: saved to live; sync: make every rank's live state
- * rank 0's (a collective).  size/store/load write and read the saved copy as bytes, so that a job
- * relaunched on real processes starts from the last commit; they may be NULL where it is not. */
+ * rank 0's (a collective). */
 typedef struct rh_state_handler {
   rh_status (*save)(rh_ctx *ctx, void *obj);
   rh_status (*restore)(rh_ctx *ctx, void *obj);
   rh_status (*sync)(rh_ctx *ctx, void *obj);
-  size_t (*size)(void *obj);
-  rh_status (*store)(void *obj, void *out);
-  rh_status (*load)(void *obj, const void *in, size_t bytes);
 } rh_state_handler;
 
 /* A new, empty state; NULL when out of memory.  The caller frees it with rh_state_free. */

@@ -9,6 +9,8 @@
 int rh_cmd_run(int argc, char **argv);
 int rh_cmd_collective(int argc, char **argv);
 int rh_cmd_platform(int argc, char **argv);
+int rh_cmd_elastic(int argc, char **argv);      /* the elastic driver for real processes */
+int rh_cmd_elastic_rank(int argc, char **argv); /* one process under it */
 
 /* Writes `text` to DIR/NAME through a temporary file and a rename, creating DIR if needed, so a
  * reader never sees half a file.  Returns 0, or prints the reason and returns 1. */

@@ -1,7 +1,7 @@
 /*
  * main.c: the `rehearsal` command.  Subcommands: run (replay a scenario's training), collective
  * (nccl-tests-style table on the scenario's cluster), platform (print the generated SimGrid
- * platform).  Exit codes: 0 success, 1 failure of the job or of a check, 2 bad input.
+ * platform), elastic (the elastic driver for real processes; elastic-rank is its helper).  Exit codes: 0 success, 1 failure of the job or of a check, 2 bad input.
  */
 #include "commands.h"
 
@@ -13,7 +13,11 @@ static int usage(FILE *f) {
              "  run FILE [--out DIR]          replay the scenario's training on the simulator\n"
              "  collective FILE [options]     nccl-tests-style table on the scenario's cluster\n"
              "                                (rehearsal collective --help for options)\n"
-             "  platform FILE                 print the SimGrid platform of the scenario\n");
+             "  platform FILE                 print the SimGrid platform of the scenario\n"
+             "  elastic FILE [-np N] -- PROGRAM [ARGS]\n"
+             "                                run PROGRAM on real processes (mpirun) with the\n"
+             "                                scenario's elastic settings: after a failure the\n"
+             "                                survivors go on (rehearsal elastic --help)\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -28,6 +32,8 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "run") == 0) return rh_cmd_run(argc - 2, argv + 2);
   if (strcmp(cmd, "collective") == 0) return rh_cmd_collective(argc - 2, argv + 2);
   if (strcmp(cmd, "platform") == 0) return rh_cmd_platform(argc - 2, argv + 2);
+  if (strcmp(cmd, "elastic") == 0) return rh_cmd_elastic(argc - 2, argv + 2);
+  if (strcmp(cmd, "elastic-rank") == 0) return rh_cmd_elastic_rank(argc - 2, argv + 2);
   fprintf(stderr, "rehearsal: unknown command '%s'\n", cmd);
   return usage(stderr);
 }

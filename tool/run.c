@@ -322,6 +322,7 @@ int rh_cmd_run(int argc, char **argv) {
   }
   /* with failures, two more columns: the time the epoch lost to them, and its ranks */
   bool failures = in.launch.has_plan || in.launch.has_elastic || in.launch.has_restart;
+  bool simulated = lres.rank < 0;
   if (cfg->real)
     printf("#%5s %6s %11s %10s %10s %9s %11s %10s %9s %9s %9s %9s", "epoch", "steps", "time",
            "compute", "comm_wait", "step", "throughput", "lr", "loss", "accuracy", "val_loss",
@@ -362,9 +363,13 @@ int rh_cmd_run(int argc, char **argv) {
              s->val_accuracy);
     else if (cfg->real) /* no validation: gnuplot's missing-value mark */
       printf(" %9.5f %9.5f %9s %9s", s->train_loss, s->train_accuracy, "-", "-");
-    double lost = failures ? rh_failure_lost_within(in.launch.config.faults, lres.log, &res,
-                                                    lres.end_time, s->start, s->end) : 0;
-    if (failures) printf(" %10.6f %6d", lost, s->size);
+    /* lost time comes from the simulator's job log; real processes have none ("-") */
+    double lost = failures && simulated
+                      ? rh_failure_lost_within(in.launch.config.faults, lres.log, &res,
+                                               lres.end_time, s->start, s->end)
+                      : NAN;
+    if (failures && simulated) printf(" %10.6f %6d", lost, s->size);
+    else if (failures) printf(" %10s %6d", "-", s->size);
     printf("\n");
     json_t *jep = json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch", e + 1,
                             "steps", (json_int_t)s->steps, "time_s", t, "compute_s", s->compute,
@@ -380,7 +385,7 @@ int rh_cmd_run(int argc, char **argv) {
       }
     }
     if (failures) {
-      json_object_set_new(jep, "lost_s", json_real(lost));
+      if (simulated) json_object_set_new(jep, "lost_s", json_real(lost));
       json_object_set_new(jep, "ranks", json_integer(s->size));
       json_object_set_new(jep, "commit_s", json_real(s->commit));
       json_object_set_new(jep, "checkpoint_s", json_real(s->checkpoint));
@@ -436,7 +441,24 @@ int rh_cmd_run(int argc, char **argv) {
 
   /* the failures: what each cost, and the verdicts that need the whole job */
   rh_failure_totals ft = {0};
-  if (failures) {
+  if (failures && !simulated) {
+    /* the job log is the simulator's: on real processes the elastic driver reports the failures,
+     * and the verdicts that need the log are left to the simulator */
+    double commit = 0, checkpoint = 0;
+    for (int e = 0; e < res.epochs; e++) {
+      commit += res.epochs_stats[e].commit;
+      checkpoint += res.epochs_stats[e].checkpoint;
+    }
+    printf("\nfailures\n  on real processes `rehearsal elastic` reports each failure and reset "
+           "(its stderr); commits %.6f s, checkpoints %.6f s\n", commit, checkpoint);
+    const rh_check_id log_checks[] = {RH_CHECK_NOTICED, RH_CHECK_INTERVAL};
+    for (size_t i = 0; i < sizeof log_checks / sizeof log_checks[0]; i++)
+      if (cfg->check[log_checks[i]]) {
+        res.checks[log_checks[i]] = (rh_check_result){.skipped = true};
+        snprintf(res.checks[log_checks[i]].detail, sizeof res.checks[0].detail,
+                 "judged on the simulator, from its job log");
+      }
+  } else if (failures) {
     rh_failure_report(stdout, root, in.launch.config.faults, lres.log, &res, lres.end_time, &ft);
     if (cfg->check[RH_CHECK_NOTICED]) rh_train_verdict_noticed(&res, &in.launch.plan, lres.log);
     if (cfg->check[RH_CHECK_INTERVAL]) {

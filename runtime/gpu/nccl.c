@@ -42,13 +42,18 @@ static double seconds(void) {
 }
 
 /* Between polls: yield for the first millisecond (a sleep lasts some 50 us whatever is asked,
- * more than a small collective takes), then sleep 20 us at a time. */
+ * more than a small collective takes), then sleep 1% of the time waited so far, from 20 us up to
+ * 2 ms, so that a rank waiting on a stalled peer costs its core next to nothing. */
 static void pause_briefly(double since) {
-  if (seconds() - since < 1e-3) {
+  double waited = seconds() - since;
+  if (waited < 1e-3) {
     sched_yield();
     return;
   }
-  struct timespec ts = {0, 20000};
+  double ns = waited * 1e7;
+  if (ns < 20000) ns = 20000;
+  if (ns > 2000000) ns = 2000000;
+  struct timespec ts = {0, (long)ns};
   nanosleep(&ts, NULL);
 }
 

@@ -13,16 +13,12 @@
  * the device of its local rank, rank 0's NCCL unique id reaches the others by MPI_Bcast, every
  * collective on real buffers runs through NCCL on device memory (host buffers are staged), and
  * compute spends the FLOPs in cuBLAS GEMMs.  Audits, checks and timing-only messages stay on MPI.
+ *
+ * Elastic training (elastic.c) and scripted faults (faults.c) have files of their own.
  */
-#include "internal.h"
-#ifdef RH_MPI_GPU
-#include "gpu.h"
-#endif
-
-#include <mpi.h>
+#include "mpi_backend.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,31 +33,11 @@
 
 /* ---- job and rank state ------------------------------------------------------------------ */
 
-typedef struct mpi_job {
-  MPI_Comm coll;  /* the collectives' messages */
-  MPI_Comm native; /* MPI's own collectives (RH_COLLECTIVES=native) */
-  MPI_Op half_ops[RH_OP_COUNT]; /* fp16 has no MPI type: sum, min and max of our own */
-  MPI_Comm neg;   /* negotiations */
-  MPI_Comm check; /* checks */
-  double t0;
-  pthread_mutex_t lock; /* every MPI call holds it (MPI_THREAD_SERIALIZED) */
-#ifdef RH_MPI_GPU
-  rh_nccl *nccl;
-#endif
-} mpi_job;
-
-typedef struct mpi_rank {
-  rh_ctx ctx;
-  mpi_job *job;
-  pthread_mutex_t mu; /* the background tasks' turns */
-  pthread_cond_t cv;
-  uint64_t next_ticket, serving;
-} mpi_rank;
-
 struct rh_p2p {
   MPI_Request req;
   void *scratch; /* timing-only: the bytes that stand in for the payload, owned */
   size_t bytes;
+  int peer;
   bool is_recv, done, completed; /* done: no longer pending; completed: not cancelled */
 };
 
@@ -75,8 +51,8 @@ struct rh_task {
   mpi_rank *owner;
 };
 
-static mpi_rank *rank_of(const rh_ctx *ctx) { return (mpi_rank *)ctx->backend; }
-static mpi_job *job_of(const rh_ctx *ctx) { return rank_of(ctx)->job; }
+static mpi_rank *rank_of(const rh_ctx *ctx) { return mpi__rank_of(ctx); }
+static mpi_job *job_of(const rh_ctx *ctx) { return mpi__job_of(ctx); }
 
 static rh_status map_error(int err) {
   if (err == MPI_SUCCESS) return RH_OK;
@@ -86,15 +62,35 @@ static rh_status map_error(int err) {
   return RH_ERR_BACKEND;
 }
 
-static void pause_briefly(void) {
-  struct timespec ts = {0, 20000}; /* 20 us between polls */
+double mpi__wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* 1% of the time waited so far, from 20 us up to 2 ms: a message that comes soon is seen at
+ * once, and a rank waiting on a stalled peer costs its core next to nothing (a blocking MPI wait
+ * would spin). */
+void mpi__pause(double since) {
+  double ns = (mpi__wall() - since) * 1e7;
+  if (ns < 20000) ns = 20000;
+  if (ns > 2000000) ns = 2000000;
+  struct timespec ts = {0, (long)ns};
   nanosleep(&ts, NULL);
 }
 
-static void sleep_seconds(double s) {
+void mpi__sleep(double s) {
   if (s <= 0) return;
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+void mpi__comms_open(mpi_comms *c, MPI_Comm parent) {
+  MPI_Comm *all[] = {&c->coll, &c->native, &c->neg, &c->check, &c->end};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    MPI_Comm_dup(parent, all[i]);
+    MPI_Comm_set_errhandler(*all[i], MPI_ERRORS_RETURN);
   }
 }
 
@@ -106,6 +102,7 @@ static rh_status post(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_t byt
   rh_p2p *r = calloc(1, sizeof *r);
   if (!r) return RH_ERR_NOMEM;
   r->bytes = bytes;
+  r->peer = peer;
   r->is_recv = recv;
   if (!buf && bytes) { /* timing-only: real bytes must still travel */
     buf = r->scratch = calloc(1, bytes);
@@ -130,19 +127,21 @@ static rh_status post(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_t byt
 
 static rh_status mpi_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf, size_t bytes,
                            rh_p2p **out) {
-  return post(ctx, peer, tag, (void *)buf, bytes, false, job_of(ctx)->coll, out);
+  return post(ctx, peer, tag, (void *)buf, bytes, false, job_of(ctx)->comms.coll, out);
 }
 
 static rh_status mpi_irecv(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_t bytes,
                            rh_p2p **out) {
-  return post(ctx, peer, tag, buf, bytes, true, job_of(ctx)->coll, out);
+  return post(ctx, peer, tag, buf, bytes, true, job_of(ctx)->comms.coll, out);
 }
 
 /* Polls until every request is done or the deadline passes; cancels what is left. */
 static rh_status wait_requests(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeout) {
   mpi_job *job = job_of(ctx);
-  double deadline = timeout >= 0 ? MPI_Wtime() + timeout : -1;
-  rh_status first = RH_OK;
+  double since = mpi__wall(), deadline = timeout >= 0 ? since + timeout : -1;
+  rh_status first = RH_OK, news = RH_OK;
+  int late_peer = -1;
+  double look = since;
   for (;;) {
     size_t left = 0;
     pthread_mutex_lock(&job->lock);
@@ -168,22 +167,26 @@ static rh_status wait_requests(rh_ctx *ctx, rh_p2p **reqs, size_t n, double time
         if ((size_t)count != r->bytes && first == RH_OK) first = RH_ERR_MISMATCH;
       }
     }
-    bool late = deadline >= 0 && MPI_Wtime() > deadline;
-    if (left && late) { /* a peer that never came: give up on what is still pending */
+    bool late = deadline >= 0 && mpi__wall() > deadline;
+    if (left && !late && news == RH_OK) news = mpi__news(ctx, &look); /* a death the driver saw */
+    if (left && (late || news != RH_OK)) { /* a peer that never came: give up on what is left */
       for (size_t i = 0; i < n; i++) {
         rh_p2p *r = reqs[i];
         if (!r || r->done) continue;
+        if (late_peer < 0) late_peer = r->peer;
         MPI_Cancel(&r->req);
         MPI_Request_free(&r->req);
         r->done = true;
       }
-      if (first == RH_OK) first = RH_ERR_TIMEOUT;
+      if (first == RH_OK) first = news != RH_OK ? news : RH_ERR_TIMEOUT;
       left = 0;
     }
     pthread_mutex_unlock(&job->lock);
     if (!left) break;
-    pause_briefly();
+    mpi__pause(since);
   }
+  if (first == RH_ERR_TIMEOUT && late_peer >= 0)
+    snprintf(ctx->last_error, sizeof ctx->last_error, "waited %g s for rank %d", timeout, late_peer);
   return first;
 }
 
@@ -202,22 +205,17 @@ static rh_status mpi_waitall(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeou
 
 /* The system clock, not MPI_Wtime: Open MPI may read per-core cycle counters that do not agree
  * between processes, where the system clock is one per host (and NTP-aligned across hosts). */
-static double wall(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double mpi_now(const rh_ctx *ctx) { return wall() - job_of(ctx)->t0; }
+static double mpi_now(const rh_ctx *ctx) { return mpi__wall() - job_of(ctx)->t0; }
 
 CPU_ONLY static rh_status mpi_compute(rh_ctx *ctx, double flops) {
-  if (ctx->cluster && ctx->cluster->gpu_flops > 0) sleep_seconds(flops / ctx->cluster->gpu_flops);
+  if (ctx->cluster && ctx->cluster->gpu_flops > 0)
+    mpi__sleep(flops / ctx->cluster->gpu_flops * mpi__slowdown(ctx));
   return RH_OK;
 }
 
 static rh_status mpi_sleep(rh_ctx *ctx, double seconds) {
   (void)ctx;
-  sleep_seconds(seconds);
+  mpi__sleep(seconds);
   return RH_OK;
 }
 
@@ -229,7 +227,7 @@ static rh_status mpi_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t b
                            uint8_t *arrived, double timeout) {
   mpi_job *job = job_of(ctx);
   int n = ctx->world.n, me = ctx->rank;
-  MPI_Comm comm = (key & RH_AUDIT_CHECK) ? job->check : job->neg;
+  MPI_Comm comm = (key & RH_AUDIT_CHECK) ? job->comms.check : job->comms.neg;
   uint32_t tag = (uint32_t)(key & 0x7fff);
   rh_p2p **reqs = calloc(2 * (size_t)n, sizeof *reqs);
   if (!reqs) return RH_ERR_NOMEM;
@@ -290,7 +288,7 @@ static MPI_Op mpi_op(const mpi_job *job, rh_dtype t, rh_op op) {
 static rh_status finish(rh_ctx *ctx, int err, MPI_Request *req, double timeout) {
   mpi_job *job = job_of(ctx);
   if (err != MPI_SUCCESS) return map_error(err);
-  double deadline = timeout >= 0 ? MPI_Wtime() + timeout : -1;
+  double since = mpi__wall(), deadline = timeout >= 0 ? since + timeout : -1, look = since;
   for (;;) {
     int flag = 0;
     pthread_mutex_lock(&job->lock);
@@ -298,8 +296,10 @@ static rh_status finish(rh_ctx *ctx, int err, MPI_Request *req, double timeout) 
     pthread_mutex_unlock(&job->lock);
     if (err != MPI_SUCCESS) return map_error(err);
     if (flag) return RH_OK;
-    if (deadline >= 0 && MPI_Wtime() > deadline) return RH_ERR_TIMEOUT;
-    pause_briefly();
+    if (deadline >= 0 && mpi__wall() > deadline) return RH_ERR_TIMEOUT;
+    rh_status news = mpi__news(ctx, &look); /* a death the driver saw */
+    if (news != RH_OK) return news;
+    mpi__pause(since);
   }
 }
 
@@ -310,7 +310,7 @@ CPU_ONLY static rh_status mpi_allreduce(rh_ctx *ctx, void *buf, size_t count, rh
   MPI_Request req;
   pthread_mutex_lock(&job->lock);
   int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(dtype), mpi_op(job, dtype, op),
-                           job->native, &req);
+                           job->comms.native, &req);
   pthread_mutex_unlock(&job->lock);
   return finish(ctx, err, &req, timeout);
 }
@@ -321,7 +321,7 @@ CPU_ONLY static rh_status mpi_broadcast(rh_ctx *ctx, void *buf, size_t count, rh
   mpi_job *job = job_of(ctx);
   MPI_Request req;
   pthread_mutex_lock(&job->lock);
-  int err = MPI_Ibcast(buf, (int)count, mpi_type(dtype), root, job->native, &req);
+  int err = MPI_Ibcast(buf, (int)count, mpi_type(dtype), root, job->comms.native, &req);
   pthread_mutex_unlock(&job->lock);
   return finish(ctx, err, &req, timeout);
 }
@@ -343,7 +343,7 @@ CPU_ONLY static rh_status mpi_allgatherv(rh_ctx *ctx, void *buf, const size_t *c
     MPI_Request req;
     pthread_mutex_lock(&job->lock);
     int err = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displ,
-                              mpi_type(dtype), job->native, &req);
+                              mpi_type(dtype), job->comms.native, &req);
     pthread_mutex_unlock(&job->lock);
     st = finish(ctx, err, &req, timeout);
   }
@@ -439,6 +439,14 @@ static rh_status mpi_join(rh_ctx *ctx, rh_task *t, double timeout) {
   return st;
 }
 
+/* A rank that gives up on its world after a failure says so at once, on its own stderr: on
+ * real processes this is the report that comes within the timeout (the job's end may wait for
+ * peers that are gone). */
+static void mpi_abandon(rh_ctx *ctx) {
+  fprintf(stderr, "rehearsal: rank %d, %.3f s into the job: %s\n", ctx->rank, mpi_now(ctx),
+          ctx->last_error[0] ? ctx->last_error : "a collective failed");
+}
+
 static const rh_backend_ops mpi_ops = {
     .isend = mpi_isend,
     .irecv = mpi_irecv,
@@ -448,6 +456,9 @@ static const rh_backend_ops mpi_ops = {
     .spawn = mpi_spawn,
     .join = mpi_join,
     .audit = mpi_audit,
+    .abandon = mpi_abandon,
+    .rendezvous = mpi__rendezvous,
+    .progress = mpi__progress,
 #ifdef RH_MPI_GPU
     .name = "nccl",
     .compute = gpu_compute,
@@ -465,6 +476,22 @@ static const rh_backend_ops mpi_ops = {
 };
 
 #ifdef RH_MPI_GPU
+/* Makes the NCCL communicator of a world (comm: its MPI communicator) on this process's GPU.
+ * Every rank learns whether all could: 0, or 1. */
+int mpi__nccl_open(mpi_job *job, MPI_Comm comm, int rank, int size, double timeout) {
+  unsigned char id[128] = {0};
+  size_t idlen = 0;
+  rh_status st = rank == 0 ? rh_nccl_unique_id(id, &idlen) : RH_OK;
+  int failed = st != RH_OK, any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (any) return 1;
+  MPI_Bcast(id, sizeof id, MPI_BYTE, 0, comm);
+  st = rh_nccl_init(&job->nccl, id, rank, size, job->device, rh_gpu_stream(), timeout);
+  failed = st != RH_OK;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm);
+  return any ? 1 : 0;
+}
+
 /* Pins this rank's GPU by local rank and makes the job's NCCL communicator.  Returns 0, or the
  * launch's exit code: 77 when no rank has a device (as the GPU tests skip), 1 otherwise. */
 static int open_gpu(mpi_job *job, const rh_topology *topo, int rank, int size, double timeout) {
@@ -483,25 +510,19 @@ static int open_gpu(mpi_job *job, const rh_topology *topo, int rank, int size, d
     fprintf(stderr, "rehearsal: %s runs %d ranks but has %d CUDA device%s (one rank per GPU)\n",
             host, here, devices, devices == 1 ? "" : "s");
   rh_status st = bad ? RH_ERR_INVALID : rh_gpu_open(local);
-  unsigned char id[128] = {0};
-  size_t idlen = 0;
-  if (st == RH_OK && rank == 0) st = rh_nccl_unique_id(id, &idlen);
+  job->device = local;
   int failed = st != RH_OK;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any) return 1;
-  MPI_Bcast(id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  st = rh_nccl_init(&job->nccl, id, rank, size, local, rh_gpu_stream(), timeout);
-  failed = st != RH_OK;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any ? 1 : 0;
+  return mpi__nccl_open(job, MPI_COMM_WORLD, rank, size, timeout);
 }
 #endif
 
 /* ---- launch ------------------------------------------------------------------------------- */
 
-/* Which host each rank runs on, numbered in order of first appearance.  RH_MPI_GPUS_PER_NODE=k
+/* Which host each process runs on, numbered in order of first appearance.  RH_MPI_GPUS_PER_NODE=k
  * pretends every k consecutive ranks share a host (to rehearse several nodes on one machine). */
-static int *place_ranks(int rank, int size) {
+static int *place_ranks(int size) {
   int *node_of = calloc((size_t)size, sizeof(int));
   char *names = calloc((size_t)size, MPI_MAX_PROCESSOR_NAME);
   if (!node_of || !names) {
@@ -528,9 +549,39 @@ static int *place_ranks(int rank, int size) {
         found = node_of[q];
     node_of[r] = found >= 0 ? found : nodes++;
   }
-  (void)rank;
   free(names);
   return node_of;
+}
+
+/* The processes an elastic scenario may start with: min_np to max_np (its cluster's GPUs when
+ * max_np is not given); a fixed-size one, exactly its cluster's GPUs. */
+static bool size_allowed(const rh_launch_config *cfg, int size) {
+  int gpus = rh_cluster_size(cfg->cluster);
+  if (!cfg->elastic) return size == gpus;
+  int most = cfg->elastic->max_np > 0 ? cfg->elastic->max_np : gpus;
+  return size >= cfg->elastic->min_np && size <= most;
+}
+
+/* The job's end and its failed ranks, waited for as every collective is: a peer that died or
+ * hangs must not hang the survivors here.  False when the peers did not answer. */
+static bool agree_on_end(mpi_rank *me, double end, int failed, double *last, int *failures) {
+  mpi_job *job = me->job;
+  double mine[2] = {end, failed}, all[2] = {end, failed};
+  double timeout = rh_setting(&me->ctx, RH_SETTING_TIMEOUT);
+  MPI_Request req;
+  pthread_mutex_lock(&job->lock);
+  int err = MPI_Iallreduce(&mine[0], &all[0], 1, MPI_DOUBLE, MPI_MAX, job->comms.end, &req);
+  pthread_mutex_unlock(&job->lock);
+  bool ok = finish(&me->ctx, err, &req, timeout) == RH_OK;
+  if (ok) {
+    pthread_mutex_lock(&job->lock);
+    err = MPI_Iallreduce(&mine[1], &all[1], 1, MPI_DOUBLE, MPI_SUM, job->comms.end, &req);
+    pthread_mutex_unlock(&job->lock);
+    ok = finish(&me->ctx, err, &req, timeout) == RH_OK;
+  }
+  *last = all[0];
+  *failures = (int)all[1];
+  return ok;
 }
 
 int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res) {
@@ -547,48 +598,47 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     MPI_Finalize();
     return 1;
   }
-  if (cfg->cluster && rh_cluster_size(cfg->cluster) != size) {
-    if (rank == 0)
+  if (cfg->cluster && !size_allowed(cfg, size)) {
+    int gpus = rh_cluster_size(cfg->cluster);
+    if (rank == 0 && cfg->elastic)
+      fprintf(stderr,
+              "rehearsal: the elastic scenario runs on %d to %d processes but %d were started\n",
+              cfg->elastic->min_np, cfg->elastic->max_np > 0 ? cfg->elastic->max_np : gpus, size);
+    else if (rank == 0)
       fprintf(stderr,
               "rehearsal: the scenario's cluster has %d GPUs but %d processes were started "
-              "(mpirun -np %d)\n",
-              rh_cluster_size(cfg->cluster), size, rh_cluster_size(cfg->cluster));
+              "(mpirun -np %d)\n", gpus, size, gpus);
     MPI_Finalize();
     return 2;
   }
-  int *node_of = place_ranks(rank, size);
-  rh_topology topo;
-  if (!node_of || rh_topology_init_map(&topo, node_of, size) != RH_OK) {
-    free(node_of);
+  mpi_job job = {.world_rank = rank, .world_size = size, .elastic = cfg->elastic,
+                 .elastic_dir = cfg->elastic ? getenv("RH_ELASTIC_DIR") : NULL};
+  job.host_of = place_ranks(size);
+  job.members = calloc((size_t)size, sizeof(int));
+  if (!job.host_of || !job.members || rh_topology_init_map(&job.topo, job.host_of, size) != RH_OK) {
+    free(job.host_of);
+    free(job.members);
     MPI_Finalize();
     return 1;
   }
-  free(node_of);
-
-  mpi_job job = {0};
+  for (int r = 0; r < size; r++) job.members[r] = r;
   pthread_mutex_init(&job.lock, NULL);
-  MPI_Comm_dup(MPI_COMM_WORLD, &job.coll);
-  MPI_Comm_dup(MPI_COMM_WORLD, &job.native);
+  mpi__comms_open(&job.comms, MPI_COMM_WORLD);
   MPI_Op_create(half_sum, 1, &job.half_ops[RH_SUM]);
   MPI_Op_create(half_sum, 1, &job.half_ops[RH_AVERAGE]); /* averages reduce as sums */
   MPI_Op_create(half_min, 1, &job.half_ops[RH_MIN]);
   MPI_Op_create(half_max, 1, &job.half_ops[RH_MAX]);
-  MPI_Comm_dup(MPI_COMM_WORLD, &job.neg);
-  MPI_Comm_dup(MPI_COMM_WORLD, &job.check);
-  MPI_Comm_set_errhandler(job.coll, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(job.native, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(job.neg, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(job.check, MPI_ERRORS_RETURN);
   mpi_rank me = {.job = &job, .next_ticket = 0, .serving = 0};
   pthread_mutex_init(&me.mu, NULL);
   pthread_cond_init(&me.cv, NULL);
-  rh_ctx_init(&me.ctx, rank, &topo, cfg->settings, cfg->cluster, &mpi_ops, &me);
+  rh_ctx_init(&me.ctx, rank, &job.topo, cfg->settings, cfg->cluster, &mpi_ops, &me);
+  me.ctx.elastic = cfg->elastic;
 #ifdef RH_MPI_GPU
-  int gpu_failed = open_gpu(&job, &topo, rank, size, rh_setting(&me.ctx, RH_SETTING_TIMEOUT));
+  int gpu_failed = open_gpu(&job, &job.topo, rank, size, rh_setting(&me.ctx, RH_SETTING_TIMEOUT));
   if (gpu_failed) {
     if (job.nccl) rh_nccl_free(job.nccl);
     rh_gpu_close();
-    rh_topology_free(&topo);
+    rh_topology_free(&job.topo);
     MPI_Finalize();
     return gpu_failed;
   }
@@ -597,30 +647,44 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   /* one time origin for the job: rank 0's, so that times compare across the processes of a host
    * (and across hosts as far as their clocks agree) */
   MPI_Barrier(MPI_COMM_WORLD);
-  job.t0 = wall();
+  job.t0 = mpi__wall();
   MPI_Bcast(&job.t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  /* scripted faults hit processes by their place in the scenario's cluster: its slot numbering */
+  if (mpi__faults_open(&job, cfg->faults, cfg->cluster, rank) != RH_OK) {
+    MPI_Finalize();
+    return 1;
+  }
   int result = fn(&me.ctx, arg);
-  double end = wall() - job.t0, last = end;
-  int failed = result != 0, failures = failed;
-  MPI_Allreduce(&end, &last, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(&failed, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  double last = 0;
+  int failures = 0;
+  bool agreed = !job.left && agree_on_end(&me, mpi__wall() - job.t0, result != 0, &last, &failures);
+  mpi__faults_close(&job);
   if (res)
-    *res = (rh_launch_result){.end_time = last, .failed_ranks = failures, .rank = rank,
-                              .target = mpi_ops.name};
+    *res = (rh_launch_result){.end_time = last, .failed_ranks = failures, .rank = me.ctx.rank,
+                              .target = mpi_ops.name, .size = me.ctx.world.n};
+  if (!agreed || job.reformed) {
+    /* MPI_Finalize waits for every process MPI_COMM_WORLD started, failed ones too: leave
+     * without it (under `rehearsal elastic` mpirun lets the others go on; else it ends the job) */
+    if (!agreed && !job.left)
+      fprintf(stderr, "rehearsal: rank %d: the job's peers did not finish with it; leaving\n", rank);
+    fflush(NULL);
+    return job.left || !agreed ? 1 : failures ? 1 : 0;
+  }
 
 #ifdef RH_MPI_GPU
   rh_nccl_free(job.nccl);
   rh_gpu_close();
 #endif
-  MPI_Comm_free(&job.coll);
-  MPI_Comm_free(&job.native);
+  MPI_Comm *comms[] = {&job.comms.coll, &job.comms.native, &job.comms.neg, &job.comms.check,
+                       &job.comms.end};
+  for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++) MPI_Comm_free(comms[i]);
   for (int i = 0; i < RH_OP_COUNT; i++) MPI_Op_free(&job.half_ops[i]);
-  MPI_Comm_free(&job.neg);
-  MPI_Comm_free(&job.check);
   pthread_cond_destroy(&me.cv);
   pthread_mutex_destroy(&me.mu);
   pthread_mutex_destroy(&job.lock);
-  rh_topology_free(&topo);
+  rh_topology_free(&job.topo);
+  free(job.host_of);
+  free(job.members);
   MPI_Finalize();
   return failures ? 1 : 0;
 }

@@ -443,30 +443,8 @@ static rh_status evidence_sync(rh_ctx *ctx, void *obj) {
   return st;
 }
 
-static rh_status evidence_store(void *obj, void *out) {
-  evidence *ev = obj;
-  unsigned char *p = out;
-  for (int i = 0; i < ev->n; i++) {
-    memcpy(p, ev->region[i].saved, ev->region[i].bytes);
-    p += ev->region[i].bytes;
-  }
-  return RH_OK;
-}
-
-static rh_status evidence_load(void *obj, const void *in, size_t bytes) {
-  evidence *ev = obj;
-  if (bytes != evidence_size(ev)) return RH_ERR_IO;
-  const unsigned char *p = in;
-  for (int i = 0; i < ev->n; i++) {
-    memcpy(ev->region[i].saved, p, ev->region[i].bytes);
-    p += ev->region[i].bytes;
-  }
-  return RH_OK;
-}
-
 static const rh_state_handler evidence_handler = {
-    .save = evidence_save, .restore = evidence_restore, .sync = evidence_sync,
-    .size = evidence_size, .store = evidence_store, .load = evidence_load};
+    .save = evidence_save, .restore = evidence_restore, .sync = evidence_sync};
 
 /* A commit's time where it belongs: the epoch in progress, or the row of the epoch it ended
  * (and rank 0's copy of the row in the result). */

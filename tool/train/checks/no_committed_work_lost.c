@@ -52,8 +52,8 @@ static void finish(rank_state *s) {
   else
     train__verdict(s, RH_CHECK_WORK_LOST, true,
                    "each failure rolled back to the last commit (every %ld steps and at each "
-                   "epoch's end), no further: %ld steps done again in all",
-                   s->cfg->commit_every, s->ev.rolled_back);
+                   "epoch's end), no further: %ld step%s done again in all",
+                   s->cfg->commit_every, s->ev.rolled_back, s->ev.rolled_back == 1 ? "" : "s");
 }
 
 const train_check train__check_work_lost = {

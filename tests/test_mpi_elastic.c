@@ -1,0 +1,250 @@
+/*
+ * test_mpi_elastic.c: failures done to real processes (mpirun, one process per node of the
+ * scenario, RH_MPI_GPUS_PER_NODE=1).
+ *
+ * - A process SIGKILLed mid-run under `rehearsal elastic -np 4`: the three others finish the
+ *   training, every check passes, and the final parameters are the simulator's for the same
+ *   scenario, bit for bit (the same commit restored, the same world of three after it).
+ * - A process SIGSTOPped in a fixed-size job under plain mpirun: each survivor reports the stall
+ *   within the timeout + 1 s, the job ends, and nothing spins while it waits (the CPU time of the
+ *   whole job stays far below what one busy core would burn).
+ * - The same hang in an elastic job: the survivors wait the rendezvous timeout for it, go on
+ *   without it, and end with the simulator's parameters.
+ * - The elastic mistakes (no commit, lr not rescaled, sampler not reset) give the verdicts and
+ *   exit codes they give on the simulator.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+
+static int setup(void **state) {
+  (void)state;
+  setenv("RH_MPI_GPUS_PER_NODE", "1", 1); /* each process a node of the scenario */
+  return rh_test_mkdtemp(tmpdir, "mpi-elastic");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return rh_test_rmdir(tmpdir);
+}
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs argv with stdout and stderr into files; returns its exit status, the CPU seconds it and
+ * everything it waited for used in *cpu, its wall seconds in *wall. */
+static int spawn_measured(char *const argv[], const char *out, const char *err, double *cpu,
+                          double *wall) {
+  fflush(NULL);
+  double t0 = seconds();
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen(out, "w", stdout) || !freopen(err, "w", stderr)) _exit(126);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru;
+  assert_true(pid > 0 && wait4(pid, &status, 0, &ru) == pid);
+  *wall = seconds() - t0;
+  *cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+         (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void final_hash(const char *text, char *hash) {
+  const char *p = text ? strstr(text, "final parameters: FNV-1a ") : NULL;
+  assert_non_null(p);
+  assert_int_equal(sscanf(p, "final parameters: FNV-1a %16s", hash), 1);
+}
+
+/* The scenario on the simulator: its output (caller frees) and exit status. */
+static char *on_simulator(const char *scenario, const char *tag, int *rc) {
+  char out[300];
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, tag));
+  char *argv[] = {RH_BINARY, "run", (char *)scenario, NULL};
+  *rc = rh_test_spawn(argv, out, NULL);
+  char *text = rh_test_slurp(out);
+  assert_non_null(text);
+  return text;
+}
+
+/* The scenario under `rehearsal elastic` on real processes: stdout (caller frees), stderr in *err
+ * (caller frees), exit status. */
+static char *under_driver(const char *scenario, const char *tag, char **err, int *rc) {
+  char out[300], errp[300];
+  snprintf(out, sizeof out, "%s.out", rh_test_path(tmpdir, tag));
+  snprintf(errp, sizeof errp, "%s.err", rh_test_path(tmpdir, tag));
+  char *argv[] = {RH_BINARY, "elastic", (char *)scenario, "--mpirun", RH_MPIEXEC, "--mpirun-arg",
+                  "--oversubscribe", "--", RH_MPI_BINARY, "run", (char *)scenario, NULL};
+  double cpu, wall;
+  *rc = spawn_measured(argv, out, errp, &cpu, &wall);
+  print_message("%s: exit %d after %.2f s (%.2f s of CPU)\n", scenario, *rc, wall, cpu);
+  char *text = rh_test_slurp(out);
+  *err = rh_test_slurp(errp);
+  assert_non_null(text);
+  assert_non_null(*err);
+  return text;
+}
+
+/* Every check line of a run ("  PASS  name ...") but the one judged from the simulator's log. */
+static char *verdicts(const char *text) {
+  char *v = calloc(1, strlen(text) + 1), *w = v;
+  assert_non_null(v);
+  for (const char *p = text; *p;) {
+    const char *end = strchr(p, '\n');
+    size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
+    bool check = strncmp(p, "  PASS", 6) == 0 || strncmp(p, "  FAIL", 6) == 0 ||
+                 strncmp(p, "  SKIP", 6) == 0 || strncmp(p, "  ----", 6) == 0;
+    if (check && !(len > 22 && strncmp(p + 8, "failures_noticed", 16) == 0)) {
+      memcpy(w, p, len);
+      w += len;
+    }
+    p += len;
+  }
+  return v;
+}
+
+static void test_killed_rank(void **state) {
+  (void)state;
+  const char *scenario = "tests/scenarios/mpi/elastic-crash.yaml";
+  int rc_sim, rc;
+  char *sim = on_simulator(scenario, "crash-sim", &rc_sim), *err;
+  char *mpi = under_driver(scenario, "crash-mpi", &err, &rc);
+  if (rc != 0) fail_msg("exit %d\n%s\n%s", rc, mpi, err);
+  assert_non_null(strstr(err, "rank 3 (node 3) was killed by signal 9"));
+  assert_non_null(strstr(err, "world 1: 3 ranks"));
+  assert_non_null(strstr(mpi, "PASS  min_np_respected       the job trained on 3 to 4 workers"));
+  assert_non_null(strstr(mpi, "PASS  no_committed_work_lost"));
+  assert_non_null(strstr(mpi, "PASS  state_identical_after_reset after each of 1 resets"));
+  assert_null(strstr(mpi, "FAIL"));
+  char a[17], b[17];
+  final_hash(sim, a);
+  final_hash(mpi, b);
+  print_message("simulator %s, real processes %s\n", a, b);
+  assert_string_equal(a, b);
+  assert_int_equal(rc_sim, 0);
+  free(sim);
+  free(mpi);
+  free(err);
+}
+
+/* "rehearsal: rank R, T s into the job: stall: ..." lines: how many, and the latest T. */
+static int stall_reports(const char *err, double *latest) {
+  int n = 0;
+  *latest = 0;
+  for (const char *p = err; (p = strstr(p, "rehearsal: rank "));) {
+    int rank;
+    double t;
+    if (sscanf(p, "rehearsal: rank %d, %lf s into the job: stall:", &rank, &t) == 2) {
+      n++;
+      if (t > *latest) *latest = t;
+    }
+    p++;
+  }
+  return n;
+}
+
+static void test_stopped_rank_fixed_size(void **state) {
+  (void)state;
+  const char *scenario = "tests/scenarios/mpi/hang.yaml";
+  char out[300], errp[300];
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "hang.out"));
+  snprintf(errp, sizeof errp, "%s", rh_test_path(tmpdir, "hang.err"));
+  char *argv[] = {RH_MPIEXEC, "--oversubscribe", "-np", "4", "-x", "RH_MPI_GPUS_PER_NODE",
+                  RH_MPI_BINARY, "run", (char *)scenario, NULL};
+  double cpu, wall;
+  int rc = spawn_measured(argv, out, errp, &cpu, &wall);
+  char *err = rh_test_slurp(errp), *text = rh_test_slurp(out);
+  assert_non_null(err);
+  assert_non_null(text);
+  double latest;
+  int reports = stall_reports(err, &latest);
+  print_message("exit %d after %.2f s; %d survivors reported the stall, the last %.3f s into the "
+                "job; %.2f s of CPU in all\n", rc, wall, reports, latest, cpu);
+  assert_int_not_equal(rc, 0); /* the job failed */
+  assert_int_equal(reports, 3);
+  assert_non_null(strstr(err, "ranks 1 never issued it"));
+  /* the step it stopped in began well within the first second (about 30 steps of 3 ms) */
+  assert_true(latest >= 2.0 && latest <= 2.0 + 1.0);
+  assert_non_null(strstr(text, "the run stopped on rank 0: timed out waiting for a peer"));
+  /* three ranks wait some 4 s (the timeout, then the job's end): a spinning wait would burn
+   * 4 s of CPU for each (8 s on two cores); the whole job, start-up included, uses under one */
+  assert_true(cpu < 3.0);
+  free(err);
+  free(text);
+}
+
+static void test_stopped_rank_elastic(void **state) {
+  (void)state;
+  const char *scenario = "tests/scenarios/mpi/elastic-hang.yaml";
+  int rc_sim, rc;
+  char *sim = on_simulator(scenario, "hang-sim", &rc_sim), *err;
+  char *mpi = under_driver(scenario, "hang-mpi", &err, &rc);
+  if (rc != 0) fail_msg("exit %d\n%s\n%s", rc, mpi, err);
+  double latest;
+  assert_int_equal(stall_reports(err, &latest), 3);
+  assert_true(latest <= 2.0 + 1.0);
+  assert_non_null(strstr(err, "rank 1 (node 1) did not come to the rendezvous"));
+  assert_null(strstr(mpi, "FAIL"));
+  char a[17], b[17];
+  final_hash(sim, a);
+  final_hash(mpi, b);
+  assert_string_equal(a, b);
+  free(sim);
+  free(mpi);
+  free(err);
+}
+
+static void test_mistakes_same_verdicts(void **state) {
+  (void)state;
+  const char *mistakes[] = {"scenarios/mistakes/no-commit.yaml",
+                            "scenarios/mistakes/lr-not-rescaled-on-reset.yaml",
+                            "scenarios/mistakes/sampler-not-reset.yaml"};
+  for (size_t i = 0; i < sizeof mistakes / sizeof mistakes[0]; i++) {
+    int rc_sim, rc;
+    char tag[32], *err;
+    snprintf(tag, sizeof tag, "mistake%zu", i);
+    char *sim = on_simulator(mistakes[i], tag, &rc_sim);
+    snprintf(tag, sizeof tag, "mistake%zu-mpi", i);
+    char *mpi = under_driver(mistakes[i], tag, &err, &rc);
+    char *vs = verdicts(sim), *vm = verdicts(mpi);
+    if (strcmp(vs, vm) != 0 || rc != rc_sim)
+      fail_msg("%s: exit %d on the simulator, %d on real processes\n%s---\n%s\n%s", mistakes[i],
+               rc_sim, rc, vs, vm, err);
+    assert_non_null(strstr(vm, "[expected]"));
+    free(vs);
+    free(vm);
+    free(sim);
+    free(mpi);
+    free(err);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_stopped_rank_fixed_size),
+      cmocka_unit_test(test_stopped_rank_elastic),
+      cmocka_unit_test(test_mistakes_same_verdicts),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

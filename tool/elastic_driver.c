@@ -1,0 +1,594 @@
+/*
+ * elastic_driver.c: `rehearsal elastic`, Horovod's elastic driver (horovodrun --min-np) for real
+ * processes.  It runs the program under `mpirun --enable-recovery`, so that a process that dies
+ * or hangs does not take the others down, and forms each new world when the survivors of a
+ * failure come to the rendezvous (runtime/mpi/elastic.c has the files they share):
+ *
+ *   launch ──> world 0 ──a rank notices a failure──> rendezvous ──> world 1 ──> ... ──> done
+ *
+ * At a rendezvous it waits for every live process of the world, up to the scenario's rendezvous
+ * timeout; those that do not come failed (killed, hung), and their hosts are blacklisted: every
+ * process on them leaves.  The rest keep their order (Horovod's host order), up to max_np; below
+ * min_np the job ends.  When every process of the last world has finished, processes that hung
+ * are killed (mpirun waits for them otherwise), and the driver exits with the last world's rank 0
+ * status.  Each process runs under `rehearsal elastic-rank`, which records how it ended.
+ */
+#include "commands.h"
+#include "scenario.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- elastic-rank: one process, and how it ended ------------------------------------------- */
+
+static volatile pid_t child;
+
+static void kill_child(int sig) {
+  (void)sig;
+  if (child > 0) kill(child, SIGKILL); /* a process mpirun ends: it failed, or it hung */
+}
+
+static void write_small(const char *dir, const char *name, int proc, const char *text) {
+  char path[1100], tmp[1120];
+  snprintf(path, sizeof path, "%s/%s-%d", dir, name, proc);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  bool ok = f && fputs(text, f) >= 0;
+  if (f && fclose(f) != 0) ok = false;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "rehearsal elastic-rank: cannot write %s: %s\n", path, strerror(errno));
+    remove(tmp);
+  }
+}
+
+int rh_cmd_elastic_rank(int argc, char **argv) {
+  const char *dir = getenv("RH_ELASTIC_DIR");
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank) rank = getenv("PMIX_RANK");
+  if (argc < 1 || !dir || !rank) {
+    fprintf(stderr, "rehearsal elastic-rank: runs under `rehearsal elastic` (mpirun sets the rank, "
+                    "the driver RH_ELASTIC_DIR)\n");
+    return 2;
+  }
+  int proc = atoi(rank);
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  char text[300];
+  snprintf(text, sizeof text, "%s\n", host);
+  write_small(dir, "host", proc, text);
+  struct sigaction sa = {.sa_handler = kill_child};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("rehearsal elastic-rank: fork");
+    return 1;
+  }
+  if (pid == 0) {
+    execvp(argv[0], argv);
+    fprintf(stderr, "rehearsal elastic-rank: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  child = pid;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (WIFEXITED(status)) snprintf(text, sizeof text, "exit %d\n", WEXITSTATUS(status));
+  else snprintf(text, sizeof text, "signal %d\n", WTERMSIG(status));
+  write_small(dir, "status", proc, text);
+  return rc;
+}
+
+/* ---- the driver ---------------------------------------------------------------------------- */
+
+typedef struct proc {
+  int node;           /* the scenario's node (its slot's), or the host's index (real hosts) */
+  char host[256];
+  bool ended;         /* its status is in */
+  int exit_code;      /* -1: killed by a signal */
+  int signal;
+  bool arrived;       /* at the open rendezvous */
+  double noticed;     /* seconds since the job began, its rank then, and what it saw */
+  int rank;
+  char what[600];
+} proc;
+
+typedef struct driver {
+  const char *dir;
+  const rh_scenario *sc;
+  int nprocs;
+  proc *procs;
+  int *members, nmembers; /* the current world's processes, in rank order */
+  int world;
+  bool pretend;           /* one machine: nodes are the scenario's (RH_MPI_GPUS_PER_NODE) */
+  double t0;
+  int resets;
+} driver;
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *read_file(const char *dir, const char *name, int p) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/%s-%d", dir, name, p);
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char *text = calloc(1, 4096);
+  if (text && fread(text, 1, 4095, f) == 0) {
+    free(text);
+    text = NULL;
+  }
+  fclose(f);
+  return text;
+}
+
+/* The scenario's node of slot `s`. */
+static int node_of_slot(const rh_cluster *cl, int s) {
+  for (int n = 0; n < cl->nodes + cl->spares; n++) {
+    int first = rh_cluster_first_slot(cl, n);
+    if (s >= first && s < first + cl->gpus_per_node[n]) return n;
+  }
+  return -1;
+}
+
+/* Picks up the statuses, hosts and arrivals the processes wrote. */
+static void look(driver *d) {
+  for (int p = 0; p < d->nprocs; p++) {
+    proc *q = &d->procs[p];
+    if (!q->host[0]) {
+      char *t = read_file(d->dir, "host", p);
+      if (t) {
+        t[strcspn(t, "\n")] = 0;
+        snprintf(q->host, sizeof q->host, "%s", t);
+        free(t);
+      }
+    }
+    if (!q->ended) {
+      char *t = read_file(d->dir, "status", p);
+      if (t) {
+        q->ended = true;
+        q->exit_code = -1;
+        if (sscanf(t, "exit %d", &q->exit_code) != 1) sscanf(t, "signal %d", &q->signal);
+        free(t);
+      }
+    }
+    if (!q->arrived) {
+      char name[32];
+      snprintf(name, sizeof name, "w%d-arrived", d->world);
+      char *t = read_file(d->dir, name, p);
+      if (t) {
+        char host[256];
+        if (sscanf(t, "%d %lf %255s", &q->rank, &q->noticed, host) == 3) {
+          q->arrived = true;
+          const char *what = strchr(t, '\n');
+          snprintf(q->what, sizeof q->what, "%s", what ? what + 1 : "");
+          q->what[strcspn(q->what, "\n")] = 0;
+        }
+        free(t);
+      }
+    }
+  }
+}
+
+static void ranks_list(const driver *d, const bool *pick, char *buf, size_t len) {
+  uint8_t *flags = calloc((size_t)d->nmembers + 1, 1);
+  for (int r = 0; flags && r < d->nmembers; r++) flags[r] = pick[r];
+  if (flags) rh__rank_list(flags, d->nmembers, 1, buf, len);
+  else snprintf(buf, len, "?");
+  free(flags);
+}
+
+/* Writes the driver's answer for the next world. */
+static bool answer(driver *d, const char *text) {
+  char path[1100], tmp[1120];
+  snprintf(path, sizeof path, "%s/w%d.world", d->dir, d->world + 1);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  bool ok = f && fputs(text, f) >= 0;
+  if (f && fclose(f) != 0) ok = false;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "rehearsal elastic: cannot write %s: %s\n", path, strerror(errno));
+    remove(tmp);
+    return false;
+  }
+  return true;
+}
+
+/* Tells the current world that its rank r died; returns the world. */
+static int tell_broken(driver *d, int r) {
+  const proc *q = &d->procs[d->members[r]];
+  char path[1100], tmp[1120];
+  snprintf(path, sizeof path, "%s/w%d.broken", d->dir, d->world);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (f) {
+    if (q->exit_code < 0) fprintf(f, "rank %d (node %d) was killed by signal %d\n", r, q->node, q->signal);
+    else fprintf(f, "rank %d (node %d) exited with %d\n", r, q->node, q->exit_code);
+    if (fclose(f) == 0) rename(tmp, path);
+  }
+  return d->world;
+}
+
+/* Closes the rendezvous of the current world: blacklists the hosts of the processes that did not
+ * come, forms the next world or ends the job.  False when the job ended. */
+static bool close_rendezvous(driver *d) {
+  const rh_scenario *sc = d->sc;
+  int n = d->nmembers;
+  bool *failed = calloc((size_t)n + 1, sizeof(bool)), *noticed = calloc((size_t)n + 1, sizeof(bool));
+  bool *bad_node = calloc((size_t)d->nprocs + 64, sizeof(bool));
+  int *next = calloc((size_t)n + 1, sizeof(int));
+  if (!failed || !noticed || !bad_node || !next) {
+    free(failed);
+    free(noticed);
+    free(bad_node);
+    free(next);
+    return false;
+  }
+  int first = -1;
+  for (int r = 0; r < n; r++) {
+    proc *q = &d->procs[d->members[r]];
+    failed[r] = !q->arrived;
+    noticed[r] = q->arrived;
+    if (failed[r]) bad_node[q->node] = true;
+    if (q->arrived && (first < 0 || q->noticed < d->procs[d->members[first]].noticed)) first = r;
+  }
+  int k = 0, most = sc->elastic.max_np > 0 ? sc->elastic.max_np : n;
+  for (int r = 0; r < n && k < most; r++) {
+    proc *q = &d->procs[d->members[r]];
+    if (q->arrived && !bad_node[q->node]) next[k++] = d->members[r];
+  }
+  char saw[256];
+  ranks_list(d, noticed, saw, sizeof saw);
+  fprintf(stderr, "rehearsal elastic: +%.3f s: world %d (%d ranks) broke: ", now() - d->t0,
+          d->world, n);
+  for (int r = 0; r < n; r++) {
+    if (!failed[r]) continue;
+    proc *q = &d->procs[d->members[r]];
+    fprintf(stderr, "rank %d (%s %d) ", r, d->pretend ? "node" : q->host, q->node);
+    if (q->ended && q->exit_code < 0) fprintf(stderr, "was killed by signal %d; ", q->signal);
+    else if (q->ended) fprintf(stderr, "exited with %d; ", q->exit_code);
+    else fprintf(stderr, "did not come to the rendezvous; ");
+  }
+  if (first >= 0) {
+    proc *q = &d->procs[d->members[first]];
+    fprintf(stderr, "ranks %s noticed, first rank %d, %.3f s into the job: %s\n", saw, first,
+            q->noticed, q->what);
+  } else {
+    fprintf(stderr, "nobody noticed\n");
+  }
+  bool going = k >= sc->elastic.min_np && k > 0;
+  char *text = calloc(16, (size_t)n + 8);
+  if (text && going) {
+    int off = snprintf(text, 16 * ((size_t)n + 8), "members");
+    for (int r = 0; r < k; r++) off += snprintf(text + off, 16, " %d", next[r]);
+    snprintf(text + off, 16, "\n");
+    bool *stay = noticed; /* reused: the ranks of this world that go on */
+    for (int r = 0; r < n; r++) {
+      stay[r] = false;
+      for (int j = 0; j < k; j++) stay[r] = stay[r] || next[j] == d->members[r];
+    }
+    char kept[256];
+    ranks_list(d, stay, kept, sizeof kept);
+    fprintf(stderr, "rehearsal elastic: world %d: %d ranks, ranks %s of world %d in order\n",
+            d->world + 1, k, kept, d->world);
+  } else if (text) {
+    snprintf(text, 16 * ((size_t)n + 8), "end %d workers remain, min_np is %d\n", k,
+             sc->elastic.min_np);
+    fprintf(stderr, "rehearsal elastic: the job ends: %d workers remain, min_np is %d\n", k,
+            sc->elastic.min_np);
+  }
+  bool ok = text && answer(d, text);
+  free(text);
+  if (ok && going) {
+    memcpy(d->members, next, (size_t)k * sizeof(int));
+    d->nmembers = k;
+  }
+  d->world++;
+  d->resets++;
+  for (int p = 0; p < d->nprocs; p++) d->procs[p].arrived = false;
+  free(failed);
+  free(noticed);
+  free(bad_node);
+  free(next);
+  return ok && going;
+}
+
+/* mpirun's stderr passes through, less the line Open MPI 4.1's PMIx prints at each process
+ * event under --enable-recovery ("PMIX ERROR: BAD-PARAM in file .../pmix_event_notification.c"),
+ * which says nothing about the job. */
+typedef struct relay {
+  int fd;
+  char buf[8192];
+  size_t n;
+} relay;
+
+static void relay_line(const char *line, size_t len) {
+  static const char noise[] = "PMIX ERROR: BAD-PARAM in file ../../../src/event/pmix_event_notification.c";
+  for (size_t i = 0; i + sizeof noise - 1 <= len; i++)
+    if (memcmp(line + i, noise, sizeof noise - 1) == 0) return;
+  fwrite(line, 1, len, stderr);
+}
+
+/* Passes on what mpirun wrote, whole lines (all that is left when `flush`). */
+static void relay_pump(relay *r, bool flush) {
+  for (;;) {
+    ssize_t got = r->fd >= 0 ? read(r->fd, r->buf + r->n, sizeof r->buf - r->n) : 0;
+    if (got > 0) r->n += (size_t)got;
+    size_t start = 0;
+    for (size_t i = 0; i < r->n; i++)
+      if (r->buf[i] == '\n') {
+        relay_line(r->buf + start, i + 1 - start);
+        start = i + 1;
+      }
+    if (start == 0 && r->n == sizeof r->buf) { /* a line longer than the buffer goes as it is */
+      relay_line(r->buf, r->n);
+      start = r->n;
+    }
+    memmove(r->buf, r->buf + start, r->n - start);
+    r->n -= start;
+    if (got <= 0) break;
+  }
+  if (flush && r->n) {
+    relay_line(r->buf, r->n);
+    r->n = 0;
+  }
+  fflush(stderr);
+}
+
+/* Ends mpirun (and with it the processes that hung): SIGTERM, then SIGKILL. */
+static int stop_mpirun(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) == pid) return status;
+  kill(pid, SIGTERM);
+  for (double t0 = now(); now() - t0 < 10;) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+/* Removes the driver's own temporary directory (flat: the rendezvous files). */
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    remove(path);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: rehearsal elastic FILE [-np N] [--dir DIR] [--mpirun PATH] [--mpirun-arg ARG]... "
+          "-- PROGRAM [ARGS...]\n"
+          "  runs PROGRAM under `mpirun --enable-recovery` with FILE's elastic settings (min_np,\n"
+          "  max_np, rendezvous_timeout_s) and forms a world of the survivors after each failure\n"
+          "  -np N             processes to start (default: the scenario's GPUs)\n"
+          "  --dir DIR         the rendezvous files (default: a temporary directory)\n"
+          "  --mpirun PATH     the launcher (default: mpirun)\n"
+          "  --mpirun-arg ARG  one more argument for it (repeatable)\n");
+  return 2;
+}
+
+int rh_cmd_elastic(int argc, char **argv) {
+  int split = 0;
+  while (split < argc && strcmp(argv[split], "--") != 0) split++;
+  if (split >= argc - 1) return usage();
+  static const struct option options[] = {
+      {"np", required_argument, NULL, 'n'},         {"dir", required_argument, NULL, 'd'},
+      {"mpirun", required_argument, NULL, 'm'},     {"mpirun-arg", required_argument, NULL, 'a'},
+      {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
+  int np = 0;
+  const char *dir = NULL, *mpirun = "mpirun";
+  const char **extra = calloc((size_t)argc + 1, sizeof *extra);
+  int nextra = 0;
+  /* getopt wants the program name first */
+  char **args = calloc((size_t)split + 2, sizeof *args);
+  if (!extra || !args) return 1;
+  args[0] = "rehearsal elastic";
+  memcpy(args + 1, argv, (size_t)split * sizeof *args);
+  optind = 1;
+  int c;
+  while ((c = getopt_long_only(split + 1, args, "", options, NULL)) != -1) {
+    switch (c) {
+    case 'n': np = atoi(optarg); break;
+    case 'd': dir = optarg; break;
+    case 'm': mpirun = optarg; break;
+    case 'a': extra[nextra++] = optarg; break;
+    default: free(extra); free(args); return usage();
+    }
+  }
+  if (optind != split) {
+    free(extra);
+    free(args);
+    return usage();
+  }
+  const char *file = args[optind];
+  free(args);
+  rh_scenario sc;
+  char err[1024];
+  if (rh_scenario_load(file, &sc, err, sizeof err) != RH_OK) {
+    fprintf(stderr, "rehearsal: %s\n", err);
+    free(extra);
+    return 2;
+  }
+  if (!sc.elastic.present) {
+    fprintf(stderr, "rehearsal: %s has no elastic: section (a fixed-size job runs under mpirun)\n",
+            file);
+    rh_scenario_free(&sc);
+    free(extra);
+    return 2;
+  }
+  if (np <= 0) np = rh_scenario_size(&sc);
+  char tmpdir[] = "/tmp/rehearsal-elastic-XXXXXX";
+  bool temporary = !dir;
+  if (temporary && !(dir = mkdtemp(tmpdir))) {
+    perror("rehearsal elastic: mkdtemp");
+    rh_scenario_free(&sc);
+    free(extra);
+    return 1;
+  }
+  if (!temporary && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "rehearsal elastic: cannot create %s: %s\n", dir, strerror(errno));
+    rh_scenario_free(&sc);
+    free(extra);
+    return 1;
+  }
+  setenv("RH_ELASTIC_DIR", dir, 1);
+
+  /* mpirun --enable-recovery -np N -x RH_... [extra] SELF elastic-rank PROGRAM ARGS */
+  char self[4096] = {0};
+  if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) snprintf(self, sizeof self, "rehearsal");
+  int nenv = 0;
+  for (char **e = environ; *e; e++) nenv += strncmp(*e, "RH_", 3) == 0;
+  int nprog = argc - split - 1;
+  char **cmd = calloc((size_t)(8 + 2 * nenv + nextra + nprog + 4), sizeof *cmd);
+  char npbuf[16];
+  snprintf(npbuf, sizeof npbuf, "%d", np);
+  int k = 0;
+  cmd[k++] = (char *)mpirun;
+  cmd[k++] = "--enable-recovery";
+  cmd[k++] = "-np";
+  cmd[k++] = npbuf;
+  char **names = calloc((size_t)nenv + 1, sizeof *names); /* every RH_ variable goes along */
+  int named = 0;
+  for (char **e = environ; *e && names && cmd; e++) {
+    if (strncmp(*e, "RH_", 3) != 0 || !(names[named] = strndup(*e, strcspn(*e, "=")))) continue;
+    cmd[k++] = "-x";
+    cmd[k++] = names[named++];
+  }
+  for (int i = 0; i < nextra; i++) cmd[k++] = (char *)extra[i];
+  cmd[k++] = self;
+  cmd[k++] = "elastic-rank";
+  for (int i = 0; i < nprog; i++) cmd[k++] = argv[split + 1 + i];
+  cmd[k] = NULL;
+
+  driver d = {.dir = dir, .sc = &sc, .nprocs = np, .t0 = now(),
+              .pretend = getenv("RH_MPI_GPUS_PER_NODE") != NULL};
+  d.procs = calloc((size_t)np, sizeof *d.procs);
+  d.members = calloc((size_t)np, sizeof *d.members);
+  for (int p = 0; d.members && p < np; p++) d.members[p] = p;
+  d.nmembers = np;
+  struct sigaction sa = {.sa_handler = on_interrupt};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  fflush(NULL);
+  int pipefd[2] = {-1, -1};
+  if (pipe(pipefd) != 0) pipefd[0] = pipefd[1] = -1;
+  pid_t pid = d.procs && d.members ? fork() : -1;
+  if (pid == 0) {
+    if (pipefd[1] >= 0) {
+      dup2(pipefd[1], STDERR_FILENO);
+      close(pipefd[0]);
+      close(pipefd[1]);
+    }
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "rehearsal elastic: cannot run %s: %s\n", cmd[0], strerror(errno));
+    _exit(127);
+  }
+  relay out = {.fd = pipefd[0]};
+  if (pipefd[1] >= 0) close(pipefd[1]);
+  if (out.fd >= 0) fcntl(out.fd, F_SETFL, fcntl(out.fd, F_GETFL) | O_NONBLOCK);
+  int rc = 1;
+  if (pid > 0) {
+    bool open = false, over = false, gone = false;
+    int broken = -1; /* the last world whose death was told */
+    double deadline = 0;
+    int status = 0;
+    while (!over) {
+      gone = gone || waitpid(pid, &status, WNOHANG) == pid;
+      relay_pump(&out, false);
+      look(&d);
+      /* hosts: the scenario's nodes on one machine, else the real hosts in order */
+      bool one_host = true;
+      for (int p = 1; p < np; p++)
+        one_host = one_host && (!d.procs[p].host[0] || strcmp(d.procs[p].host, d.procs[0].host) == 0);
+      for (int p = 0; p < np; p++) {
+        if (d.pretend || one_host) {
+          d.procs[p].node = node_of_slot(&sc.cluster, p);
+          continue;
+        }
+        d.procs[p].node = p;
+        for (int q = 0; q < p; q++)
+          if (strcmp(d.procs[q].host, d.procs[p].host) == 0) d.procs[p].node = d.procs[q].node;
+      }
+      if (d.pretend || one_host) d.pretend = true;
+      int arrived = 0, waiting = 0;
+      for (int r = 0; r < d.nmembers; r++) {
+        proc *q = &d.procs[d.members[r]];
+        arrived += q->arrived;
+        waiting += !q->arrived && !q->ended;
+        if (q->ended && (q->exit_code < 0 || q->exit_code > 1) && broken < d.world)
+          broken = tell_broken(&d, r); /* its peers learn it now, not at their timeout */
+      }
+      if (!open && arrived > 0) {
+        open = true;
+        deadline = now() + sc.elastic.rendezvous_timeout_s;
+      }
+      if (open && (waiting == 0 || now() >= deadline || gone)) {
+        open = false;
+        if (!close_rendezvous(&d)) over = true;
+        continue;
+      }
+      bool all_ended = true;
+      for (int r = 0; r < d.nmembers; r++) all_ended = all_ended && d.procs[d.members[r]].ended;
+      if ((!open && all_ended) || gone || interrupted) over = true;
+      struct timespec ts = {0, 20000000};
+      nanosleep(&ts, NULL);
+    }
+    status = gone ? status : stop_mpirun(pid);
+    relay_pump(&out, true);
+    look(&d);
+    proc *first = &d.procs[d.members[0]];
+    if (interrupted) rc = 130;
+    else if (first->ended && first->exit_code >= 0) rc = first->exit_code;
+    else rc = WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
+    fprintf(stderr, "rehearsal elastic: the job ended after %d reset%s, in %.3f s; rank 0 of the "
+                    "last world %s %d\n", d.resets, d.resets == 1 ? "" : "s", now() - d.t0,
+            first->ended && first->exit_code < 0 ? "was killed by signal" : "exited with",
+            first->ended && first->exit_code < 0 ? first->signal : rc);
+  }
+  if (out.fd >= 0) close(out.fd);
+  for (int i = 0; names && i < named; i++) free(names[i]);
+  free(names);
+  free(cmd);
+  free(extra);
+  free(d.procs);
+  free(d.members);
+  if (temporary) remove_dir(dir);
+  rh_scenario_free(&sc);
+  return rc;
+}
