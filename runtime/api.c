@@ -41,21 +41,32 @@ void rh_step_begin(rh_ctx *ctx, int epoch, long step) {
 long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
                      rh_status *st) {
   *st = RH_OK;
-  if (!ctx->ops->repeat_bound || steps <= 0 || !(seconds > 0) ||
-      (int)rh_setting(ctx, RH_SETTING_GRAIN) == RH_GRAIN_FINE)
+  if (!ctx->ops->repeat_bound || (int)rh_setting(ctx, RH_SETTING_GRAIN) == RH_GRAIN_FINE)
     return 0; /* the fine grain simulates every message of every step */
-  /* rank 0 decides, so that every rank charges the same steps whatever its small lead */
-  long mine = ctx->rank == 0 ? ctx->ops->repeat_bound(ctx, epoch, first, steps, seconds) : 0;
-  long *all = malloc((size_t)ctx->world.n * sizeof *all);
+  /* every rank says what it could charge; rank 0 bounds it by the scheduled events; all charge
+   * the same steps, each as long as the longest rank's, so that none takes a lead */
+  typedef struct offer {
+    long steps;
+    double seconds;
+  } offer;
+  offer mine = {steps > 0 && seconds > 0 ? steps : 0, seconds};
+  if (ctx->rank == 0 && mine.steps > 0)
+    mine.steps = ctx->ops->repeat_bound(ctx, epoch, first, mine.steps, seconds);
+  offer *all = malloc((size_t)ctx->world.n * sizeof *all);
   if (!all) {
     *st = RH_ERR_NOMEM;
     return -1;
   }
   *st = rh_check_allgather(ctx, &mine, sizeof mine, all);
-  long n = all[0];
+  long n = all[0].steps;
+  double longest = 0;
+  for (int r = 0; *st == RH_OK && r < ctx->world.n; r++) {
+    if (all[r].steps < n) n = all[r].steps;
+    if (all[r].seconds > longest) longest = all[r].seconds;
+  }
   free(all);
   if (*st != RH_OK) return -1;
-  if (n > 0) *st = ctx->ops->charge(ctx, (double)n * seconds);
+  if (n > 0) *st = ctx->ops->charge(ctx, (double)n * longest);
   if (*st != RH_OK) return -1;
   ctx->steps_begun += n;
   ctx->step = first + n - 1;
@@ -442,6 +453,9 @@ static rh_status broadcast_run(rh_request *r) {
   }
   if (ctx->world.n < 2) return RH_OK;
   rh_coll c = coll_for(ctx, r->seq, r->recv, r->count, r->dtype, RH_SUM);
+  /* auto: equal chunks only (a shorter last one is charged in proportion: bcast_ring.c) */
+  size_t chunk = (size_t)rh_setting(ctx, RH_SETTING_PIPELINE_CHUNK);
+  c.coarse = coarse_for(ctx, !r->recv, chunk > 0 && bytes % chunk == 0);
   rh_algo algo = rh__choose_bcast(ctx, bytes);
   return algo == RH_ALG_BCAST_RING ? rh__bcast_ring(&c, r->root) : rh__bcast_tree(&c, r->root);
 }

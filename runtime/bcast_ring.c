@@ -10,6 +10,13 @@
  *   t4:                   r2 -c2-> r3
  *
  * Time (p - 1 + k - 1)(a + (n/k) b) for k chunks: near n b for large messages.
+ *
+ * Coarse grain (timing-only, 3 chunks or more): two chunks are simulated, which is enough for the
+ * second to arrive at each rank one bottleneck hop after the first (a chunk waits for the slowest
+ * hop before it); the last rank's gap is the pipeline's pace, and every rank then charges the
+ * chunks left at that pace (a shorter last chunk at the pace times its share of a chunk).
+ * Zero-cost rendezvous align the ranks before and after, so a peer that died meanwhile is
+ * noticed.
  */
 #include "internal.h"
 
@@ -26,7 +33,14 @@ rh_status rh__bcast_ring(const rh_coll *c, int root) {
   char *base = c->buf;
   rh_p2p *pending = NULL;
   rh_status st = RH_OK;
-  for (size_t off = 0; off < c->count && st == RH_OK; off += chunk) {
+  size_t chunks = (c->count + chunk - 1) / chunk, simulated = chunks;
+  bool coarse = c->coarse && !base && chunks >= 3 && ctx->ops->model_sync;
+  if (coarse) {
+    st = ctx->ops->model_sync(ctx, g, true, NULL, c->timeout);
+    simulated = 2;
+  }
+  double arrived[2] = {0, 0};
+  for (size_t j = 0, off = 0; j < simulated && st == RH_OK; j++, off += chunk) {
     size_t cnt = c->count - off < chunk ? c->count - off : chunk;
     void *p = base ? base + off * esz : NULL;
     if (pos > 0) {
@@ -34,6 +48,7 @@ rh_status rh__bcast_ring(const rh_coll *c, int root) {
       st = ctx->ops->irecv(ctx, prev, c->tag, p, cnt * esz, &r);
       rh_status w = ctx->ops->waitall(ctx, &r, 1, c->timeout);
       if (st == RH_OK) st = w;
+      if (j < 2) arrived[j] = ctx->ops->now(ctx);
     }
     if (st == RH_OK && pos < n - 1) {
       st = ctx->ops->waitall(ctx, &pending, 1, c->timeout);
@@ -43,5 +58,14 @@ rh_status rh__bcast_ring(const rh_coll *c, int root) {
   }
   /* after a failure the send still pending is released at once, not waited for */
   rh_status w = ctx->ops->waitall(ctx, &pending, 1, st == RH_OK ? c->timeout : 0);
-  return st != RH_OK ? st : w;
+  if (st == RH_OK) st = w;
+  if (coarse) {
+    double pace = pos == n - 1 ? arrived[1] - arrived[0] : 0; /* the last rank's gap */
+    rh_status agreed = ctx->ops->model_sync(ctx, g, st == RH_OK, &pace, c->timeout);
+    if (st == RH_OK) st = agreed;
+    double left = (double)(c->count - 2 * chunk) / (double)chunk; /* chunks, the last in part */
+    if (st == RH_OK) st = ctx->ops->sleep(ctx, left * pace);
+    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, true, NULL, c->timeout);
+  }
+  return st;
 }

@@ -277,8 +277,9 @@ typedef struct rh_backend_ops {
   /* Zero-cost rendezvous of the group's ranks in modelled time (simulators only; NULL
    * elsewhere).  Lets an algorithm simulate one step of a uniform pattern and skip the rest.
    * `ok` false says this rank failed: the others then return RH_ERR_ABORTED.  A member that
-   * never comes within `timeout` gives RH_ERR_PEER_DEAD if its host died, else RH_ERR_TIMEOUT. */
-  rh_status (*model_sync)(rh_ctx *ctx, const rh_group *g, bool ok, double timeout);
+   * never comes within `timeout` gives RH_ERR_PEER_DEAD if its host died, else RH_ERR_TIMEOUT.
+   * `value` (NULL: none): this rank's figure in, the largest of the group's out. */
+  rh_status (*model_sync)(rh_ctx *ctx, const rh_group *g, bool ok, double *value, double timeout);
   rh_status (*sleep)(rh_ctx *ctx, double seconds);
   /* Runs fn(arg) in the background on this rank; the tasks of one rank run one at a time in
    * spawn order.  join waits for it (timeout in seconds, negative: no limit) and releases the

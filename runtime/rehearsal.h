@@ -202,11 +202,12 @@ rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t
 rh_status rh_wait(rh_request *req);
 
 /* Charges `steps` more steps of `seconds` each without running them, as a simulator can when
- * a timing-only step repeats exactly: the time passes as if they ran.  Every rank calls it with
- * the same arguments (the step `first` of epoch `epoch` is the first charged).  Fewer are charged
- * where a scheduled fault or host change would fall among them; none on real hardware, which must
- * run its steps.  Returns how many were charged (the same on every rank), or -1 with a status in
- * *st on a failure. */
+ * a timing-only step repeats exactly: the time passes as if they ran.  Every rank calls it at the
+ * same point with the same `epoch` and `first` (the first step charged); a rank whose steps do
+ * not repeat passes 0 steps, and then none is charged anywhere.  Each step is charged as the
+ * longest rank's `seconds`.  Fewer are charged where a scheduled fault or host change would fall
+ * among them; none on real hardware, which must run its steps.  Returns how many were charged
+ * (the same on every rank), or -1 with a status in *st on a failure. */
 long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
                      rh_status *st);
 

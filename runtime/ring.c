@@ -70,16 +70,16 @@ static rh_status ring_phase(const rh_coll *c, const rh_group *g, const size_t *c
   if (c->coarse && n >= 3) {
     /* align, run one step, agree that it went well, charge the rest, and meet again so that a
      * peer that died meanwhile is noticed */
-    st = ctx->ops->model_sync(ctx, g, true, c->timeout);
+    st = ctx->ops->model_sync(ctx, g, true, NULL, c->timeout);
     double t0 = ctx->ops->now(ctx);
     rh_status step = st;
     if (st == RH_OK)
       step = ring_step(c, g, counts, offsets, mod(first_send, n), mod(first_send - 1, n), tmp,
                        reduce);
-    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, step == RH_OK, c->timeout);
+    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, step == RH_OK, NULL, c->timeout);
     if (step != RH_OK) st = step; /* this rank's own failure says more than ABORTED */
     if (st == RH_OK) st = ctx->ops->sleep(ctx, (double)(n - 2) * (ctx->ops->now(ctx) - t0));
-    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, true, c->timeout);
+    if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, true, NULL, c->timeout);
   } else {
     for (int s = 0; s < n - 1 && st == RH_OK; s++)
       st = ring_step(c, g, counts, offsets, mod(first_send - s, n), mod(first_send - s - 1, n),

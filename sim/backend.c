@@ -409,18 +409,29 @@ static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t b
                     bytes, all, arrived, timeout);
 }
 
-static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double timeout) {
+static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double *value,
+                                double timeout) {
   uint64_t key = RH_AUDIT_SYNC | ((uint64_t)g->id << 32) | ctx->syncs++;
-  uint8_t mine = ok, *all = calloc((size_t)g->n, 1), *arrived = calloc((size_t)g->n, 1);
+  typedef struct record {
+    double value;
+    uint8_t ok;
+  } record;
+  record mine = {value ? *value : 0, ok}, *all = calloc((size_t)g->n, sizeof *all);
+  uint8_t *arrived = calloc((size_t)g->n, 1);
   if (!all || !arrived) {
     free(all);
     free(arrived);
     return RH_ERR_NOMEM;
   }
-  rh_status st = rendezvous(worker_of(ctx)->world, key, g->n, g->me, g->ranks, &mine, 1, all,
-                            arrived, timeout);
-  for (int i = 0; i < g->n && st == RH_OK; i++)
-    if (!all[i]) st = RH_ERR_ABORTED;
+  memset(&mine, 0, sizeof mine); /* padding: records are compared as bytes */
+  mine.value = value ? *value : 0;
+  mine.ok = ok;
+  rh_status st = rendezvous(worker_of(ctx)->world, key, g->n, g->me, g->ranks, &mine, sizeof mine,
+                            all, arrived, timeout);
+  for (int i = 0; i < g->n && st == RH_OK; i++) {
+    if (!all[i].ok) st = RH_ERR_ABORTED;
+    if (value && all[i].value > *value) *value = all[i].value;
+  }
   for (int i = 0; i < g->n && st == RH_ERR_TIMEOUT; i++)
     if (!arrived[i] && sim__member_dead(worker_of(ctx)->world, g->ranks[i])) st = RH_ERR_PEER_DEAD;
   free(all);

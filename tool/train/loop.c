@@ -459,7 +459,7 @@ static rh_status note_failure(rank_state *s, rh_status st) {
 }
 
 /* The steps a timing-only model may charge without running them, after one that took the same
- * time as the two before it: up to the step before the segment's last (its batch may differ),
+ * time as the two before it on every rank: up to the step before the segment's last (its batch may differ),
  * the next commit, the next checkpoint and the stop step; the runtime stops them before a
  * scheduled fault or host change. */
 static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, double t1) {
@@ -468,7 +468,7 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
   bool steady = fabs(d - s->paces[0]) <= 1e-9 * d && fabs(d - s->paces[1]) <= 1e-9 * d;
   s->paces[1] = s->paces[0];
   s->paces[0] = d;
-  if (!steady || !s->recording) return RH_OK;
+  if (!s->recording) return RH_OK;
   long g = (long)s->pos.global_step, n = s->seg_steps - (*k + 1) - 1;
   if (cfg->elastic && !(cfg->mistakes & RH_MISTAKE_NO_COMMIT)) {
     long c = cfg->commit_every - g % cfg->commit_every - 1;
@@ -480,8 +480,9 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
   }
   if (cfg->stop_at_step > 0 && s->last_step - g - 1 < n) n = s->last_step - g - 1;
   if (n <= 0) return RH_OK;
+  /* steadiness is this rank's own: every rank asks, and none charges unless all are steady */
   rh_status st;
-  long done = rh_repeat_steps(s->ctx, e, (long)s->pos.step, n, d, &st);
+  long done = rh_repeat_steps(s->ctx, e, (long)s->pos.step, steady ? n : 0, d, &st);
   if (done <= 0) return done < 0 ? st : RH_OK;
   rh_epoch_stats *es = &s->ev.now;
   es->compute += (double)done * (tc - t0);
