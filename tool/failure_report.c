@@ -333,6 +333,25 @@ double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
   return lost;
 }
 
+static int by_time(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int rh_failure_times(const rh_fault_plan *plan, const rh_joblog *log, const rh_train_result *res,
+                     double end, double *at, int cap) {
+  incident *inc = calloc(256, sizeof *inc);
+  if (!inc) return 0;
+  int n = analyse(plan, log, res, end, inc, 256), k = 0;
+  for (int i = 0; i < n && k < cap; i++)
+    if (inc[i].how == HOW_ELASTIC || inc[i].how == HOW_RELAUNCH || inc[i].how == HOW_ENDED ||
+        inc[i].how == HOW_STOPPED || inc[i].how == HOW_DURING)
+      at[k++] = inc[i].at;
+  qsort(at, (size_t)k, sizeof *at, by_time);
+  free(inc);
+  return k;
+}
+
 static bool fired(const rh_joblog *log, int index) {
   for (size_t k = 0; log && k < log->n; k++)
     if (log->events[k].kind == RH_EV_FAULT && log->events[k].fault == index) return true;

@@ -30,6 +30,12 @@ typedef struct rh_failure_totals {
 void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *totals);
 
+/* When the failures that cost the job a recovery (an elastic reset, a relaunch, the job's end, or
+ * a second failure during a recovery) struck, ascending: at most `cap` times in `at`; returns
+ * how many. */
+int rh_failure_times(const rh_fault_plan *plan, const rh_joblog *log, const rh_train_result *res,
+                     double end, double *at, int cap);
+
 /* Seconds of [t0, t1) lost to failures (for the per-epoch table). */
 double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
                               const rh_train_result *res, double end, double t0, double t1);

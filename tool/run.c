@@ -6,6 +6,7 @@
  */
 #include "commands.h"
 #include "failure_report.h"
+#include "interval_replay.h"
 #include "scenario.h"
 #include "train/train.h"
 
@@ -251,6 +252,46 @@ static void release(run_inputs *in) {
   rh_scenario_launch_free(&in->launch);
 }
 
+/* commit_interval's verdict, and the replay of the job's failures for other intervals: the
+ * goodput of the recipe's interval and of the best, beside Young's and Daly's. */
+static void interval_study(const rh_scenario_launch *launch, const rh_train_config *cfg,
+                           rh_train_result *res, const rh_failure_totals *ft, int nodes,
+                           double tolerance, const rh_joblog *log, double end, json_t *root) {
+  const rh_fault_plan *plan = &launch->plan;
+  int size = res->nruns ? res->runs[0].size : 0;
+  /* the job's failure rate over the GPUs and nodes it starts on */
+  double rate = (plan->gpu_mtbf > 0 ? size / plan->gpu_mtbf : 0) +
+                (plan->node_mtbf > 0 ? nodes / plan->node_mtbf : 0);
+  long every = launch->has_elastic                 ? cfg->commit_every
+               : cfg->checkpoint_every_steps > 0 ? cfg->checkpoint_every_steps
+                                                 : cfg->checkpoint_every * res->steps_per_epoch;
+  if (res->steps_per_epoch > 0 && (every <= 0 || every > res->steps_per_epoch) &&
+      (launch->has_elastic || cfg->checkpoint_every > 0))
+    every = res->steps_per_epoch; /* the end of each epoch commits (checkpoints) too */
+  double count = launch->has_elastic ? (double)res->commits : (double)res->nckpt;
+  double cost = count > 0 ? (launch->has_elastic ? ft->commit : ft->checkpoint) / count : 0;
+  rh_interval_figures fig = {.elastic = launch->has_elastic, .steps = every,
+                             .interval = (double)every * ft->step + cost, .cost = cost,
+                             .mtbf = rate > 0 ? 1 / rate : 0};
+  if (cfg->check[RH_CHECK_INTERVAL]) rh_train_verdict_interval(res, &fig, tolerance);
+  if (!(rate > 0) || !(cost > 0) || !(ft->step > 0) || every <= 0) return;
+  json_t *failures = root ? json_object_get(root, "failures") : NULL;
+  const char *what = launch->has_elastic ? "commit" : "checkpoint";
+  if (isnan(ft->recovery)) {
+    printf("  interval     no failure was recovered from: no recovery time to replay other "
+           "%s intervals with\n", what);
+    return;
+  }
+  double at[256];
+  rh_replay_job job = {.steps = (double)res->steps_per_epoch * res->epochs, .step = ft->step,
+                       .cost = cost, .recovery = ft->recovery, .failures = at,
+                       .nfailures = rh_failure_times(plan, log, res, end, at, 256),
+                       .horizon = end, .rate = rate, .seed = plan->seed};
+  rh_interval_study study;
+  rh_interval_study_run(&job, every, &study);
+  rh_interval_study_report(stdout, failures, &job, &study, what, ft->goodput);
+}
+
 int rh_cmd_run(int argc, char **argv) {
   const char *file = NULL, *out = NULL, *compare = NULL;
   bool resume = false;
@@ -461,23 +502,8 @@ int rh_cmd_run(int argc, char **argv) {
   } else if (failures) {
     rh_failure_report(stdout, root, in.launch.config.faults, lres.log, &res, lres.end_time, &ft);
     if (cfg->check[RH_CHECK_NOTICED]) rh_train_verdict_noticed(&res, &in.launch.plan, lres.log);
-    if (cfg->check[RH_CHECK_INTERVAL]) {
-      /* the job's MTBF over the GPUs and nodes it starts on */
-      double rate = (in.launch.plan.gpu_mtbf > 0 ? size / in.launch.plan.gpu_mtbf : 0) +
-                    (in.launch.plan.node_mtbf > 0 ? sc.cluster.nodes / in.launch.plan.node_mtbf : 0);
-      long every = in.launch.has_elastic ? cfg->commit_every
-                   : cfg->checkpoint_every_steps > 0 ? cfg->checkpoint_every_steps
-                                                     : cfg->checkpoint_every * res.steps_per_epoch;
-      if (res.steps_per_epoch > 0 && (every <= 0 || every > res.steps_per_epoch) &&
-          (in.launch.has_elastic || cfg->checkpoint_every > 0))
-        every = res.steps_per_epoch; /* the end of each epoch commits (checkpoints) too */
-      double count = in.launch.has_elastic ? (double)res.commits : (double)res.nckpt;
-      double cost = count > 0 ? (in.launch.has_elastic ? ft.commit : ft.checkpoint) / count : 0;
-      rh_interval_figures fig = {.elastic = in.launch.has_elastic, .steps = every,
-                                 .interval = (double)every * ft.step + cost, .cost = cost,
-                                 .mtbf = rate > 0 ? 1 / rate : 0};
-      rh_train_verdict_interval(&res, &fig, sc.checks.interval_tolerance);
-    }
+    interval_study(&in.launch, cfg, &res, &ft, sc.cluster.nodes, sc.checks.interval_tolerance,
+                   lres.log, lres.end_time, root);
   }
 
   /* a failed run is fine when the scenario expected the failure that stopped it */
