@@ -278,15 +278,20 @@ static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
     return RH_OK;
   }
   if (w->aborted) return RH_ERR_ABORTED;
-  rh_p2p nap = {.is_recv = true, .nap = true};
-  snprintf(nap.box, sizeof nap.box, "nap:%ld", (long)sg_actor_self_get_pid());
-  nap.comm = sg_mailbox_get_async(sg_mailbox_by_name(nap.box), (void **)&nap.payload);
-  list_add(w, &nap);
+  /* on the heap: the nap stays listed if the host dies under it, and a dead actor's stack goes */
+  rh_p2p *nap = calloc(1, sizeof *nap);
+  if (!nap) return RH_ERR_NOMEM;
+  nap->is_recv = true;
+  nap->nap = true;
+  snprintf(nap->box, sizeof nap->box, "nap:%ld", (long)sg_actor_self_get_pid());
+  nap->comm = sg_mailbox_get_async(sg_mailbox_by_name(nap->box), (void **)&nap->payload);
+  list_add(w, nap);
   double end = simgrid_get_clock() + seconds;
   bool missed = w->aborted; /* a sweep while the nap was posted */
   for (int r = 0; r < w->topo.size && !missed; r++) missed = sim__member_dead(w, r);
-  sg_comm_wait_for(nap.comm, missed ? 0 : seconds);
-  list_remove(&nap);
+  sg_comm_wait_for(nap->comm, missed ? 0 : seconds);
+  list_remove(nap);
+  free(nap);
   if (simgrid_get_clock() >= end) return RH_OK;
   for (int r = 0; r < w->topo.size; r++)
     if (sim__member_dead(w, r)) return RH_ERR_PEER_DEAD;
@@ -575,6 +580,12 @@ void sim__start_worker(sim_job *job, sim_worker *wk) {
 }
 
 void sim__free_world(sim_world *w) {
+  /* what is still listed was posted by actors that died waiting (their payloads are the
+   * receivers' or SimGrid's) */
+  for (rh_p2p *r = w->pending, *next; r; r = next) {
+    next = r->next;
+    free(r);
+  }
   for (size_t i = 0; i < w->naudits; i++) point_free(w->audits[i]); /* left by absent members */
   free(w->audits);
   free(w->members);
