@@ -252,6 +252,21 @@ static void release(run_inputs *in) {
   rh_scenario_launch_free(&in->launch);
 }
 
+/* Samples an epoch's steps processed, each step at its world's size (from the record of the
+ * runs of steps, which leaves out steps a failure cut short; the epoch's last size where there
+ * is no record). */
+static double epoch_samples(const rh_train_result *res, int e, double batch, int size) {
+  const rh_epoch_stats *s = &res->epochs_stats[e];
+  double samples = 0;
+  long steps = 0;
+  for (size_t i = 0; i < res->nruns; i++)
+    if (res->runs[i].epoch == e) {
+      samples += (double)res->runs[i].steps * res->runs[i].size * batch;
+      steps += res->runs[i].steps;
+    }
+  return steps > 0 ? samples : (double)s->steps * batch * (s->size ? s->size : size);
+}
+
 /* commit_interval's verdict, and the replay of the job's failures for other intervals: the
  * goodput of the recipe's interval and of the best, beside Young's and Daly's. */
 static void interval_study(const rh_scenario_launch *launch, const rh_train_config *cfg,
@@ -394,9 +409,11 @@ int rh_cmd_run(int argc, char **argv) {
   json_t *je = json_array();
   double total = 0, compute = 0, exposed = 0;
   long all_steps = 0;
+  double all_samples = 0;
   for (int e = res.start_epoch; e < res.epochs; e++) {
     rh_epoch_stats *s = &res.epochs_stats[e];
-    double t = s->end - s->start, thr = (double)s->steps * batch * (s->size ? s->size : size) / t;
+    double t = s->end - s->start, samples = epoch_samples(&res, e, batch, size);
+    double thr = samples / t;
     printf("%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f %10.6g", e + 1, s->steps, t, s->compute,
            s->exposed_comm, 1e3 * t / (double)s->steps, thr, s->lr_last);
     if (cfg->real && !isnan(s->val_loss))
@@ -436,12 +453,13 @@ int rh_cmd_run(int argc, char **argv) {
     compute += s->compute;
     exposed += s->exposed_comm;
     all_steps += s->steps;
+    all_samples += samples;
   }
   json_object_set_new(root, "epochs", je);
 
   if (all_steps > 0) {
     double step_s = total / (double)all_steps, compute_step = compute / (double)all_steps;
-    double thr = (double)all_steps * global / total, ideal = size * batch / compute_step;
+    double thr = all_samples / total, ideal = size * batch / compute_step;
     printf("\nsummary\n");
     const char *kind = cfg->real ? (sc.model.kind == 1 ? "softmax regression" : "MLP") : "";
     const char *mname = sc.model.name ? sc.model.name : "";
@@ -455,9 +473,14 @@ int rh_cmd_run(int argc, char **argv) {
            sc.settings.value[RH_SETTING_FUSION_THRESHOLD] / 1048576, res.buckets_per_step,
            res.buckets_per_step == 1 ? "" : "s", res.bucket_bytes_max / 1e6, algo, predicted * 1e3);
     printf("  time         %.6f s %s over %ld steps: step %.4f ms = compute %.4f ms + "
-           "waiting for gradients %.4f ms\n",
+           "waiting for gradients %.4f ms",
            total, lres.rank < 0 ? "simulated" : "measured", all_steps, 1e3 * step_s,
            1e3 * compute_step, 1e3 * exposed / (double)all_steps);
+    /* the rest of a step's share: failures (detection, recovery), commits, checkpoints */
+    if (failures)
+      printf(" + failures, commits and checkpoints %.4f ms",
+             1e3 * (total - compute - exposed) / (double)all_steps);
+    printf("\n");
     printf("  throughput   %.1f samples/s; %d GPUs without communication: %.1f; scaling "
            "efficiency %.2f%%\n",
            thr, size, ideal, 100 * thr / ideal);
