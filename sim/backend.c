@@ -163,8 +163,14 @@ static rh_status refuse(rh_ctx *ctx, int peer) {
   return w && w->dead[peer] ? RH_ERR_PEER_DEAD : RH_OK;
 }
 
+/* One mailbox per world and ordered pair of ranks.  A rank runs its collectives one at a time in
+ * issue order, so two ranks post their messages to each other in the same order on both sides,
+ * and a mailbox matches in that order: the tag is not needed to tell them apart.  SimGrid never
+ * frees a mailbox, and a name per tag would keep 256 of them per pair (gigabytes at 4096 ranks
+ * after a few resets). */
 static void box_name(const rh_ctx *ctx, int src, int dst, uint32_t tag, char *buf, size_t len) {
-  snprintf(buf, len, "g%u:%d>%d#%u", ctx->generation, src, dst, tag);
+  (void)tag;
+  snprintf(buf, len, "g%u:%d>%d", ctx->generation, src, dst);
 }
 
 static rh_status sim_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf, size_t bytes,
@@ -283,7 +289,10 @@ static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
   if (!nap) return RH_ERR_NOMEM;
   nap->is_recv = true;
   nap->nap = true;
-  snprintf(nap->box, sizeof nap->box, "nap:%ld", (long)sg_actor_self_get_pid());
+  /* one box per GPU: a nap waits for nothing that comes, and a sweep posts one wake-up per nap
+   * listed, so naps sharing a box are all woken; a name per actor would leave a mailbox behind
+   * for every background task (SimGrid never frees one) */
+  snprintf(nap->box, sizeof nap->box, "nap:%d", wk->slot);
   nap->comm = sg_mailbox_get_async(sg_mailbox_by_name(nap->box), (void **)&nap->payload);
   list_add(w, nap);
   double end = simgrid_get_clock() + seconds;
@@ -510,15 +519,17 @@ static void sim_progress(rh_ctx *ctx, rh_phase phase) {
   sim__injector_progress(worker_of(ctx)->job, ctx, phase);
 }
 
-/* Steps may be charged up to the step before a step trigger and while they all end before the
- * next timed event (a fault, a window's end, a random failure, a host change). */
-static long sim_repeat_bound(rh_ctx *ctx, int epoch, long first, long steps, double seconds) {
+/* Steps may be charged up to the step before a step trigger and while they all end, one more
+ * step and the slack after them, before the next timed event (a fault, a window's end, a random
+ * failure, a host change). */
+static long sim_repeat_bound(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
+                             double slack) {
   sim_job *job = worker_of(ctx)->job;
   bool phase = false;
   long n = steps;
   double next = fmin(sim__injector_next(job, epoch, first, &n, &phase), sim__driver_next_change(job));
   if (phase) return 0;
-  double room = floor((next - simgrid_get_clock()) / seconds) - 1;
+  double room = floor((next - simgrid_get_clock() - slack) / seconds) - 1;
   if (room < (double)n) n = room > 0 ? (long)room : 0;
   return n;
 }
