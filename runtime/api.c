@@ -39,7 +39,7 @@ void rh_step_begin(rh_ctx *ctx, int epoch, long step) {
 }
 
 long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
-                     rh_status *st) {
+                     const rh_repeat_cycle *cycle, rh_status *st) {
   *st = RH_OK;
   if (!ctx->ops->repeat_bound || (int)rh_setting(ctx, RH_SETTING_GRAIN) == RH_GRAIN_FINE)
     return 0; /* the fine grain simulates every message of every step */
@@ -47,11 +47,15 @@ long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seco
    * the same steps, each as long as the longest rank's, so that none takes a lead */
   typedef struct offer {
     long steps;
-    double seconds;
+    double seconds, extra;
   } offer;
-  offer mine = {steps > 0 && seconds > 0 ? steps : 0, seconds};
+  long every = cycle && cycle->every > 0 ? cycle->every : 0;
+  offer mine = {steps > 0 && seconds > 0 ? steps : 0, seconds, every ? cycle->seconds : 0};
+  /* rank 0 bounds the steps by the events: at the mean pace, with room for one more cycle */
   if (ctx->rank == 0 && mine.steps > 0)
-    mine.steps = ctx->ops->repeat_bound(ctx, epoch, first, mine.steps, seconds);
+    mine.steps = ctx->ops->repeat_bound(ctx, epoch, first, mine.steps,
+                                        seconds + (every ? mine.extra / (double)every : 0),
+                                        every ? seconds + mine.extra : 0);
   offer *all = malloc((size_t)ctx->world.n * sizeof *all);
   if (!all) {
     *st = RH_ERR_NOMEM;
@@ -59,14 +63,25 @@ long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seco
   }
   *st = rh_check_allgather(ctx, &mine, sizeof mine, all);
   long n = all[0].steps;
-  double longest = 0;
+  double longest = 0, extra = 0;
   for (int r = 0; *st == RH_OK && r < ctx->world.n; r++) {
     if (all[r].steps < n) n = all[r].steps;
     if (all[r].seconds > longest) longest = all[r].seconds;
+    if (all[r].extra > extra) extra = all[r].extra;
   }
   free(all);
   if (*st != RH_OK) return -1;
-  if (n > 0) *st = ctx->ops->charge(ctx, (double)n * longest);
+  /* reaching a cycle's end, the charge ends at one, whose extra is the caller's to run (a real
+   * commit, where the state is saved): the ones before it are charged */
+  long cycles = 0;
+  if (every) {
+    long first_end = every - cycle->done % every;
+    if (n >= first_end) {
+      n = first_end + (n - first_end) / every * every;
+      cycles = (cycle->done + n) / every - cycle->done / every - 1;
+    }
+  }
+  if (n > 0) *st = ctx->ops->charge(ctx, (double)n * longest + (double)cycles * extra);
   if (*st != RH_OK) return -1;
   ctx->steps_begun += n;
   ctx->step = first + n - 1;

@@ -325,9 +325,11 @@ typedef struct rh_backend_ops {
   void (*progress)(rh_ctx *ctx, rh_phase phase);
   /* Charges modelled seconds (simulators only): a commit's copy, a checkpoint's write. */
   rh_status (*charge)(rh_ctx *ctx, double seconds);
-  /* How many of `steps` steps of `seconds`, from step `first` of `epoch`, may be charged
-   * without running them before a scheduled event (simulators only; NULL elsewhere). */
-  long (*repeat_bound)(rh_ctx *ctx, int epoch, long first, long steps, double seconds);
+  /* How many of `steps` steps of `seconds` (a mean), from step `first` of `epoch`, may be
+   * charged without running them before a scheduled event, `slack` seconds more of room left
+   * (simulators only; NULL elsewhere). */
+  long (*repeat_bound)(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
+                       double slack);
 } rh_backend_ops;
 
 #define RH_AUDIT_COLLECTIVE (0ull << 32)

@@ -206,10 +206,20 @@ rh_status rh_wait(rh_request *req);
  * same point with the same `epoch` and `first` (the first step charged); a rank whose steps do
  * not repeat passes 0 steps, and then none is charged anywhere.  Each step is charged as the
  * longest rank's `seconds`.  Fewer are charged where a scheduled fault or host change would fall
- * among them; none on real hardware, which must run its steps.  Returns how many were charged
- * (the same on every rank), or -1 with a status in *st on a failure. */
+ * among them (with room for one more step and its commit after them); none on real hardware,
+ * which must run its steps.  `cycle` (NULL: none) adds what repeats every few steps, a commit:
+ * it comes after each step whose count, from cycle->done, is a multiple of cycle->every.  Steps
+ * that reach such a step end there, and that last one is left to the caller to run for real
+ * (the commit that saves the state); those before it are charged, each the longest rank's
+ * cycle->seconds.  Returns how many steps were charged (the same on every rank), or -1 with a
+ * status in *st on a failure. */
+typedef struct rh_repeat_cycle {
+  long every;     /* steps between two of them */
+  long done;      /* steps done before `first`, counted as `every` counts them */
+  double seconds; /* each one's */
+} rh_repeat_cycle;
 long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
-                     rh_status *st);
+                     const rh_repeat_cycle *cycle, rh_status *st);
 
 /* ---- elastic training ------------------------------------------------------------------------ */
 

@@ -38,6 +38,12 @@ void train__verdict(rank_state *s, rh_check_id id, bool passed, const char *fmt,
   if (s->rank == 0 && !(c->ran && !c->passed)) *c = *mine;
 }
 
+const char *train__every(long steps, char *buf, size_t len) {
+  if (steps == 1) snprintf(buf, len, "every step");
+  else snprintf(buf, len, "every %ld steps", steps);
+  return buf;
+}
+
 void train__skip(rank_state *s, rh_check_id id, const char *why) {
   rh_check_result *mine = &s->ev.checks[id];
   if (mine->ran) return;

@@ -110,6 +110,8 @@ static inline bool train__peer_failure(rh_status st) {
  * failure of a check stays. */
 void train__verdict(rank_state *s, rh_check_id id, bool passed, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* "every step" or "every N steps", in buf. */
+const char *train__every(long steps, char *buf, size_t len);
 /* The check does not apply to this recipe or run; says why. */
 void train__skip(rank_state *s, rh_check_id id, const char *why);
 /* Whether check id gathers evidence now (real model, switched on, not replaying). */
@@ -173,5 +175,7 @@ rh_status train__elastic(rank_state *s);
 /* Commits the state (elastic), counting its time in the epoch in progress, or with epoch >= 0
  * in that epoch's row (a commit at its end). */
 rh_status train__commit(rank_state *s, int epoch);
+/* A commit charged with repeated steps, as long as the last real one: its time and count. */
+void train__commit_charged(rank_state *s);
 
 #endif

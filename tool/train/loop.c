@@ -470,7 +470,11 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
   s->paces[0] = d;
   if (!s->recording) return RH_OK;
   long g = (long)s->pos.global_step, n = s->seg_steps - (*k + 1) - 1;
-  if (cfg->elastic && !(cfg->mistakes & RH_MISTAKE_NO_COMMIT)) {
+  /* commits repeat too, once one was measured: the runtime charges whole cycles of steps and a
+   * commit, and ends at a commit's step, whose commit is then a real one (it saves the state) */
+  bool commits = cfg->elastic && !(cfg->mistakes & RH_MISTAKE_NO_COMMIT) && s->state;
+  rh_repeat_cycle cycle = {.every = cfg->commit_every, .done = g, .seconds = s->commit_dt};
+  if (commits && !(s->commit_dt > 0)) {
     long c = cfg->commit_every - g % cfg->commit_every - 1;
     if (c < n) n = c;
   }
@@ -482,18 +486,34 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
   if (n <= 0) return RH_OK;
   /* steadiness is this rank's own: every rank asks, and none charges unless all are steady */
   rh_status st;
-  long done = rh_repeat_steps(s->ctx, e, (long)s->pos.step, steady ? n : 0, d, &st);
+  long done = rh_repeat_steps(s->ctx, e, (long)s->pos.step, steady ? n : 0, d,
+                              commits && s->commit_dt > 0 ? &cycle : NULL, &st);
   if (done <= 0) return done < 0 ? st : RH_OK;
   rh_epoch_stats *es = &s->ev.now;
   es->compute += (double)done * (tc - t0);
   es->exposed_comm += (double)done * (t1 - tc);
   es->steps += done;
-  record_pace(s, e, t1, d, done);
+  /* the commits among them: their time, and the pace in runs between them */
+  long every = cfg->commit_every;
+  long ends = commits && s->commit_dt > 0 ? (g + done) / every - g / every : 0;
+  double start = t1;
+  for (long i = 0, left = done; left > 0; i++) {
+    long run = i == 0 ? every - g % every : every;
+    if (run > left || i >= ends) run = left;
+    record_pace(s, e, start, d, run);
+    start += (double)run * d;
+    left -= run;
+    if (i < ends - 1) {
+      start += s->commit_dt;
+      train__commit_charged(s);
+    }
+  }
   *k += done;
   s->pos.step += (double)done;
   s->pos.global_step += (double)done;
   s->pos.processed += (double)done * (double)cfg->batch * s->size;
-  return RH_OK;
+  /* the charge ended at a commit's step: that commit runs */
+  return ends > 0 ? train__commit(s, -1) : RH_OK;
 }
 
 /* The epoch so far, as the table shows a run that stopped in it. */

@@ -472,6 +472,11 @@ rh_status train__commit(rank_state *s, int epoch) {
   return st;
 }
 
+void train__commit_charged(rank_state *s) {
+  count_commit(s, s->commit_dt, -1, true);
+  if (s->rank == 0) s->res->commits++;
+}
+
 /* Horovod's reset callback: the new world's rank and size, the lr rescaled for it (unless the
  * program forgets to), the sampler cut again (unless it is not reset). */
 static void on_reset(rh_ctx *ctx, void *arg) {

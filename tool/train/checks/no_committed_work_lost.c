@@ -29,15 +29,16 @@ static rh_status after_reset(rank_state *s) {
   if (st != RH_OK || at < 0) return st; /* hosts changed: nothing was restored */
   long every = cfg->commit_every > 0 ? cfg->commit_every : 1;
   long expect = at / every * every, restored = (long)s->pos.global_step;
+  char text[40];
   if (epoch_start > expect) expect = epoch_start;
   s->ev.rolled_back += at - restored;
   s->ev.now.rolled_back += at - restored;
   if (restored < expect)
     train__verdict(s, RH_CHECK_WORK_LOST, false,
                    "the failure after %ld steps rolled back to step %ld, where the recipe's last "
-                   "commit was at step %ld (every %ld steps and at each epoch's end): %ld steps of "
+                   "commit was at step %ld (%s and at each epoch's end): %ld steps of "
                    "committed work lost%s",
-                   at, restored, expect, every, expect - restored,
+                   at, restored, expect, train__every(every, text, sizeof text), expect - restored,
                    restored == 0 ? " (nothing was ever committed)" : "");
   else if (restored > expect || !same_params)
     train__verdict(s, RH_CHECK_WORK_LOST, false,
@@ -47,13 +48,15 @@ static rh_status after_reset(rank_state *s) {
 }
 
 static void finish(rank_state *s) {
+  char text[40];
   if (s->ev.rolled_back == 0 && s->ev.world_resets == 0)
     train__skip(s, RH_CHECK_WORK_LOST, "no failure needed a restore");
   else
     train__verdict(s, RH_CHECK_WORK_LOST, true,
-                   "each failure rolled back to the last commit (every %ld steps and at each "
-                   "epoch's end), no further: %ld step%s done again in all",
-                   s->cfg->commit_every, s->ev.rolled_back, s->ev.rolled_back == 1 ? "" : "s");
+                   "each failure rolled back to the last commit (%s and at each epoch's end), no "
+                   "further: %ld step%s done again in all",
+                   train__every(s->cfg->commit_every, text, sizeof text), s->ev.rolled_back,
+                   s->ev.rolled_back == 1 ? "" : "s");
 }
 
 const train_check train__check_work_lost = {
