@@ -10,6 +10,9 @@
  *   and resumed by `--resume` on the GPUs that remain;
  * - a fixed-size job relaunched from its checkpoint after a crash ends where the same job ends
  *   without the crash.
+ *
+ * The scenarios shipped in scenarios/failures/ run too, each with what it must show (a separate
+ * ctest entry: RH_TEST_FILTER=test_shipped*).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,6 +104,28 @@ static int teardown(void **state) {
   return rh_test_rmdir(tmpdir);
 }
 
+/* scenarios/failures/: one per kind of event (big-job, weeks on 4096 GPUs, has its own test) */
+static const drill shipped[] = {
+    {"below-min-np", 1, {"the job ended: 2 slots remain, min_np is 4 (waited 10 s for hosts)"}},
+    {"gpu-crash", 0, {"elastic reset: 6 -> 4 ranks, nodes 0,1; node 2 left: failed: its process died"}},
+    {"hang", 0,
+     {"noticed +30.000013 s after: ranks 0,1,3-5: timed out waiting for a peer",
+      "node 1 left: failed: did not come back to the rendezvous"}},
+    {"host-crash", 0, {"elastic reset: 6 -> 4 ranks, nodes 0,2; node 1 left: failed: its process died"}},
+    {"hosts-added-and-removed", 0,
+     {"elastic reset: 6 -> 8 ranks, nodes 0,1,2,3", "elastic reset: 8 -> 6 ranks, nodes 1,2,3"}},
+    {"link-degraded", 0, {"link_degraded of node 0's uplink at 0.003000 s", "7 steps ran in the window"}},
+    {"link-down-for-good", 0, {"elastic reset: 6 -> 4 ranks, nodes 0,1; node 2 left: failed: unreachable"}},
+    {"link-down", 0, {"link_down of node 2's uplink", "until 5.006522 s: 1 step ran in the window"}},
+    {"no-recovery", 1, {"the job stopped (no restart policy)"}},
+    {"oci-elastic-host-crash", 0,
+     {"elastic reset: 4 -> 2 ranks, nodes 0; node 1 left",
+      "PASS  lr_schedule            every step's lr equals the recipe (base 0.01 x 2)",
+      "PASS  samples_once", "PASS  no_committed_work_lost"}},
+    {"relaunch-from-checkpoint", 0, {"relaunched at 60.032259 s on 6 ranks (nodes 0,2,3)"}},
+    {"straggler", 0, {"straggler of node 1 GPU 0", "25 steps ran in the window"}},
+};
+
 /* Runs `rehearsal run FILE --out DIR [--resume]`; returns its exit status, its stdout in *text. */
 static int run(const char *file, const char *out, bool resume, char **text) {
   char std[300];
@@ -119,31 +144,40 @@ static void fnv_of(const char *text, char *fnv) {
   assert_int_equal(sscanf(p, "final parameters: FNV-1a %16s", fnv), 1);
 }
 
-/* Every drill file has its expectations here, and every expectation its file. */
-static void test_every_drill_listed(void **state) {
-  (void)state;
-  DIR *d = opendir(DRILLS);
+/* Every scenario file of `dir` has its expectations in `list`, and every expectation its file
+ * (but `unlisted`). */
+static void every_file_listed(const char *dir, const drill *list, size_t n, const char *unlisted) {
+  DIR *d = opendir(dir);
   assert_non_null(d);
   size_t files = 0;
   for (struct dirent *de; (de = readdir(d));) {
     size_t len = strlen(de->d_name);
     if (len < 6 || strcmp(de->d_name + len - 5, ".yaml") != 0) continue;
+    if (unlisted && strncmp(de->d_name, unlisted, len - 5) == 0 && strlen(unlisted) == len - 5)
+      continue;
     files++;
     bool listed = false;
-    for (size_t i = 0; i < sizeof drills / sizeof drills[0]; i++)
-      listed |= strlen(drills[i].name) == len - 5 && strncmp(drills[i].name, de->d_name, len - 5) == 0;
-    if (!listed) fail_msg("%s has no expectations in test_drills.c", de->d_name);
+    for (size_t i = 0; i < n; i++)
+      listed |= strlen(list[i].name) == len - 5 && strncmp(list[i].name, de->d_name, len - 5) == 0;
+    if (!listed) fail_msg("%s%s has no expectations in test_drills.c", dir, de->d_name);
   }
   closedir(d);
-  assert_int_equal(files, sizeof drills / sizeof drills[0]);
+  assert_int_equal(files, n);
 }
 
-static void test_drills(void **state) {
+static void test_every_drill_listed(void **state) {
   (void)state;
-  for (size_t i = 0; i < sizeof drills / sizeof drills[0]; i++) {
-    const drill *dr = &drills[i];
+  every_file_listed(DRILLS, drills, sizeof drills / sizeof drills[0], NULL);
+  every_file_listed("scenarios/failures/", shipped, sizeof shipped / sizeof shipped[0], "big-job");
+}
+
+/* Runs each scenario of `dir` in `list` twice: its exit status, what it must say, no unexpected
+ * verdict, no committed work lost, the same summary.json bytes. */
+static void run_all(const char *dir, const drill *list, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const drill *dr = &list[i];
     char file[200], out[200], again[220], *text, *text2;
-    snprintf(file, sizeof file, DRILLS "%s.yaml", dr->name);
+    snprintf(file, sizeof file, "%s%s.yaml", dir, dr->name);
     snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, dr->name));
     snprintf(again, sizeof again, "%s-again", out);
     int rc = run(file, out, false, &text);
@@ -168,6 +202,16 @@ static void test_drills(void **state) {
     free(text);
     free(text2);
   }
+}
+
+static void test_drills(void **state) {
+  (void)state;
+  run_all(DRILLS, drills, sizeof drills / sizeof drills[0]);
+}
+
+static void test_shipped_failure_scenarios(void **state) {
+  (void)state;
+  run_all("scenarios/failures/", shipped, sizeof shipped / sizeof shipped[0]);
 }
 
 /* The checkpoints of `dir` after global step `step` (and the epochs' ends after it) go. */
@@ -232,6 +276,9 @@ int main(void) {
       cmocka_unit_test(test_drills),
       cmocka_unit_test(test_elastic_equals_resume),
       cmocka_unit_test(test_relaunch_equals_uninterrupted),
+      cmocka_unit_test(test_shipped_failure_scenarios),
   };
+  if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
+  if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));
   return cmocka_run_group_tests(tests, setup, teardown);
 }
