@@ -271,7 +271,9 @@ static rh_status note(rh_ctx *ctx, rh_status st, uint32_t seq, const coll_desc *
   return st;
 }
 
-rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *all) {
+/* A check's audit (RH_AUDIT_ROOT in `flags`: `all` takes rank 0's record alone). */
+static rh_status check_audit(rh_ctx *ctx, uint64_t flags, const void *mine, size_t bytes,
+                             void *all) {
   uint32_t k = ctx->audits++;
   if (ctx->broken) {
     snprintf(ctx->last_error, sizeof ctx->last_error,
@@ -281,7 +283,7 @@ rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *
   if (ctx->ops->audit) {
     uint8_t *arrived = calloc((size_t)ctx->world.n, 1);
     if (!arrived) return RH_ERR_NOMEM;
-    rh_status st = ctx->ops->audit(ctx, RH_AUDIT_CHECK | k, mine, bytes, all, arrived,
+    rh_status st = ctx->ops->audit(ctx, RH_AUDIT_CHECK | flags | k, mine, bytes, all, arrived,
                                    rh_setting(ctx, RH_SETTING_TIMEOUT));
     if (st == RH_ERR_TIMEOUT) {
       char missing[160];
@@ -298,6 +300,28 @@ rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *
   /* without an audit channel, a real allgather of 4-byte words */
   if (bytes % 4) return RH_ERR_INVALID;
   return rh_allgather(ctx, mine, bytes / 4, all, RH_INT32);
+}
+
+rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *all) {
+  return check_audit(ctx, 0, mine, bytes, all);
+}
+
+rh_status rh_check_broadcast(rh_ctx *ctx, void *buf, size_t bytes) {
+  if (ctx->ops->audit && ctx->ops->audit_root)
+    return check_audit(ctx, RH_AUDIT_ROOT, buf, bytes, buf);
+  /* through a gather of every rank's record (real processes: a few) */
+  size_t padded = (bytes + 3) / 4 * 4;
+  unsigned char *mine = calloc(padded ? padded : 1, 1);
+  unsigned char *all = calloc((size_t)ctx->world.n * (padded ? padded : 1), 1);
+  rh_status st = mine && all ? RH_OK : RH_ERR_NOMEM;
+  if (st == RH_OK) {
+    memcpy(mine, buf, bytes);
+    st = check_audit(ctx, 0, mine, padded, all);
+  }
+  if (st == RH_OK) memcpy(buf, all, bytes);
+  free(mine);
+  free(all);
+  return st;
 }
 
 /* ---- the collectives ------------------------------------------------------------------------ */

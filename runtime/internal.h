@@ -292,6 +292,8 @@ typedef struct rh_backend_ops {
    * Keys: RH_AUDIT_COLLECTIVE | seq for negotiations, RH_AUDIT_CHECK | n for checks. */
   rh_status (*audit)(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
                      uint8_t *arrived, double timeout);
+  /* The audit honours RH_AUDIT_ROOT in its key: all then receives rank 0's record alone. */
+  bool audit_root;
   /* The backend's own collectives (MPI's, NCCL's), used when the `collectives` setting says
    * native; NULL: the runtime's algorithms over isend/irecv.  They work in place on buf (never
    * NULL: timing-only calls use the algorithms); op is SUM, MIN or MAX; a wait past `timeout` is
@@ -335,6 +337,7 @@ typedef struct rh_backend_ops {
 #define RH_AUDIT_COLLECTIVE (0ull << 32)
 #define RH_AUDIT_CHECK (1ull << 32)
 #define RH_AUDIT_SYNC (1ull << 62) /* | group id << 32 | the rank's rendezvous count */
+#define RH_AUDIT_ROOT (1ull << 61) /* with RH_AUDIT_CHECK: rank 0's record alone */
 
 /* ---- per-rank context -------------------------------------------------------------------- */
 

@@ -178,6 +178,9 @@ const char *rh_last_error(const rh_ctx *ctx);
  * simulator it takes no simulated time, so a check does not change the timing it checks.
  * RH_ERR_TIMEOUT when a rank does not come within the collective timeout. */
 rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *all);
+/* Rank 0's `bytes` of buf to every rank, for checks, at no simulated cost as above; each rank
+ * holds one record, not one per rank (a state of thousands of ranks). */
+rh_status rh_check_broadcast(rh_ctx *ctx, void *buf, size_t bytes);
 
 /* ---- non-blocking forms --------------------------------------------------------------------- */
 

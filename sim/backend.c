@@ -346,6 +346,7 @@ static void point_leave(sim_world *w, audit_point *a) {
 static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int *ranks,
                             const void *mine, size_t bytes, void *all, uint8_t *arrived,
                             double timeout) {
+  bool root_only = key & RH_AUDIT_ROOT; /* all takes rank 0's record alone */
   if (w->aborted) return RH_ERR_ABORTED;
   audit_point *a = NULL;
   for (size_t i = 0; i < w->naudits && !a; i++)
@@ -411,7 +412,7 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
       }
     }
   }
-  if (same) memcpy(all, a->records, (size_t)n * bytes);
+  if (same) memcpy(all, a->records, (size_t)(root_only ? 1 : n) * bytes);
   memcpy(arrived, a->arrived, (size_t)n);
   point_leave(w, a);
   return same ? st : RH_ERR_MISMATCH;
@@ -547,6 +548,7 @@ const rh_backend_ops sim__ops = {
     .spawn = sim_spawn,
     .join = sim_join,
     .audit = sim_audit,
+    .audit_root = true,
     .abandon = sim_abandon,
     .rendezvous = sim_rendezvous,
     .host_updates = sim_host_updates,

@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const rh_check_names[RH_CHECK_COUNT + 1] = {
@@ -36,6 +37,20 @@ void train__verdict(rank_state *s, rh_check_id id, bool passed, const char *fmt,
   va_end(ap);
   rh_check_result *c = &s->res->checks[id];
   if (s->rank == 0 && !(c->ran && !c->passed)) *c = *mine;
+}
+
+rh_status train__ranks_unlike_rank0(rank_state *s, uint64_t mine, char *ranks, size_t len) {
+  int n = s->size;
+  uint64_t *all = calloc((size_t)n, sizeof *all);
+  uint8_t *differ = calloc((size_t)n, 1);
+  rh_status st = all && differ ? rh_check_allgather(s->ctx, &mine, sizeof mine, all) : RH_ERR_NOMEM;
+  int bad = 0;
+  for (int r = 0; st == RH_OK && r < n; r++) bad += differ[r] = all[r] != all[0];
+  ranks[0] = 0;
+  if (st == RH_OK && bad) train__rank_list(differ, n, ranks, len);
+  free(all);
+  free(differ);
+  return st;
 }
 
 const char *train__every(long steps, char *buf, size_t len) {

@@ -110,6 +110,9 @@ static inline bool train__peer_failure(rh_status st) {
  * failure of a check stays. */
 void train__verdict(rank_state *s, rh_check_id id, bool passed, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Gathers every rank's hash: the ranks whose hash differs from rank 0's listed in `ranks`
+ * ("" when none). */
+rh_status train__ranks_unlike_rank0(rank_state *s, uint64_t mine, char *ranks, size_t len);
 /* "every step" or "every N steps", in buf. */
 const char *train__every(long steps, char *buf, size_t len);
 /* The check does not apply to this recipe or run; says why. */

@@ -420,13 +420,13 @@ static size_t evidence_size(void *obj) {
 static rh_status evidence_sync(rh_ctx *ctx, void *obj) {
   evidence *ev = obj;
   size_t n = evidence_size(ev), off = 0;
-  unsigned char *mine = malloc(n + 1), *all = malloc(n * (size_t)rh_size(ctx) + 1);
-  rh_status st = mine && all ? RH_OK : RH_ERR_NOMEM;
+  unsigned char *all = malloc(n + 1);
+  rh_status st = all ? RH_OK : RH_ERR_NOMEM;
   for (int i = 0; st == RH_OK && i < ev->n; i++) {
-    memcpy(mine + off, ev->region[i].live, ev->region[i].bytes);
+    memcpy(all + off, ev->region[i].live, ev->region[i].bytes);
     off += ev->region[i].bytes;
   }
-  if (st == RH_OK) st = rh_check_allgather(ctx, mine, n, all);
+  if (st == RH_OK) st = rh_check_broadcast(ctx, all, n);
   off = 0;
   train_evidence *live = &ev->s->ev;
   double own[3] = {live->epoch_loss, live->epoch_correct, live->epoch_samples};
@@ -438,7 +438,6 @@ static rh_status evidence_sync(rh_ctx *ctx, void *obj) {
   live->epoch_loss = own[0];
   live->epoch_correct = own[1];
   live->epoch_samples = own[2];
-  free(mine);
   free(all);
   return st;
 }

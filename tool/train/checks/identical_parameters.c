@@ -5,29 +5,20 @@
  */
 #include "../internal.h"
 
-#include <stdlib.h>
 
 static rh_status after_step(rank_state *s, int epoch, long step, double lr) {
   (void)lr;
   if (!train__checking(s, RH_CHECK_IDENTICAL) || s->ev.identical_failed) return RH_OK;
-  int n = s->size;
-  uint64_t mine = train__fnv(s->params, s->nparams * sizeof(float));
-  uint64_t *all = calloc((size_t)n, sizeof *all);
-  uint8_t *differ = calloc((size_t)n, 1);
-  rh_status st = all && differ ? rh_check_allgather(s->ctx, &mine, sizeof mine, all) : RH_ERR_NOMEM;
-  int bad = 0;
-  for (int r = 0; st == RH_OK && r < n; r++) bad += differ[r] = all[r] != all[0];
-  if (st == RH_OK && bad) {
-    char ranks[256];
-    train__rank_list(differ, n, ranks, sizeof ranks);
+  char ranks[256];
+  rh_status st = train__ranks_unlike_rank0(s, train__fnv(s->params, s->nparams * sizeof(float)),
+                                           ranks, sizeof ranks);
+  if (st == RH_OK && ranks[0]) {
     s->ev.identical_failed = true;
     train__verdict(s, RH_CHECK_IDENTICAL, false,
                    "after epoch %d step %ld the parameters of ranks %s differ from rank 0's",
                    epoch + 1, step + 1, ranks);
   }
   s->ev.identical_steps++;
-  free(all);
-  free(differ);
   return st;
 }
 

@@ -5,7 +5,6 @@
  */
 #include "../internal.h"
 
-#include <stdlib.h>
 
 static uint64_t state_hash(const rank_state *s) {
   uint64_t h = train__fnv(&s->pos, sizeof s->pos);
@@ -17,21 +16,12 @@ static uint64_t state_hash(const rank_state *s) {
 }
 
 static rh_status after_reset(rank_state *s) {
-  int n = s->size;
-  uint64_t mine = state_hash(s), *all = calloc((size_t)n, sizeof *all);
-  uint8_t *differ = calloc((size_t)n, 1);
-  rh_status st = all && differ ? rh_check_allgather(s->ctx, &mine, sizeof mine, all) : RH_ERR_NOMEM;
-  int bad = 0;
-  for (int r = 0; st == RH_OK && r < n; r++) bad += differ[r] = all[r] != all[0];
-  if (st == RH_OK && bad) {
-    char ranks[256];
-    train__rank_list(differ, n, ranks, sizeof ranks);
+  char ranks[256];
+  rh_status st = train__ranks_unlike_rank0(s, state_hash(s), ranks, sizeof ranks);
+  if (st == RH_OK && ranks[0])
     train__verdict(s, RH_CHECK_STATE_RESET, false,
                    "after reset %d (%d ranks) the state of ranks %s differs from rank 0's",
-                   s->ev.world_resets, n, ranks);
-  }
-  free(all);
-  free(differ);
+                   s->ev.world_resets, s->size, ranks);
   return st;
 }
 
