@@ -154,6 +154,16 @@ static void test_usage_errors(void **state) {
   assert_int_equal(run(NULL, NULL, "collective", "scenarios/default.yaml", "--op", "prod", NULL,
                        NULL, NULL, NULL),
                    2);
+  /* the elastic driver: a bad process count, fewer than min_np, a scenario without elastic: */
+  assert_int_equal(run(NULL, NULL, "elastic", "scenarios/failures/host-crash.yaml", "-np", "x", "--",
+                       "/bin/true", NULL, NULL),
+                   2);
+  assert_int_equal(run(NULL, NULL, "elastic", "scenarios/failures/host-crash.yaml", "-np", "1", "--",
+                       "/bin/true", NULL, NULL),
+                   2);
+  assert_int_equal(run(NULL, NULL, "elastic", "scenarios/default.yaml", "--", "/bin/true", NULL,
+                       NULL, NULL, NULL),
+                   2);
   assert_int_equal(run(path_in("help"), NULL, "--help", NULL, NULL, NULL, NULL, NULL, NULL, NULL), 0);
 }
 

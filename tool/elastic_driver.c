@@ -423,7 +423,19 @@ int rh_cmd_elastic(int argc, char **argv) {
   int c;
   while ((c = getopt_long_only(split + 1, args, "", options, NULL)) != -1) {
     switch (c) {
-    case 'n': np = atoi(optarg); break;
+    case 'n': {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (*optarg == 0 || *end || v < 1 || v > 1 << 24) {
+        fprintf(stderr, "rehearsal elastic: -np: expected a number of processes from 1, got \"%s\"\n",
+                optarg);
+        free(extra);
+        free(args);
+        return 2;
+      }
+      np = (int)v;
+      break;
+    }
     case 'd': dir = optarg; break;
     case 'm': mpirun = optarg; break;
     case 'a': extra[nextra++] = optarg; break;
@@ -452,6 +464,13 @@ int rh_cmd_elastic(int argc, char **argv) {
     return 2;
   }
   if (np <= 0) np = rh_scenario_size(&sc);
+  if (np < sc.elastic.min_np) {
+    fprintf(stderr, "rehearsal elastic: -np %d is fewer than the scenario's min_np %d\n", np,
+            sc.elastic.min_np);
+    rh_scenario_free(&sc);
+    free(extra);
+    return 2;
+  }
   char tmpdir[] = "/tmp/rehearsal-elastic-XXXXXX";
   bool temporary = !dir;
   if (temporary && !(dir = mkdtemp(tmpdir))) {
