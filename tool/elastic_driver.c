@@ -464,6 +464,7 @@ int rh_cmd_elastic(int argc, char **argv) {
     return 2;
   }
   if (np <= 0) np = rh_scenario_size(&sc);
+  if (sc.elastic.min_np <= 0) sc.elastic.min_np = np; /* Horovod's default: min_np = np */
   if (np < sc.elastic.min_np) {
     fprintf(stderr, "rehearsal elastic: -np %d is fewer than the scenario's min_np %d\n", np,
             sc.elastic.min_np);
