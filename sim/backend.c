@@ -168,8 +168,7 @@ static rh_status refuse(rh_ctx *ctx, int peer) {
  * and a mailbox matches in that order: the tag is not needed to tell them apart.  SimGrid never
  * frees a mailbox, and a name per tag would keep 256 of them per pair (gigabytes at 4096 ranks
  * after a few resets). */
-static void box_name(const rh_ctx *ctx, int src, int dst, uint32_t tag, char *buf, size_t len) {
-  (void)tag;
+static void box_name(const rh_ctx *ctx, int src, int dst, char *buf, size_t len) {
   snprintf(buf, len, "g%u:%d>%d", ctx->generation, src, dst);
 }
 
@@ -190,7 +189,7 @@ static rh_status sim_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf,
   if (carried) memcpy(r->payload->data, buf, carried);
   r->bytes = bytes;
   r->peer = peer;
-  box_name(ctx, ctx->rank, peer, tag, r->box, sizeof r->box);
+  box_name(ctx, ctx->rank, peer, r->box, sizeof r->box);
   sim_worker *wk = worker_of(ctx);
   double extra = wk->world ? sim__injector_extra_latency(wk->job, wk->slot, wk->world->slots[peer]) : 0;
   if (extra > 0) sg_actor_sleep_for(extra); /* a degraded link's latency, paid before the message */
@@ -210,7 +209,7 @@ static rh_status sim_irecv(rh_ctx *ctx, int peer, uint32_t tag, void *buf, size_
   r->dst = buf;
   r->bytes = bytes;
   r->peer = peer;
-  box_name(ctx, peer, ctx->rank, tag, r->box, sizeof r->box);
+  box_name(ctx, peer, ctx->rank, r->box, sizeof r->box);
   r->comm = sg_mailbox_get_async(sg_mailbox_by_name(r->box), (void **)&r->payload);
   list_add(worker_of(ctx)->world, r);
   *out = r;

@@ -41,17 +41,11 @@ static void kill_child(int sig) {
   if (child > 0) kill(child, SIGKILL); /* a process mpirun ends: it failed, or it hung */
 }
 
+/* A small file of the rendezvous directory, whole or not at all (rh_write_output). */
 static void write_small(const char *dir, const char *name, int proc, const char *text) {
-  char path[1100], tmp[1120];
-  snprintf(path, sizeof path, "%s/%s-%d", dir, name, proc);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  bool ok = f && fputs(text, f) >= 0;
-  if (f && fclose(f) != 0) ok = false;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "rehearsal elastic-rank: cannot write %s: %s\n", path, strerror(errno));
-    remove(tmp);
-  }
+  char file[64];
+  snprintf(file, sizeof file, "%s-%d", name, proc);
+  rh_write_output(dir, file, text);
 }
 
 int rh_cmd_elastic_rank(int argc, char **argv) {
@@ -206,32 +200,21 @@ static void ranks_list(const driver *d, const bool *pick, char *buf, size_t len)
 
 /* Writes the driver's answer for the next world. */
 static bool answer(driver *d, const char *text) {
-  char path[1100], tmp[1120];
-  snprintf(path, sizeof path, "%s/w%d.world", d->dir, d->world + 1);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  bool ok = f && fputs(text, f) >= 0;
-  if (f && fclose(f) != 0) ok = false;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "rehearsal elastic: cannot write %s: %s\n", path, strerror(errno));
-    remove(tmp);
-    return false;
-  }
-  return true;
+  char file[64];
+  snprintf(file, sizeof file, "w%d.world", d->world + 1);
+  return rh_write_output(d->dir, file, text) == 0;
 }
 
 /* Tells the current world that its rank r died; returns the world. */
 static int tell_broken(driver *d, int r) {
   const proc *q = &d->procs[d->members[r]];
-  char path[1100], tmp[1120];
-  snprintf(path, sizeof path, "%s/w%d.broken", d->dir, d->world);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (f) {
-    if (q->exit_code < 0) fprintf(f, "rank %d (node %d) was killed by signal %d\n", r, q->node, q->signal);
-    else fprintf(f, "rank %d (node %d) exited with %d\n", r, q->node, q->exit_code);
-    if (fclose(f) == 0) rename(tmp, path);
-  }
+  char file[64], text[128];
+  snprintf(file, sizeof file, "w%d.broken", d->world);
+  if (q->exit_code < 0)
+    snprintf(text, sizeof text, "rank %d (node %d) was killed by signal %d\n", r, q->node, q->signal);
+  else
+    snprintf(text, sizeof text, "rank %d (node %d) exited with %d\n", r, q->node, q->exit_code);
+  rh_write_output(d->dir, file, text);
   return d->world;
 }
 

@@ -323,9 +323,9 @@ static double lost_within(const incident *inc, int n, double t0, double t1) {
 
 double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
                               const rh_train_result *res, double end, double t0, double t1) {
-  incident *inc = calloc(256, sizeof *inc);
+  incident *inc = calloc(RH_FAILURE_INCIDENTS, sizeof *inc);
   if (!inc) return 0;
-  int n = analyse(plan, log, res, end, inc, 256);
+  int n = analyse(plan, log, res, end, inc, RH_FAILURE_INCIDENTS);
   double lost = lost_within(inc, n, t0, t1);
   for (int i = 0; i < n; i++)
     if (inc[i].how == HOW_DELAY) lost += slowdown(res, inc, n, fmax(inc[i].at, t0), fmin(inc[i].until, t1), NULL, -1);
@@ -338,20 +338,6 @@ static int by_time(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-int rh_failure_times(const rh_fault_plan *plan, const rh_joblog *log, const rh_train_result *res,
-                     double end, double *at, int cap) {
-  incident *inc = calloc(256, sizeof *inc);
-  if (!inc) return 0;
-  int n = analyse(plan, log, res, end, inc, 256), k = 0;
-  for (int i = 0; i < n && k < cap; i++)
-    if (inc[i].how == HOW_ELASTIC || inc[i].how == HOW_RELAUNCH || inc[i].how == HOW_ENDED ||
-        inc[i].how == HOW_STOPPED || inc[i].how == HOW_DURING)
-      at[k++] = inc[i].at;
-  qsort(at, (size_t)k, sizeof *at, by_time);
-  free(inc);
-  return k;
-}
-
 static bool fired(const rh_joblog *log, int index) {
   for (size_t k = 0; log && k < log->n; k++)
     if (log->events[k].kind == RH_EV_FAULT && log->events[k].fault == index) return true;
@@ -361,9 +347,9 @@ static bool fired(const rh_joblog *log, int index) {
 void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *t) {
   *t = (rh_failure_totals){.goodput = 1};
-  incident *inc = calloc(256, sizeof *inc);
+  incident *inc = calloc(RH_FAILURE_INCIDENTS, sizeof *inc);
   if (!inc) return;
-  int n = analyse(plan, log, res, end, inc, 256);
+  int n = analyse(plan, log, res, end, inc, RH_FAILURE_INCIDENTS);
   for (int e = 0; e < res->epochs; e++) {
     t->commit += res->epochs_stats[e].commit;
     t->checkpoint += res->epochs_stats[e].checkpoint;
@@ -371,6 +357,9 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
   double lost = lost_within(inc, n, 0, end), slow = 0, recovery = 0;
   int recoveries = 0;
   for (int i = 0; i < n; i++) {
+    if (inc[i].how == HOW_ELASTIC || inc[i].how == HOW_RELAUNCH || inc[i].how == HOW_ENDED ||
+        inc[i].how == HOW_STOPPED || inc[i].how == HOW_DURING)
+      t->struck[t->nstruck++] = inc[i].at;
     slow += inc[i].slow;
     t->resets += inc[i].how == HOW_ELASTIC || inc[i].how == HOW_HOSTS;
     t->relaunches += inc[i].how == HOW_RELAUNCH;
@@ -380,6 +369,7 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     }
   }
   int first_size = res->nruns ? res->runs[0].size : 0;
+  qsort(t->struck, (size_t)t->nstruck, sizeof *t->struck, by_time);
   t->incidents = n;
   t->lost = lost + slow;
   t->slow = slow;

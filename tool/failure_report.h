@@ -14,6 +14,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#define RH_FAILURE_INCIDENTS 256 /* incidents a report analyses, at most */
+
 typedef struct rh_failure_totals {
   int incidents;      /* faults that took effect, and host changes that re-formed the world */
   double lost;        /* seconds: detection, recovery, work done again, slower steps */
@@ -23,18 +25,16 @@ typedef struct rh_failure_totals {
   double step;        /* the pace of a failure-free step of the first world, seconds */
   double recovery;    /* mean seconds from a failure to training again, redone work aside */
   int resets, relaunches;
+  /* when the failures that cost a recovery (an elastic reset, a relaunch, the job's end, or a
+   * second failure during a recovery) struck, ascending */
+  double struck[RH_FAILURE_INCIDENTS];
+  int nstruck;
 } rh_failure_totals;
 
 /* Analyses the job (end: its end time) and prints the failures section to out (NULL: nothing
  * printed); adds "failures" to root (may be NULL); fills totals. */
 void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *totals);
-
-/* When the failures that cost the job a recovery (an elastic reset, a relaunch, the job's end, or
- * a second failure during a recovery) struck, ascending: at most `cap` times in `at`; returns
- * how many. */
-int rh_failure_times(const rh_fault_plan *plan, const rh_joblog *log, const rh_train_result *res,
-                     double end, double *at, int cap);
 
 /* Seconds of [t0, t1) lost to failures (for the per-epoch table). */
 double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,

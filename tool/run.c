@@ -271,7 +271,7 @@ static double epoch_samples(const rh_train_result *res, int e, double batch, int
  * goodput of the recipe's interval and of the best, beside Young's and Daly's. */
 static void interval_study(const rh_scenario_launch *launch, const rh_train_config *cfg,
                            rh_train_result *res, const rh_failure_totals *ft, int nodes,
-                           double tolerance, const rh_joblog *log, double end, json_t *root) {
+                           double tolerance, double end, json_t *root) {
   const rh_fault_plan *plan = &launch->plan;
   int size = res->nruns ? res->runs[0].size : 0;
   /* the job's failure rate over the GPUs and nodes it starts on */
@@ -297,10 +297,9 @@ static void interval_study(const rh_scenario_launch *launch, const rh_train_conf
            "%s intervals with\n", what);
     return;
   }
-  double at[256];
   rh_replay_job job = {.steps = (double)res->steps_per_epoch * res->epochs, .step = ft->step,
-                       .cost = cost, .recovery = ft->recovery, .failures = at,
-                       .nfailures = rh_failure_times(plan, log, res, end, at, 256),
+                       .cost = cost, .recovery = ft->recovery, .failures = ft->struck,
+                       .nfailures = ft->nstruck,
                        .horizon = end, .rate = rate, .seed = plan->seed};
   rh_interval_study study;
   rh_interval_study_run(&job, every, &study);
@@ -526,7 +525,7 @@ int rh_cmd_run(int argc, char **argv) {
     rh_failure_report(stdout, root, in.launch.config.faults, lres.log, &res, lres.end_time, &ft);
     if (cfg->check[RH_CHECK_NOTICED]) rh_train_verdict_noticed(&res, &in.launch.plan, lres.log);
     interval_study(&in.launch, cfg, &res, &ft, sc.cluster.nodes, sc.checks.interval_tolerance,
-                   lres.log, lres.end_time, root);
+                   lres.end_time, root);
   }
 
   /* a failed run is fine when the scenario expected the failure that stopped it */

@@ -194,9 +194,8 @@ typedef struct rh_interval_figures {
   double mtbf;     /* the job's seconds between failures, from the plan's MTBFs */
 } rh_interval_figures;
 
-/* The interval Young's formula gives, sqrt(2 cost mtbf), and the fraction of the time lost to
- * commits and to work redone at an interval (first order: cost / interval + interval / 2 mtbf). */
-double rh_young_interval(double cost, double mtbf);
+/* The fraction of the time lost to commits and to work redone at an interval (first order:
+ * cost / interval + interval / 2 mtbf; least at Young's interval, rh_young). */
 double rh_interval_waste(double interval, double cost, double mtbf);
 /* commit_interval: the interval loses at most `tolerance` (a fraction of the time) more than
  * Young's would. */

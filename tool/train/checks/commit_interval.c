@@ -7,11 +7,10 @@
  * tolerance beyond what T* loses.  Judged after the launch, from the costs the run measured.
  */
 #include "../internal.h"
+#include "interval_replay.h"
 
 #include <math.h>
 #include <stdio.h>
-
-double rh_young_interval(double cost, double mtbf) { return sqrt(2 * cost * mtbf); }
 
 double rh_interval_waste(double interval, double cost, double mtbf) {
   return interval > 0 && mtbf > 0 ? cost / interval + interval / (2 * mtbf) : INFINITY;
@@ -27,7 +26,7 @@ void rh_train_verdict_interval(rh_train_result *r, const rh_interval_figures *f,
                             : "no %s was measured", what);
     return;
   }
-  double best = rh_young_interval(f->cost, f->mtbf);
+  double best = rh_young(f->cost, f->mtbf);
   double lose = rh_interval_waste(f->interval, f->cost, f->mtbf);
   double least = rh_interval_waste(best, f->cost, f->mtbf);
   bool ok = lose - least <= tolerance;
