@@ -105,7 +105,7 @@ static void break_world(rh_ctx *ctx, rh_status st) {
 
 static rh_coll coll_for(rh_ctx *ctx, uint32_t seq, void *buf, size_t count, rh_dtype dtype,
                         rh_op op) {
-  return (rh_coll){.ctx = ctx, .tag = seq % RH_TAG_WINDOW, .buf = buf, .count = count,
+  return (rh_coll){.ctx = ctx, .tag = seq % RH_TAG_WINDOW, .seq = seq, .buf = buf, .count = count,
                    .dtype = dtype, .op = op == RH_AVERAGE ? RH_SUM : op,
                    .timeout = rh_setting(ctx, RH_SETTING_TIMEOUT)};
 }
@@ -390,6 +390,13 @@ static bool use_native(const rh_ctx *ctx, bool available, const void *buf) {
   return ctx->world.n > 1 && (int)rh_setting(ctx, RH_SETTING_COLLECTIVES) == RH_IMPL_NATIVE;
 }
 
+/* Whether collectives are priced by the NCCL model rather than simulated message by message:
+ * the scenario asks for it, on a simulator (real targets take the time they take). */
+static bool priced(const rh_ctx *ctx) {
+  return ctx->cluster && ctx->cluster->net_model == RH_NET_NCCL && ctx->ops->model_sync &&
+         ctx->ops->audit && ctx->world.n > 1;
+}
+
 /* ---- allreduce ------------------------------------------------------------------------------ */
 
 /* Reduces `work` (count elements, in work memory) in place: prescale, compression, the
@@ -416,6 +423,9 @@ static rh_status reduce_in_place(rh_request *r, void *work) {
   if (st != RH_OK || count == 0) {
   } else if (use_native(ctx, ctx->ops->allreduce != NULL, wire)) {
     st = ctx->ops->allreduce(ctx, wire, count, wire_type, c.op, c.timeout);
+  } else if (priced(ctx)) {
+    rh_plan plan = rh__plan(ctx, RH_NC_ALLREDUCE, count * rh_dtype_size(wire_type));
+    st = rh__coll_priced(&c, RH_NC_ALLREDUCE, &plan, 0, NULL);
   } else if (ctx->world.n > 1) {
     rh_algo algo = rh__choose_allreduce(ctx, count * rh_dtype_size(wire_type));
     bool hier = algo == RH_ALG_ALLREDUCE_HIERARCHICAL && rh_topology_uniform(ctx->topo);
@@ -492,6 +502,10 @@ static rh_status broadcast_run(rh_request *r) {
   }
   if (ctx->world.n < 2) return RH_OK;
   rh_coll c = coll_for(ctx, r->seq, r->recv, r->count, r->dtype, RH_SUM);
+  if (priced(ctx)) {
+    rh_plan plan = rh__plan(ctx, RH_NC_BROADCAST, bytes);
+    return rh__coll_priced(&c, RH_NC_BROADCAST, &plan, r->root, NULL);
+  }
   /* auto: equal chunks only (a shorter last one is charged in proportion: bcast_ring.c) */
   size_t chunk = (size_t)rh_setting(ctx, RH_SETTING_PIPELINE_CHUNK);
   c.coarse = coarse_for(ctx, !r->recv, chunk > 0 && bytes % chunk == 0);
@@ -522,6 +536,13 @@ static rh_status allgatherv_run(rh_request *r) {
   }
   if (r->recv && mine > 0) memmove((char *)r->recv + off * esz, r->send, mine);
   rh_coll c = coll_for(ctx, r->seq, r->recv, 0, r->dtype, RH_SUM);
+  if (priced(ctx)) { /* NCCL has no allgatherv: the largest block from every rank */
+    size_t most = 0;
+    for (int i = 0; i < ctx->world.n; i++)
+      if (r->counts[i] > most) most = r->counts[i];
+    rh_plan plan = rh__plan(ctx, RH_NC_ALLGATHER, most * esz * (size_t)ctx->world.n);
+    return rh__coll_priced(&c, RH_NC_ALLGATHER, &plan, 0, r->counts);
+  }
   c.coarse = coarse_for(ctx, !r->recv, even);
   return rh__allgatherv_ring(&c, r->counts);
 }

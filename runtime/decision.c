@@ -5,10 +5,13 @@
  * uplink and the receiving node's downlink across nodes), and a node's shared fabric is divided among
  * the flows that cross it at once; the test suite holds these costs to the simulator's times.
  * Without a cluster description (real hardware) the ring and the tree are the defaults.
+ * Under the NCCL model (network_model: nccl) the plan is NCCL's own choice of algorithm and
+ * protocol by its price (nccl_model.c); either way the plan that runs is the plan reported.
  */
 #include "internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Seconds per byte of a flow from rank a to rank b when `flows[node]` flows cross each node's
@@ -155,7 +158,8 @@ double rh__predict(const rh_ctx *ctx, rh_algo algo, size_t bytes) {
 
 rh_algo rh__choose_allreduce(const rh_ctx *ctx, size_t bytes) {
   int want = (int)rh_setting(ctx, RH_SETTING_ALGORITHM);
-  if (want == RH_ALGO_RING) return RH_ALG_ALLREDUCE_RING;
+  if (want == RH_ALGO_RING || want == RH_ALGO_TREE || want == RH_ALGO_NVLS)
+    return RH_ALG_ALLREDUCE_RING; /* NCCL's tree and NVLS exist in the NCCL model alone */
   if (want == RH_ALGO_HIERARCHICAL) return RH_ALG_ALLREDUCE_HIERARCHICAL;
   if (!ctx->cluster || ctx->topo->nodes < 2 || ctx->node.n < 2 || !rh_topology_uniform(ctx->topo))
     return RH_ALG_ALLREDUCE_RING;
@@ -173,4 +177,95 @@ rh_algo rh__choose_bcast(const rh_ctx *ctx, size_t bytes) {
   return rh__predict(ctx, RH_ALG_BCAST_RING, bytes) < rh__predict(ctx, RH_ALG_BCAST_TREE, bytes)
              ? RH_ALG_BCAST_RING
              : RH_ALG_BCAST_TREE;
+}
+
+/* ---- plans: the choice and its price, by the model that times the job ---------------------- */
+
+/* The cheapest of the algorithms and protocols the settings allow for coll over ranks on nodes. */
+static rh_plan nccl_best(const rh_ctx *ctx, const rh_cluster *cl, rh_nccl_coll coll, int ranks,
+                         int nodes, double bytes) {
+  int want = (int)rh_setting(ctx, RH_SETTING_ALGORITHM);
+  int proto = (int)rh_setting(ctx, RH_SETTING_PROTOCOL);
+  rh_plan best = {.algo = RH_ALG_ALLREDUCE_RING, .nalgo = RH_NA_RING, .nproto = RH_NP_SIMPLE,
+                  .seconds = NAN, .latency = 0, .hops = 0};
+  for (int pass = 0; pass < 2 && !(best.seconds >= 0); pass++) {
+    /* pass 0: what the settings ask; pass 1 (when that does not run here): anything, as NCCL
+     * falls back from an NCCL_ALGO or NCCL_PROTO it cannot use */
+    for (int a = 0; a < RH_NA_COUNT; a++) {
+      if (pass == 0 && ((want == RH_ALGO_RING && a != RH_NA_RING) ||
+                        (want == RH_ALGO_TREE && a != RH_NA_TREE) ||
+                        (want == RH_ALGO_NVLS && a != RH_NA_NVLS)))
+        continue;
+      for (int p = 0; p < RH_NP_COUNT; p++) {
+        if (pass == 0 && proto != RH_PROTO_AUTO && p != proto - 1) continue;
+        rh_nccl_price pr = rh__nccl_price(cl, coll, ranks, nodes, (rh_nccl_algo)a,
+                                          (rh_nccl_proto)p, bytes);
+        if (!(pr.seconds >= 0) || (best.seconds >= 0 && !(pr.seconds < best.seconds))) continue;
+        best.nalgo = a;
+        best.nproto = p;
+        best.seconds = pr.seconds;
+        best.latency = pr.latency;
+        best.hops = a == RH_NA_RING ? (coll == RH_NC_ALLREDUCE ? 2 * (ranks - 1) : ranks - 1)
+                    : a == RH_NA_TREE ? 2 * (ranks / nodes - 1 + (int)ceil(log2(nodes)))
+                                      : 2;
+      }
+    }
+  }
+  if (ranks < 2) best.seconds = best.latency = 0;
+  return best;
+}
+
+/* Horovod's hierarchical allreduce on NCCL: a reduce-scatter inside each node, an allreduce of
+ * each 1/L across nodes (the L local ranks' rings at once, sharing the node's NICs), an
+ * allgather inside each node. */
+static rh_plan nccl_hierarchical(const rh_ctx *ctx, double bytes) {
+  const rh_cluster *cl = ctx->cluster;
+  int L = ctx->node.n, M = ctx->cross.n;
+  rh_cluster shared = *cl;
+  shared.nics_per_node = 1;
+  shared.nic_bw = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1) / L;
+  shared.fabric.pcie_bw = 0;
+  rh_plan rs = nccl_best(ctx, cl, RH_NC_REDUCE_SCATTER, L, 1, bytes);
+  rh_plan ar = nccl_best(ctx, &shared, RH_NC_ALLREDUCE, M, M, bytes / L);
+  rh_plan ag = nccl_best(ctx, cl, RH_NC_ALLGATHER, L, 1, bytes);
+  return (rh_plan){.algo = RH_ALG_ALLREDUCE_HIERARCHICAL, .nalgo = -1, .nproto = ar.nproto,
+                   .seconds = rs.seconds + ar.seconds + ag.seconds,
+                   .latency = rs.latency + ar.latency + ag.latency,
+                   .hops = rs.hops + ar.hops + ag.hops};
+}
+
+rh_plan rh__plan(const rh_ctx *ctx, rh_nccl_coll coll, size_t bytes) {
+  rh_plan plan = {.algo = RH_ALG_ALLREDUCE_RING, .nalgo = -1, .nproto = -1, .seconds = NAN};
+  const rh_cluster *cl = ctx->cluster;
+  if (cl && cl->net_model == RH_NET_NCCL) {
+    bool hier = coll == RH_NC_ALLREDUCE &&
+                (int)rh_setting(ctx, RH_SETTING_ALGORITHM) == RH_ALGO_HIERARCHICAL &&
+                rh_topology_uniform(ctx->topo) && ctx->topo->nodes > 1 && ctx->node.n > 1;
+    if (hier) return nccl_hierarchical(ctx, (double)bytes);
+    int nodes = ctx->topo->nodes;
+    /* uneven hosts: NCCL's view is the largest host's */
+    int ranks = rh_topology_uniform(ctx->topo) ? ctx->world.n : ctx->topo->max_local_size * nodes;
+    if (ctx->world.n < 2) ranks = ctx->world.n;
+    plan = nccl_best(ctx, cl, coll, ranks, nodes, (double)bytes);
+    plan.algo = coll == RH_NC_BROADCAST ? RH_ALG_BCAST_RING : RH_ALG_ALLREDUCE_RING;
+    return plan;
+  }
+  switch (coll) {
+  case RH_NC_ALLREDUCE: plan.algo = rh__choose_allreduce(ctx, bytes); break;
+  case RH_NC_BROADCAST: plan.algo = rh__choose_bcast(ctx, bytes); break;
+  default: return plan; /* the ring allgather: simulated, not priced */
+  }
+  plan.seconds = ctx->world.n < 2 ? 0 : rh__predict(ctx, plan.algo, bytes);
+  return plan;
+}
+
+const char *rh__plan_name(const rh_plan *plan, char *buf, size_t len) {
+  static const char *const algo_names[] = {"ring", "hierarchical", "ring", "tree"};
+  if (plan->nalgo >= 0)
+    snprintf(buf, len, "%s/%s", rh_nccl_algo_names[plan->nalgo], rh_nccl_proto_names[plan->nproto]);
+  else if (plan->algo == RH_ALG_ALLREDUCE_HIERARCHICAL && plan->nproto >= 0)
+    snprintf(buf, len, "hierarchical/%s", rh_nccl_proto_names[plan->nproto]);
+  else
+    snprintf(buf, len, "%s", algo_names[plan->algo]);
+  return buf;
 }

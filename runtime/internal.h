@@ -14,6 +14,31 @@
 
 /* ---- cluster description (target-independent) --------------------------------------------- */
 
+/* How collectives are timed on the simulator: SimGrid's analytic CM02 network (every message
+ * simulated), SimGrid's TCP-calibrated LV08 network, or NCCL's own cost model (nccl_model.c). */
+typedef enum rh_net_model { RH_NET_EXACT = 0, RH_NET_REALISTIC = 1, RH_NET_NCCL = 2 } rh_net_model;
+extern const char *const rh_net_model_names[]; /* "exact", "realistic", "nccl"; NULL-ended */
+
+/* GPU generations, for NCCL's per-generation protocol ceilings. */
+typedef enum rh_gpu_arch {
+  RH_ARCH_PASCAL, RH_ARCH_VOLTA, RH_ARCH_AMPERE, RH_ARCH_HOPPER, RH_ARCH_BLACKWELL, RH_ARCH_COUNT
+} rh_gpu_arch;
+extern const char *const rh_arch_names[RH_ARCH_COUNT + 1]; /* NULL-terminated */
+
+/* What the NCCL model needs beyond the links: how the node and the network are built. */
+typedef struct rh_fabric {
+  rh_gpu_arch arch;
+  bool nvlink;            /* a node's GPUs talk over NVLink (else over PCIe) */
+  bool nvswitch;          /* ... through NVSwitch (else point to point) */
+  double intra_cap;       /* NCCL's ceiling on a node's ring bus bandwidth, bytes/s; 0: none */
+  double nvls_efficiency; /* NVLS algorithm bandwidth as a fraction of intra_bw; 0: no NVLS */
+  double pcie_bw;         /* one GPU's or NIC's PCIe slot, per direction; 0: not a limit */
+  double nic_efficiency;  /* fraction of a NIC's line rate the transport achieves (IB, RoCE, TCP) */
+  int channels;           /* NCCL channels (rings, trees) a communicator opens */
+  int nodes_per_leaf;     /* nodes under one leaf switch; 0: one non-blocking switch */
+  double oversubscription; /* leaf down- to uplink bandwidth ratio, >= 1 */
+} rh_fabric;
+
 /* A GPU cluster as a scenario describes it.  Used by the simulator to build its platform and by
  * the cost model to pick algorithms.  Units: seconds, bytes per second, FLOP per second. */
 typedef struct rh_cluster {
@@ -29,6 +54,8 @@ typedef struct rh_cluster {
   double nic_lat;         /* node <-> network switch, one hop */
   double reduce_bw;       /* bytes/s a GPU reduces locally; 0 = reduction is free (fused) */
   bool exact_network;     /* true: analytic CM02 network; false: SimGrid's default LV08 */
+  rh_net_model net_model; /* how collectives are timed (RH_NET_NCCL: priced, not simulated) */
+  rh_fabric fabric;
   double storage_write_bw, storage_read_bw; /* checkpoint storage, bytes/s; 0: free */
   double storage_latency; /* seconds per checkpoint file */
 } rh_cluster;
@@ -220,7 +247,9 @@ rh_status rh_settings_parse(rh_setting_id id, const char *text, double *out);
 /* Index of `name` among the settings, or -1. */
 int rh_settings_find(const char *name);
 
-enum { RH_ALGO_AUTO = 0, RH_ALGO_RING = 1, RH_ALGO_HIERARCHICAL = 2 };
+enum { RH_ALGO_AUTO = 0, RH_ALGO_RING = 1, RH_ALGO_HIERARCHICAL = 2, RH_ALGO_TREE = 3,
+       RH_ALGO_NVLS = 4 };
+enum { RH_PROTO_AUTO = 0, RH_PROTO_LL = 1, RH_PROTO_LL128 = 2, RH_PROTO_SIMPLE = 3 };
 enum { RH_BCAST_AUTO = 0, RH_BCAST_RING = 1, RH_BCAST_TREE = 2 };
 enum { RH_GRAIN_AUTO = 0, RH_GRAIN_FINE = 1, RH_GRAIN_COARSE = 2 };
 enum { RH_WIRE_NONE = 0, RH_WIRE_FP16 = 1 };
@@ -325,6 +354,10 @@ typedef struct rh_backend_ops {
   void (*host_updates)(rh_ctx *ctx, double *stamp, int *kind);
   /* This rank enters `phase` (failure triggers fire here). */
   void (*progress)(rh_ctx *ctx, rh_phase phase);
+  /* The links the world's collectives cross (simulators only; NULL elsewhere): false when one of
+   * them is down, else the worst bandwidth factor (<= 1) and extra latency in force on them; the
+   * nodes' uplinks count when `across_nodes`. */
+  bool (*links)(rh_ctx *ctx, bool across_nodes, double *bw_factor, double *extra_latency);
   /* Charges modelled seconds (simulators only): a commit's copy, a checkpoint's write. */
   rh_status (*charge)(rh_ctx *ctx, double seconds);
   /* How many of `steps` steps of `seconds` (a mean), from step `first` of `epoch`, may be
@@ -338,6 +371,7 @@ typedef struct rh_backend_ops {
 #define RH_AUDIT_CHECK (1ull << 32)
 #define RH_AUDIT_SYNC (1ull << 62) /* | group id << 32 | the rank's rendezvous count */
 #define RH_AUDIT_ROOT (1ull << 61) /* with RH_AUDIT_CHECK: rank 0's record alone */
+#define RH_AUDIT_DATA (2ull << 32) /* | seq: a priced collective's numbers (coll_priced.c) */
 
 /* ---- per-rank context -------------------------------------------------------------------- */
 
@@ -429,6 +463,7 @@ typedef struct rh_coll {
   rh_dtype dtype; /* the type on the wire */
   rh_op op;       /* SUM, MIN or MAX */
   double timeout; /* seconds per wait */
+  uint32_t seq;   /* the collective's number in this world */
   bool coarse;    /* timing-only and uniform: simulate one ring step, charge the rest (api.c) */
 } rh_coll;
 
@@ -464,5 +499,49 @@ double rh__predict(const rh_ctx *ctx, rh_algo algo, size_t bytes);
 /* The algorithm the settings ask for, or the cheapest one when they say auto. */
 rh_algo rh__choose_allreduce(const rh_ctx *ctx, size_t bytes);
 rh_algo rh__choose_bcast(const rh_ctx *ctx, size_t bytes);
+
+/* ---- NCCL's cost model (nccl_model.c) ------------------------------------------------------ */
+
+typedef enum rh_nccl_coll {
+  RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER, RH_NC_REDUCE_SCATTER, RH_NC_COUNT
+} rh_nccl_coll;
+typedef enum rh_nccl_algo { RH_NA_TREE, RH_NA_RING, RH_NA_NVLS, RH_NA_COUNT } rh_nccl_algo;
+typedef enum rh_nccl_proto { RH_NP_LL, RH_NP_LL128, RH_NP_SIMPLE, RH_NP_COUNT } rh_nccl_proto;
+extern const char *const rh_nccl_algo_names[RH_NA_COUNT];  /* "tree", "ring", "nvls" */
+extern const char *const rh_nccl_proto_names[RH_NP_COUNT]; /* "ll", "ll128", "simple" */
+
+/* The price of one collective: seconds = latency + bytes / bandwidth + fill.  bandwidth is the
+ * algorithm bandwidth (bytes/s of the user's buffer), bus the bus bandwidth it stands for. */
+typedef struct rh_nccl_price {
+  double latency, bandwidth, bus, fill, seconds; /* seconds NaN: not available here */
+} rh_nccl_price;
+
+/* The price of `coll` on `bytes` over `ranks` ranks on `nodes` nodes (ppn = ranks / nodes) of
+ * the cluster, by algorithm and protocol. */
+rh_nccl_price rh__nccl_price(const rh_cluster *cl, rh_nccl_coll coll, int ranks, int nodes,
+                             rh_nccl_algo algo, rh_nccl_proto proto, double bytes);
+/* The largest bus bandwidth `algo` can show on this cluster: its bottleneck link's. */
+double rh__nccl_bus_bound(const rh_cluster *cl, int ranks, int nodes, rh_nccl_algo algo);
+
+/* What runs a collective and what it costs, by the model that times the job: for the exact and
+ * realistic networks one of the runtime's algorithms (algo) priced by the alpha-beta model; for
+ * the NCCL model NCCL's algorithm and protocol (nalgo, nproto; nalgo -1 with algo
+ * HIERARCHICAL: Horovod's hierarchical allreduce, three NCCL collectives). */
+typedef struct rh_plan {
+  rh_algo algo;
+  int nalgo, nproto; /* -1: not an NCCL price */
+  double seconds;    /* NaN without a cluster description */
+  double latency;    /* the part of seconds that does not depend on bandwidth */
+  int hops;          /* messages in a row along the critical path (a degraded link's extra
+                      * latency is paid on each) */
+} rh_plan;
+rh_plan rh__plan(const rh_ctx *ctx, rh_nccl_coll coll, size_t bytes);
+/* "ring/simple", "hierarchical", "tree" ... into buf. */
+const char *rh__plan_name(const rh_plan *plan, char *buf, size_t len);
+
+/* Runs the world's collective c at the NCCL model's price (coll_priced.c): the ranks meet, the
+ * plan's seconds pass, they meet again; real buffers cross through the zero-cost audit. */
+rh_status rh__coll_priced(const rh_coll *c, rh_nccl_coll coll, const rh_plan *plan, int root,
+                          const size_t *counts);
 
 #endif /* REHEARSAL_INTERNAL_H */

@@ -279,7 +279,7 @@ rh_status rh_elastic_run(rh_ctx *ctx, rh_state *state, rh_elastic_fn fn, void *a
 /* Settings have a name, an environment variable (RH_<NAME>), a default, and may be overridden by a
  * scenario file.  Values are read at launch; a rank reads them with rh_setting. */
 typedef enum rh_setting_id {
-  RH_SETTING_ALGORITHM = 0,   /* allreduce algorithm: auto, ring, hierarchical */
+  RH_SETTING_ALGORITHM = 0,   /* allreduce algorithm: auto, ring, hierarchical, tree, nvls */
   RH_SETTING_BCAST_ALGORITHM, /* broadcast algorithm: auto, ring, tree */
   RH_SETTING_FUSION_THRESHOLD, /* bytes fused into one allreduce */
   RH_SETTING_COMPRESSION,     /* none or fp16 */
@@ -288,6 +288,7 @@ typedef enum rh_setting_id {
   RH_SETTING_PIPELINE_CHUNK,  /* bytes per pipelined chunk in ring broadcast */
   RH_SETTING_CHECK_COLLECTIVES, /* ranks agree on each collective before it runs: on, off */
   RH_SETTING_COLLECTIVES,     /* runtime (own algorithms) or native (the backend's: MPI, NCCL) */
+  RH_SETTING_PROTOCOL,        /* NCCL model's protocol: auto, ll, ll128, simple */
   RH_SETTING_COUNT
 } rh_setting_id;
 

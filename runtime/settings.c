@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const algorithm_choices[] = {"auto", "ring", "hierarchical", NULL};
+static const char *const algorithm_choices[] = {"auto", "ring", "hierarchical", "tree", "nvls",
+                                                NULL};
+static const char *const protocol_choices[] = {"auto", "ll", "ll128", "simple", NULL};
 static const char *const bcast_choices[] = {"auto", "ring", "tree", NULL};
 static const char *const compression_choices[] = {"none", "fp16", NULL};
 static const char *const grain_choices[] = {"auto", "fine", "coarse", NULL};
@@ -21,7 +23,8 @@ static const char *const impl_choices[] = {"runtime", "native", NULL};
 const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
     [RH_SETTING_ALGORITHM] = {"algorithm", "RH_ALGORITHM", RH_KIND_ENUM, RH_ALGO_AUTO,
                               algorithm_choices, false,
-                              "allreduce algorithm; auto picks the cheapest by the cost model"},
+                              "allreduce algorithm; auto picks the cheapest by the cost model; "
+                              "tree and nvls are NCCL's (network_model: nccl)"},
     [RH_SETTING_BCAST_ALGORITHM] = {"broadcast", "RH_BROADCAST", RH_KIND_ENUM, RH_BCAST_AUTO,
                                     bcast_choices, false, "broadcast algorithm; auto picks by cost"},
     [RH_SETTING_FUSION_THRESHOLD] = {"fusion_threshold", "RH_FUSION_THRESHOLD", RH_KIND_BYTES,
@@ -44,6 +47,10 @@ const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
                                 impl_choices, false,
                                 "runtime: own algorithms (the simulator's order); native: the "
                                 "backend's (MPI, NCCL), where it has them"},
+    [RH_SETTING_PROTOCOL] = {"protocol", "RH_PROTOCOL", RH_KIND_ENUM, RH_PROTO_AUTO,
+                             protocol_choices, false,
+                             "NCCL's protocol under network_model: nccl (NCCL_PROTO); auto picks "
+                             "the cheapest by NCCL's cost model"},
 };
 
 int rh_settings_find(const char *name) {

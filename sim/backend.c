@@ -534,6 +534,12 @@ static long sim_repeat_bound(rh_ctx *ctx, int epoch, long first, long steps, dou
   return n;
 }
 
+static bool sim_links(rh_ctx *ctx, bool across, double *factor, double *extra) {
+  sim_worker *wk = worker_of(ctx);
+  if (!wk->world) return true;
+  return sim__injector_links(wk->job, wk->world->slots, ctx->world.n, across, factor, extra);
+}
+
 const rh_backend_ops sim__ops = {
     .name = "simgrid",
     .isend = sim_isend,
@@ -553,6 +559,7 @@ const rh_backend_ops sim__ops = {
     .host_updates = sim_host_updates,
     .progress = sim_progress,
     .charge = sim_charge,
+    .links = sim_links,
     .repeat_bound = sim_repeat_bound,
 };
 

@@ -172,6 +172,34 @@ bool sim__injector_link_down(const sim_job *job, int slot) {
   return false;
 }
 
+bool sim__injector_links(const sim_job *job, const int *slots, int n, bool across,
+                         double *factor, double *extra) {
+  const rh_fault_plan *plan = job->faults;
+  *factor = 1;
+  *extra = 0;
+  if (!plan || !job->injector) return true;
+  bool up = true;
+  for (int i = 0; i < plan->nfaults; i++) {
+    const rh_fault *f = &plan->faults[i];
+    if (!job->injector->armed[i].active ||
+        (f->kind != RH_FAULT_LINK_DOWN && f->kind != RH_FAULT_LINK_DEGRADED))
+      continue;
+    bool on_path = false;
+    for (int k = 0; k < n && !on_path; k++) {
+      int node = job->node_of_slot[slots[k]];
+      on_path = f->uplink ? across && f->node == node
+                          : rh_cluster_first_slot(job->cluster, f->node) + f->gpu == slots[k];
+    }
+    if (!on_path) continue;
+    if (f->kind == RH_FAULT_LINK_DOWN) up = false;
+    else {
+      if (f->factor < *factor) *factor = f->factor;
+      if (f->extra_latency > *extra) *extra = f->extra_latency;
+    }
+  }
+  return up;
+}
+
 /* ---- applying a fault ------------------------------------------------------------------------ */
 
 static void log_fault(sim_job *job, rh_event_kind kind, const rh_fault *f, int index) {

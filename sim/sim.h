@@ -160,6 +160,10 @@ double sim__driver_next_change(const sim_job *job);
 double sim__injector_extra_latency(const sim_job *job, int from, int to);
 /* The link faults in force: whether the slot's GPU link or its node's uplink is down. */
 bool sim__injector_link_down(const sim_job *job, int slot);
+/* The link faults in force on the GPU links of `slots` (and their nodes' uplinks when `across`):
+ * false when one is down; else the smallest bandwidth factor and the largest extra latency. */
+bool sim__injector_links(const sim_job *job, const int *slots, int n, bool across,
+                         double *factor, double *extra);
 void sim__injector_free(sim_job *job);
 
 /* The name of a slot's host ("gpu<slot>"), of a node's uplink, of a slot's GPU link. */

@@ -57,14 +57,14 @@ static const bad_case bad_cases[] = {
     {"tab_indentation", 7, "YAML syntax error", "cannot start any token"},
     {"top_level_list", 2, "scenario", "expected a mapping at the top level, got a list"},
     /* keys */
-    {"unknown_key", 8, "cluster.gpu.memory_GB", "unknown key (expected one of: tflops, reduce_GBps)"},
+    {"unknown_key", 8, "cluster.gpu.memory_GB", "unknown key (expected one of: tflops, reduce_GBps, arch, preset)"},
     {"duplicate_key", 6, "cluster.nodes", "appears twice"},
     /* a missing key is reported at the first line of the mapping that lacks it */
     {"missing_nodes", 3, "cluster.nodes", "missing (required)"},
     {"missing_section", 2, "data", "missing (required)"},
     /* node types */
     {"wrong_type_mapping_for_scalar", 4, "cluster.nodes", "got a mapping"},
-    {"scalar_for_mapping", 6, "cluster.gpu", "expected a mapping, got a scalar"},
+    {"scalar_for_mapping", 6, "cluster.gpu", "no gpu preset \"10\""},
     {"list_for_string", 2, "name", "expected a non-empty string, got a list"},
     {"empty_name", 2, "name", "expected a non-empty string, got \"\""},
     /* numbers */
@@ -79,9 +79,16 @@ static const bad_case bad_cases[] = {
     {"gpus_list_item_zero", 5, "cluster.gpus_per_node[1]", "0 is out of range: expected an integer from 1 to 1024"},
     {"gpus_list_empty", 5, "cluster.gpus_per_node", "the list of GPUs per node is empty"},
     /* enumerations */
-    {"bad_network_model", 14, "cluster.network_model", "expected one of exact, realistic, got \"fast\""},
+    {"bad_network_model", 14, "cluster.network_model", "expected one of exact, realistic, nccl, got \"fast\""},
+    /* presets and fabrics */
+    {"unknown_preset", 4, "cluster.node", "no node preset \"dgx-z9\""},
+    {"preset_not_a_name", 4, "cluster.node", "a preset is a name (as in presets/node/NAME.yaml) or a path ending in .yaml"},
+    {"preset_bad_value", 4, "cluster.node", "broken-node.yaml:6: cluster.intra.nvls_efficiency: 1.5 is out of range"},
+    {"bad_transport", 11, "cluster.network.transport", "expected one of ib, roce, tcp, got \"infiniband\""},
+    {"tree_needs_nccl", 20, "collective.algorithm", "tree is one of NCCL's algorithms: it needs cluster.network_model: nccl"},
+    {"protocol_needs_nccl", 20, "collective.protocol", "NCCL's protocols need cluster.network_model: nccl"},
     /* collective settings */
-    {"bad_algorithm", 23, "collective.algorithm", "expected one of auto, ring, hierarchical, got \"butterfly\""},
+    {"bad_algorithm", 23, "collective.algorithm", "expected one of auto, ring, hierarchical, tree, nvls, got \"butterfly\""},
     {"bad_fusion_unit", 24, "collective.fusion_threshold", "size in bytes (units B, KiB, MiB, GiB, KB, MB, GB), got \"64Mb\""},
     {"zero_timeout", 24, "collective.timeout", "expected a positive duration"},
     {"negative_pipeline_chunk", 24, "collective.pipeline_chunk", "got \"-4MiB\""},

@@ -6,6 +6,7 @@
  */
 #include "commands.h"
 #include "scenario.h"
+#include "internal.h"
 
 #include <jansson.h>
 
@@ -31,6 +32,7 @@ typedef struct bench {
   int rows;
   double *size, *time;
   long *wrong; /* -1: not checked (timing-only) */
+  char (*algo)[32]; /* what ran, by the plan the runtime follows ("ring/simple", ...) */
   rh_status error;
 } bench;
 
@@ -166,6 +168,9 @@ static int bench_rank(rh_ctx *ctx, void *arg) {
     if (st == RH_OK) st = rh_allreduce(ctx, &elapsed, &elapsed, 1, RH_FLOAT64, RH_MAX, NULL);
     if (st == RH_OK) st = rh_allreduce(ctx, &w, &w, 1, RH_INT32, RH_SUM, NULL);
     if (me == 0 && st == RH_OK) {
+      static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER};
+      rh_plan plan = rh__plan(ctx, kinds[b->coll], out_count * esz);
+      rh__plan_name(&plan, b->algo[row], sizeof b->algo[row]);
       b->size[row] = (double)(out_count * esz);
       b->time[row] = elapsed;
       b->wrong[row] = real ? w : -1;
@@ -240,6 +245,7 @@ int rh_cmd_collective(int argc, char **argv) {
   b.size = calloc((size_t)rows, sizeof(double));
   b.time = calloc((size_t)rows, sizeof(double));
   b.wrong = calloc((size_t)rows, sizeof(long));
+  b.algo = calloc((size_t)rows, sizeof *b.algo);
   rh_launch_config cfg = {.cluster = &sc.cluster, .settings = &sc.settings};
   rh_launch_result lres = {0};
   int rc = rh__launch(&cfg, bench_rank, &b, &lres);
@@ -247,6 +253,7 @@ int rh_cmd_collective(int argc, char **argv) {
     free(b.size);
     free(b.time);
     free(b.wrong);
+    free(b.algo);
     rh_scenario_free(&sc);
     return rc;
   }
@@ -260,9 +267,9 @@ int rh_cmd_collective(int argc, char **argv) {
 #define EMIT(...) len += (size_t)snprintf(table + len, cap - len, __VA_ARGS__)
   EMIT("# rehearsal collective: %s on %s: %d ranks on %d node%s, network model %s\n",
        coll_names[b.coll], sc.name, n, sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "",
-       sc.cluster.exact_network ? "exact" : "realistic");
-  EMIT("#%14s %12s %7s %6s %5s %12s %9s %9s %7s\n", "size", "count", "type", "redop", "root",
-       "time", "algbw", "busbw", "#wrong");
+       rh_net_model_names[sc.cluster.net_model]);
+  EMIT("#%14s %12s %7s %6s %5s %12s %9s %9s %7s  %s\n", "size", "count", "type", "redop", "root",
+       "time", "algbw", "busbw", "#wrong", "algorithm");
   EMIT("#%14s %12s %7s %6s %5s %12s %9s %9s %7s\n", "(B)", "(elements)", "", "", "", "(us)",
        "(GB/s)", "(GB/s)", "");
   long total_wrong = 0;
@@ -275,14 +282,14 @@ int rh_cmd_collective(int argc, char **argv) {
     else snprintf(wrong, sizeof wrong, "%ld", b.wrong[r]);
     if (b.wrong[r] > 0) total_wrong += b.wrong[r];
     busbw_sum += busbw;
-    EMIT("%15.0f %12.0f %7s %6s %5d %12.3f %9.3f %9.3f %7s\n", b.size[r],
+    EMIT("%15.0f %12.0f %7s %6s %5d %12.3f %9.3f %9.3f %7s  %s\n", b.size[r],
          b.size[r] / rh_dtype_size(b.dtype), rh_dtype_name(b.dtype),
          b.coll == COLL_ALLREDUCE ? rh_op_name(b.op) : "none",
-         b.coll == COLL_BROADCAST ? b.root : -1, b.time[r] * 1e6, algbw, busbw, wrong);
-    json_array_append_new(jrows, json_pack("{s:f, s:f, s:f, s:f, s:I}", "bytes", b.size[r],
+         b.coll == COLL_BROADCAST ? b.root : -1, b.time[r] * 1e6, algbw, busbw, wrong, b.algo[r]);
+    json_array_append_new(jrows, json_pack("{s:f, s:f, s:f, s:f, s:I, s:s}", "bytes", b.size[r],
                                            "time_us", b.time[r] * 1e6, "algbw_GBps", algbw,
                                            "busbw_GBps", busbw, "wrong",
-                                           (json_int_t)b.wrong[r]));
+                                           (json_int_t)b.wrong[r], "algorithm", b.algo[r]));
   }
   EMIT("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
   EMIT("# Avg bus bandwidth    : %.3f\n", b.rows ? busbw_sum / b.rows : 0);
@@ -312,6 +319,7 @@ int rh_cmd_collective(int argc, char **argv) {
   free(b.size);
   free(b.time);
   free(b.wrong);
+  free(b.algo);
   rh_scenario_free(&sc);
   return rc;
 }

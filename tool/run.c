@@ -20,18 +20,34 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The cost model's view of the job, from rank 0's point of view (for the summary). */
-static void predict(const rh_scenario *sc, double bytes, const char **algo, double *seconds) {
+/* What each gradient bucket of a step runs and costs, by the plan the runtime itself follows
+ * (rank 0's view): one line per bucket in the summary, one object per bucket in the JSON.
+ * Returns the sum of the buckets' times and the algorithm of the largest. */
+static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, json_t *jb,
+                           char *largest, size_t len) {
   rh_topology topo;
-  *algo = "?";
-  *seconds = NAN;
-  if (rh_topology_init(&topo, sc->cluster.gpus_per_node, sc->cluster.nodes) != RH_OK) return;
+  snprintf(largest, len, "-");
+  if (rh_topology_init(&topo, sc->cluster.gpus_per_node, sc->cluster.nodes) != RH_OK) return NAN;
   rh_ctx ctx;
   rh_ctx_init(&ctx, 0, &topo, &sc->settings, &sc->cluster, NULL, NULL);
-  rh_algo a = rh__choose_allreduce(&ctx, (size_t)bytes);
-  *algo = a == RH_ALG_ALLREDUCE_HIERARCHICAL ? "hierarchical" : "ring";
-  *seconds = topo.size > 1 ? rh__predict(&ctx, a, (size_t)bytes) : 0;
+  double total = 0, most = -1;
+  for (int i = 0; i < res->buckets_per_step && res->bucket_bytes; i++) {
+    double bytes = res->bucket_bytes[i];
+    rh_plan plan = rh__plan(&ctx, RH_NC_ALLREDUCE, (size_t)bytes);
+    char name[32];
+    rh__plan_name(&plan, name, sizeof name);
+    total += plan.seconds;
+    if (bytes > most) {
+      most = bytes;
+      snprintf(largest, len, "%s", name);
+    }
+    printf("  bucket %-5d %.4g MB: %s, %.4f ms by the %s model\n", i, bytes / 1e6, name,
+           plan.seconds * 1e3, rh_net_model_names[sc->cluster.net_model]);
+    json_array_append_new(jb, json_pack("{s:f, s:s, s:f}", "bytes", bytes, "algorithm", name,
+                                        "model_ms", plan.seconds * 1e3));
+  }
   rh_topology_free(&topo);
+  return total;
 }
 
 static int usage(void) {
@@ -357,9 +373,6 @@ int rh_cmd_run(int argc, char **argv) {
   }
 
   double batch = (double)cfg->batch, global = batch * size;
-  const char *algo;
-  double predicted;
-  predict(&sc, cfg->parameters * 4, &algo, &predicted);
 
   printf("# rehearsal run: %s (%s)\n", sc.name, sc.path);
   printf("# %d GPUs on %d node%s, %.4g TFLOP/s each; batch %.0f per worker, %.0f global; "
@@ -467,10 +480,17 @@ int rh_cmd_run(int argc, char **argv) {
            kind, *kind && *mname ? " (" : "", mname, *kind && *mname ? ")" : "",
            !*kind && !*mname ? "(unnamed)" : "", cfg->parameters, cfg->parameters * 4 / 1e6,
            cfg->forward_flops / 1e9);
-    printf("  fusion       threshold %.4g MiB: %d bucket%s per step, largest %.4g MB; algorithm %s "
-           "(model: %.4f ms for the whole gradient)\n",
+    printf("  fusion       threshold %.4g MiB: %d bucket%s per step, largest %.4g MB; network "
+           "model %s\n",
            sc.settings.value[RH_SETTING_FUSION_THRESHOLD] / 1048576, res.buckets_per_step,
-           res.buckets_per_step == 1 ? "" : "s", res.bucket_bytes_max / 1e6, algo, predicted * 1e3);
+           res.buckets_per_step == 1 ? "" : "s", res.bucket_bytes_max / 1e6,
+           rh_net_model_names[sc.cluster.net_model]);
+    json_t *jbuckets = json_array();
+    char algo[32];
+    double predicted = bucket_plans(&sc, &res, jbuckets, algo, sizeof algo);
+    printf("  buckets      %.4f ms back to back; what a step waits is what backward does not hide\n",
+           predicted * 1e3);
+    json_object_set_new(root, "buckets", jbuckets);
     printf("  time         %.6f s %s over %ld steps: step %.4f ms = compute %.4f ms + "
            "waiting for gradients %.4f ms",
            total, lres.rank < 0 ? "simulated" : "measured", all_steps, 1e3 * step_s,

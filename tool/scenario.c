@@ -9,6 +9,7 @@
 
 #include <yaml.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -32,6 +33,8 @@ typedef enum {
   T_NAMES,   /* a list of names from choices; stored as a bit mask (unsigned) */
   T_DECAY,   /* recipe.lr_decay_epochs: a list of epochs */
   T_ITEMS,   /* a list of mappings, each walked against kids (failures.events, ...) */
+  T_PRESET,  /* a preset's name (a file of presets/<kind>/ walked against kids), or a mapping */
+  T_BOOL,    /* true or false, stored as a bool */
 } ftype;
 
 typedef struct field {
@@ -65,8 +68,20 @@ typedef struct field {
 #define ENUM(k, ch, m) ENUM_AT(k, false, ch, OFF(m))
 #define NAMES(k, ch, m) {k, T_NAMES, false, 0, 0, false, 1, OFF(m), NULL, ch, 0}
 #define ITEMS(k, kids, which) {k, T_ITEMS, false, 0, 0, false, 1, 0, kids, NULL, which}
+#define PRESET(k, req, kids, kind) {k, T_PRESET, req, 0, 0, false, 1, 0, kids, NULL, kind}
+#define BOOL(k, m) {k, T_BOOL, false, 0, 0, false, 1, OFF(m), NULL, NULL, 0}
 
-static const char *const network_models[] = {"exact", "realistic", NULL};
+/* Presets: files of presets/<kind>/NAME.yaml, each a part of the scenario's `cluster:` (a node:
+ * GPUs, links and NICs) or of its `cluster.gpu:`.  Their values come first; the scenario's own
+ * keys override them. */
+enum { PRESET_NODE = 0, PRESET_GPU = 1, PRESET_NETWORK = 2 };
+static const char *const preset_kinds[] = {"node", "gpu", "network"};
+#ifndef REHEARSAL_PRESETS
+#define REHEARSAL_PRESETS "presets"
+#endif
+
+static const char *const network_models[] = {"exact", "realistic", "nccl", NULL};
+static const char *const transports[] = {"ib", "roce", "tcp", NULL};
 static const char *const model_kinds[] = {"timing", "softmax", "mlp", NULL};
 static const char *const data_sources[] = {"synthetic", "idx", NULL};
 static const char *const lr_scalings[] = {"size", "local_size", "none", NULL};
@@ -84,16 +99,29 @@ static const char *const restart_policies[] = {"none", "from_checkpoint", NULL};
 static const field gpu_fields[] = {
     NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops),
     NUM("reduce_GBps", false, 0, false, 1e9, 1e9, cluster.reduce_bw),
+    ENUM("arch", rh_arch_names, cluster.fabric.arch),
+    PRESET("preset", false, NULL, PRESET_GPU),
     END};
 static const field intra_fields[] = {
     NUM("bandwidth_GBps", true, 0, true, 1e9, 1e9, cluster.intra_bw),
     NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.intra_lat),
     NUM("backbone_GBps", false, 0, false, 1e9, 1e9, cluster.intra_backbone_bw),
+    BOOL("nvlink", cluster.fabric.nvlink),
+    BOOL("nvswitch", cluster.fabric.nvswitch),
+    NUM("nccl_cap_GBps", false, 0, false, 1e9, 1e9, cluster.fabric.intra_cap),
+    NUM("nvls_efficiency", false, 0, false, 1, 1, cluster.fabric.nvls_efficiency),
+    NUM("pcie_GBps", false, 0, false, 1e9, 1e9, cluster.fabric.pcie_bw),
+    INT("nccl_channels", false, 1, 64, cluster.fabric.channels),
     END};
 static const field network_fields[] = {
     INT("nics_per_node", false, 1, 64, cluster.nics_per_node),
     NUM("nic_Gbps", true, 0, true, 1e9, 1e9 / 8, cluster.nic_bw),
     NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.nic_lat),
+    ENUM("transport", transports, transport),
+    NUM("efficiency", false, 0, true, 1, 1, cluster.fabric.nic_efficiency),
+    INT("nodes_per_leaf", false, 1, 1 << 20, cluster.fabric.nodes_per_leaf),
+    NUM("oversubscription", false, 1, false, 1e3, 1, cluster.fabric.oversubscription),
+    PRESET("preset", false, NULL, PRESET_NETWORK),
     END};
 static const field storage_fields[] = {
     NUM("write_GBps", false, 0, true, 1e9, 1e9, storage.write_bw),
@@ -104,10 +132,11 @@ static const field cluster_fields[] = {
     INT("nodes", true, 1, 65536, cluster.nodes),
     INT("spare_nodes", false, 0, 65536, cluster.spares),
     MAP("storage", false, storage_fields),
+    PRESET("node", false, NULL, PRESET_NODE),
     {"gpus_per_node", T_SLOTS, true, 1, 1024, false, 1, 0, NULL, NULL, 0},
-    MAP("gpu", true, gpu_fields),
+    PRESET("gpu", true, NULL, PRESET_GPU),
     MAP("intra", true, intra_fields),
-    MAP("network", false, network_fields),
+    PRESET("network", false, NULL, PRESET_NETWORK),
     {"network_model", T_ENUM, false, 0, 0, false, 1, OFF(network_model), NULL, network_models, 0},
     END};
 static const field model_fields[] = {
@@ -244,7 +273,16 @@ typedef struct walker {
   char *err;
   size_t errlen;
   bool failed;
+  /* keys a preset gave (dotted names), so that the scenario need not repeat required ones */
+  struct provided { int n; char names[96][160]; } *provided;
+  int depth;              /* presets within presets */
 } walker;
+
+static bool was_provided(const walker *w, const char *name) {
+  for (int i = 0; w->provided && i < w->provided->n; i++)
+    if (strcmp(w->provided->names[i], name) == 0) return true;
+  return false;
+}
 
 static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
 
@@ -315,6 +353,8 @@ static bool number_value(walker *w, const yaml_node_t *n, const field *f, const 
 
 static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map,
                      const field *fields, const char *prefix);
+static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, const char *prefix,
+                        const char *name, const char *kind);
 
 static char *dup_str(walker *w, const char *s) {
   char *d = strdup(s);
@@ -584,6 +624,38 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
   }
   case T_LAYERS: walk_layers(w, n, name); return;
   case T_ITEMS: walk_items(w, n, f, name); return;
+  case T_BOOL:
+    if (n->type == YAML_SCALAR_NODE && (!strcmp(scalar(n), "true") || !strcmp(scalar(n), "false"))) {
+      *(bool *)(base + f->offset) = !strcmp(scalar(n), "true");
+      return;
+    }
+    fail(w, n, name, "expected true or false, got %s%s%s", n->type == YAML_SCALAR_NODE ? "\"" : "",
+         n->type == YAML_SCALAR_NODE ? scalar(n) : type_word(n), n->type == YAML_SCALAR_NODE ? "\"" : "");
+    return;
+  case T_PRESET: {
+    /* `node:` and `preset:` fill the mapping they are in; `gpu:` and `network:` their own */
+    bool fills_parent = !strcmp(f->key, "node") || !strcmp(f->key, "preset");
+    const field *kids = f->setting == PRESET_NODE  ? cluster_fields
+                        : f->setting == PRESET_GPU ? gpu_fields
+                                                   : network_fields;
+    if (n->type == YAML_MAPPING_NODE && !fills_parent) {
+      walk_map(w, w->key, n, kids, name);
+      return;
+    }
+    if (n->type != YAML_SCALAR_NODE || !*scalar(n)) {
+      fail(w, n, name, "expected the name of a %s preset%s, got %s", preset_kinds[f->setting],
+           fills_parent ? "" : " or a mapping", type_word(n));
+      return;
+    }
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "%s", name);
+    if (fills_parent) {
+      char *dot = strrchr(prefix, '.');
+      if (dot) *dot = 0;
+    }
+    walk_preset(w, n, kids, prefix, name, preset_kinds[f->setting]);
+    return;
+  }
   case T_SETTING: {
     const rh_setting_def *d = &rh__setting_defs[f->setting];
     double v;
@@ -617,43 +689,135 @@ static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map
   size_t nf = 0;
   while (fields[nf].key) nf++;
   bool seen[48] = {false};
-  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top && !w->failed;
-       p++) {
-    yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
-    yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
-    char name[160];
-    if (k->type != YAML_SCALAR_NODE) {
-      w->key = NULL;
-      fail(w, k, *prefix ? prefix : "scenario", "a key must be a plain word, not %s", type_word(k));
-      return;
-    }
-    const char *key = scalar(k);
-    snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", key);
-    size_t i;
-    for (i = 0; i < nf; i++)
-      if (strcmp(fields[i].key, key) == 0) break;
-    if (i == nf) {
-      char list[512] = "";
-      for (size_t j = 0; j < nf; j++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", fields[j].key);
-      fail(w, k, name, "unknown key (expected one of: %s)", list);
-      return;
-    }
-    if (seen[i]) {
-      fail(w, k, name, "appears twice");
-      return;
-    }
-    seen[i] = true;
-    w->key = k;
-    walk_value(w, v, &fields[i], name);
-  }
-  for (size_t i = 0; i < nf && !w->failed; i++)
-    if (fields[i].required && !seen[i]) {
+  /* two passes: presets named here first, so that the keys written beside them win */
+  for (int pass = 0; pass < 2; pass++)
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+         p < map->data.mapping.pairs.top && !w->failed; p++) {
+      yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+      yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
       char name[160];
-      snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", fields[i].key);
+      if (k->type != YAML_SCALAR_NODE) {
+        w->key = NULL;
+        fail(w, k, *prefix ? prefix : "scenario", "a key must be a plain word, not %s", type_word(k));
+        return;
+      }
+      const char *key = scalar(k);
+      snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", key);
+      size_t i;
+      for (i = 0; i < nf; i++)
+        if (strcmp(fields[i].key, key) == 0) break;
+      bool preset = i < nf && fields[i].type == T_PRESET && v->type == YAML_SCALAR_NODE;
+      if (preset != (pass == 0)) continue;
+      if (i == nf) {
+        char list[512] = "";
+        for (size_t j = 0; j < nf; j++)
+          snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", fields[j].key);
+        fail(w, k, name, "unknown key (expected one of: %s)", list);
+        return;
+      }
+      if (seen[i]) {
+        fail(w, k, name, "appears twice");
+        return;
+      }
+      seen[i] = true;
+      w->key = k;
+      walk_value(w, v, &fields[i], name);
+      if (w->depth > 0 && w->provided && w->provided->n < 96)
+        snprintf(w->provided->names[w->provided->n++], sizeof w->provided->names[0], "%s", name);
+    }
+  /* a preset is a part: what it lacks, the scenario gives */
+  for (size_t i = 0; i < nf && !w->failed && w->depth == 0; i++) {
+    char name[160];
+    snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", fields[i].key);
+    if (fields[i].required && !seen[i] && !was_provided(w, name)) {
       w->key = NULL;
       fail(w, owner ? owner : map, name, "missing (required)");
     }
+  }
+}
+
+/* The presets of a kind, for a message: "a, b, c" */
+static void preset_list(const char *dir, char *buf, size_t len) {
+  buf[0] = 0;
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char names[64][64];
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) && n < 64;) {
+    size_t l = strlen(e->d_name);
+    if (l > 5 && l < 64 && strcmp(e->d_name + l - 5, ".yaml") == 0) {
+      memcpy(names[n], e->d_name, l - 5);
+      names[n++][l - 5] = 0;
+    }
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+  for (int i = 0; i < n; i++)
+    snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? ", " : "", names[i]);
+}
+
+/* Walks the preset `n` names (presets/<kind>/NAME.yaml, or a path ending in .yaml relative to
+ * the file that names it) against `kids` under `prefix`; its errors name the preset's file. */
+static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, const char *prefix,
+                        const char *name, const char *kind) {
+  const char *want = scalar(n);
+  char path[1024], dir[900];
+  size_t wl = strlen(want);
+  const char *root = getenv("RH_PRESETS");
+  snprintf(dir, sizeof dir, "%s/%s", root && *root ? root : REHEARSAL_PRESETS, kind);
+  if (wl > 5 && strcmp(want + wl - 5, ".yaml") == 0) {
+    const char *slash = strrchr(w->path, '/');
+    if (want[0] == '/' || !slash) snprintf(path, sizeof path, "%s", want);
+    else snprintf(path, sizeof path, "%.*s/%s", (int)(slash - w->path), w->path, want);
+  } else if (strchr(want, '/') || strchr(want, '.')) {
+    fail(w, n, name, "a preset is a name (as in presets/%s/NAME.yaml) or a path ending in .yaml, "
+         "got \"%s\"", kind, want);
+    return;
+  } else {
+    snprintf(path, sizeof path, "%s/%s.yaml", dir, want);
+  }
+  if (w->depth >= 4) {
+    fail(w, n, name, "presets name presets more than 4 deep");
+    return;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    char list[512];
+    preset_list(dir, list, sizeof list);
+    fail(w, n, name, "no %s preset \"%s\" (%s: %s)%s%s", kind, want, path, strerror(errno),
+         *list ? "; there are: " : "", list);
+    return;
+  }
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_file(&parser, f);
+  if (!yaml_parser_load(&parser, &doc)) {
+    fail(w, n, name, "in preset %s:%d: YAML syntax error: %s", path,
+         (int)parser.problem_mark.line + 1, parser.problem ? parser.problem : "unreadable");
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return;
+  }
+  /* the preset's own error, then said where the scenario names the preset */
+  char inner[1024] = "";
+  walker sub = *w;
+  sub.doc = &doc;
+  sub.path = path;
+  sub.key = NULL;
+  sub.err = inner;
+  sub.errlen = sizeof inner;
+  sub.depth = w->depth + 1;
+  yaml_node_t *top = yaml_document_get_root_node(&doc);
+  if (!top || top->type != YAML_MAPPING_NODE)
+    fail(&sub, top, prefix, "a preset is a mapping of %s keys", prefix);
+  else
+    walk_map(&sub, NULL, top, kids, prefix);
+  if (sub.failed) fail(w, n, name, "in preset %s", inner);
+  w->sc->presets_used++;
+  yaml_document_delete(&doc);
+  yaml_parser_delete(&parser);
+  fclose(f);
 }
 
 /* ---- whole-scenario checks ---------------------------------------------------------------- */
@@ -841,12 +1005,28 @@ static void check_whole(walker *w) {
   for (int i = cl->nodes; i < cl->nodes + cl->spares; i++) slots[i] = slots[cl->nodes - 1];
   free(given);
   cl->gpus_per_node = slots;
-  cl->exact_network = sc->network_model == 0;
+  if (sc->network_model < 0) sc->network_model = sc->presets_used ? RH_NET_NCCL : RH_NET_EXACT;
+  cl->net_model = (rh_net_model)sc->network_model;
+  cl->exact_network = sc->network_model != RH_NET_REALISTIC;
+  if (cl->fabric.nic_efficiency <= 0) /* the transport's achievable share of line rate */
+    cl->fabric.nic_efficiency = sc->transport == 2 ? 0.65 : 0.96;
   cl->storage_write_bw = sc->storage.write_bw;
   cl->storage_read_bw = sc->storage.read_bw;
   cl->storage_latency = sc->storage.latency;
   if (w->failed) return;
   w->key = NULL;
+  int algo = (int)sc->settings.value[RH_SETTING_ALGORITHM];
+  if (cl->net_model != RH_NET_NCCL && (algo == RH_ALGO_TREE || algo == RH_ALGO_NVLS)) {
+    fail(w, node_at(w->doc, "collective.algorithm"), "collective.algorithm",
+         "%s is one of NCCL's algorithms: it needs cluster.network_model: nccl",
+         algo == RH_ALGO_TREE ? "tree" : "nvls");
+    return;
+  }
+  if (cl->net_model != RH_NET_NCCL && (int)sc->settings.value[RH_SETTING_PROTOCOL] != RH_PROTO_AUTO) {
+    fail(w, node_at(w->doc, "collective.protocol"), "collective.protocol",
+         "NCCL's protocols need cluster.network_model: nccl");
+    return;
+  }
   if (cl->nodes > 1 && cl->nic_bw <= 0)
     fail(w, node_at(w->doc, "cluster"), "cluster.network",
          "missing: a cluster of %d nodes needs a network section with nic_Gbps", cl->nodes);
@@ -950,6 +1130,9 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   sc->cluster.intra_lat = 0.7e-6; /* NVLink/NVSwitch hop, NCCL's LL figure */
   sc->cluster.nic_lat = 5e-6;
   sc->cluster.nics_per_node = 1;
+  sc->network_model = -1; /* exact, or nccl where the cluster is written from presets */
+  sc->cluster.fabric = (rh_fabric){.arch = RH_ARCH_AMPERE, .nvlink = true, .channels = 16,
+                                   .oversubscription = 1};
   sc->recipe.base_lr = 0.01;
   sc->model.hidden = 64;
   sc->data.inputs = 784;
@@ -987,8 +1170,9 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   yaml_document_t doc;
   yaml_parser_initialize(&parser);
   yaml_parser_set_input_file(&parser, f);
+  struct provided provided = {0};
   walker w = {.doc = &doc, .sc = sc, .base = (char *)sc, .path = path, .err = err,
-              .errlen = errlen};
+              .errlen = errlen, .provided = &provided};
   if (!yaml_parser_load(&parser, &doc)) {
     /* libyaml gives up where it noticed (often the end of the file); the construct it was in
      * began at context_mark, which is where a person has to look */

@@ -44,7 +44,9 @@ typedef struct rh_scenario {
   char *name;
   char *description;
   rh_cluster cluster; /* cluster.gpus_per_node is owned */
-  int network_model;  /* 0 exact (analytic CM02), 1 realistic (SimGrid's default LV08) */
+  int network_model;  /* rh_net_model: exact (CM02), realistic (LV08), nccl (NCCL's cost model) */
+  int transport;      /* network.transport: 0 InfiniBand, 1 RoCE, 2 TCP sockets */
+  int presets_used;   /* presets the cluster was written from */
   struct {
     int kind;             /* 0 timing-only, 1 softmax regression, 2 MLP */
     int hidden;           /* MLP hidden units */

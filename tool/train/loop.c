@@ -34,6 +34,7 @@ void rh_train_result_free(rh_train_result *r) {
   free(r->runs);
   free(r->ckpt_time);
   free(r->ckpt_step);
+  free(r->bucket_bytes);
   *r = (rh_train_result){0};
 }
 
@@ -313,7 +314,14 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     free(buckets[i].buf);
   }
   if (first == RH_OK && s->rank == 0) {
-    s->res->buckets_per_step = nb;
+    double *sizes = nb != s->res->buckets_per_step || !s->res->bucket_bytes
+                        ? realloc(s->res->bucket_bytes, (size_t)(nb ? nb : 1) * sizeof(double))
+                        : s->res->bucket_bytes;
+    if (sizes) {
+      s->res->bucket_bytes = sizes;
+      s->res->buckets_per_step = nb;
+      for (int i = 0; i < nb; i++) sizes[i] = buckets[i].count * 4.0;
+    }
     for (int i = 0; i < nb; i++)
       if (buckets[i].count * 4.0 > s->res->bucket_bytes_max)
         s->res->bucket_bytes_max = buckets[i].count * 4.0;

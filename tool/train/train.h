@@ -144,6 +144,7 @@ typedef struct rh_train_result {
   int capacity;
   int buckets_per_step;
   double bucket_bytes_max;
+  double *bucket_bytes;       /* each bucket of rank 0's last full step, in issue order (owned) */
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */
   uint64_t params_hash;       /* FNV-1a of the final parameters' bytes (real models) */
