@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -578,6 +579,15 @@ static rh_status execute(rh_request *r) {
   }
   rh_status st = negotiate(ctx, r->seq, &d);
   if (st == RH_OK && r->invalid) st = RH_ERR_INVALID; /* without negotiation: this rank alone */
+  /* Horovod's background loop takes up what was submitted once per cycle (simulators: real
+   * targets keep their own time) */
+  double cycle = rh_setting(ctx, RH_SETTING_CYCLE_TIME);
+  if (st == RH_OK && r->kind != K_BARRIER && cycle > 0 && ctx->ops->model_sync) {
+    double now = ctx->ops->now(ctx), tick = ceil(now / cycle) * cycle;
+    if (tick > now) st = ctx->ops->sleep(ctx, tick - now);
+  }
+  bool occupied = st == RH_OK && r->kind != K_BARRIER && ctx->ops->occupy && ctx->world.n > 1;
+  if (occupied) ctx->ops->occupy(ctx, true);
   if (st == RH_OK) {
     switch (r->kind) {
     case K_ALLREDUCE: st = allreduce_run(r); break;
@@ -590,6 +600,7 @@ static rh_status execute(rh_request *r) {
     }
     }
   }
+  if (occupied) ctx->ops->occupy(ctx, false);
   st = note(ctx, st, r->seq, &d);
   break_world(ctx, st);
   return st;

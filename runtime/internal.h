@@ -53,6 +53,7 @@ typedef struct rh_cluster {
   double nic_bw;          /* one NIC, per direction */
   double nic_lat;         /* node <-> network switch, one hop */
   double reduce_bw;       /* bytes/s a GPU reduces locally; 0 = reduction is free (fused) */
+  double nccl_slowdown;   /* share of a GPU's compute NCCL's kernels take while a collective runs */
   bool exact_network;     /* true: analytic CM02 network; false: SimGrid's default LV08 */
   rh_net_model net_model; /* how collectives are timed (RH_NET_NCCL: priced, not simulated) */
   rh_fabric fabric;
@@ -354,6 +355,9 @@ typedef struct rh_backend_ops {
   void (*host_updates)(rh_ctx *ctx, double *stamp, int *kind);
   /* This rank enters `phase` (failure triggers fire here). */
   void (*progress)(rh_ctx *ctx, rh_phase phase);
+  /* A collective starts (on) or ends (off) on this rank: its kernels share the GPU, so compute
+   * runs at 1 - cluster->nccl_slowdown of its speed meanwhile (simulators only; NULL elsewhere). */
+  void (*occupy)(rh_ctx *ctx, bool on);
   /* The links the world's collectives cross (simulators only; NULL elsewhere): false when one of
    * them is down, else the worst bandwidth factor (<= 1) and extra latency in force on them; the
    * nodes' uplinks count when `across_nodes`. */

@@ -289,6 +289,7 @@ typedef enum rh_setting_id {
   RH_SETTING_CHECK_COLLECTIVES, /* ranks agree on each collective before it runs: on, off */
   RH_SETTING_COLLECTIVES,     /* runtime (own algorithms) or native (the backend's: MPI, NCCL) */
   RH_SETTING_PROTOCOL,        /* NCCL model's protocol: auto, ll, ll128, simple */
+  RH_SETTING_CYCLE_TIME,      /* Horovod's cycle: collectives start on its ticks (0: at once) */
   RH_SETTING_COUNT
 } rh_setting_id;
 

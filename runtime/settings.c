@@ -51,6 +51,10 @@ const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
                              protocol_choices, false,
                              "NCCL's protocol under network_model: nccl (NCCL_PROTO); auto picks "
                              "the cheapest by NCCL's cost model"},
+    [RH_SETTING_CYCLE_TIME] = {"cycle_time", "RH_CYCLE_TIME", RH_KIND_SECONDS, 0, NULL, true,
+                               "Horovod's cycle (HOROVOD_CYCLE_TIME): on the simulator a collective "
+                               "starts on the next tick, and gradients ready in one cycle are fused "
+                               "together; 0: at once, buckets close when full"},
 };
 
 int rh_settings_find(const char *name) {

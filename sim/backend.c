@@ -534,6 +534,22 @@ static long sim_repeat_bound(rh_ctx *ctx, int epoch, long first, long steps, dou
   return n;
 }
 
+/* NCCL's kernels on the GPU: a bounded execution beside the rank's own, so that SimGrid's sharing
+ * leaves the rank's compute 1 - nccl_slowdown of the host's speed while a collective runs. */
+static void sim_occupy(rh_ctx *ctx, bool on) {
+  sim_worker *wk = worker_of(ctx);
+  double share = wk->job->cluster->nccl_slowdown;
+  if (share <= 0) return;
+  if (on && wk->collectives++ == 0) {
+    wk->nccl_load = sg_actor_exec_init(1e300);
+    sg_exec_set_bound(wk->nccl_load, share * sg_host_get_speed(wk->host));
+    sg_exec_start(wk->nccl_load);
+  } else if (!on && wk->collectives > 0 && --wk->collectives == 0 && wk->nccl_load) {
+    sg_exec_cancel(wk->nccl_load);
+    wk->nccl_load = NULL;
+  }
+}
+
 static bool sim_links(rh_ctx *ctx, bool across, double *factor, double *extra) {
   sim_worker *wk = worker_of(ctx);
   if (!wk->world) return true;
@@ -560,6 +576,7 @@ const rh_backend_ops sim__ops = {
     .progress = sim_progress,
     .charge = sim_charge,
     .links = sim_links,
+    .occupy = sim_occupy,
     .repeat_bound = sim_repeat_bound,
 };
 

@@ -14,6 +14,7 @@
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
+#include <simgrid/exec.h>
 #include <simgrid/host.h>
 #include <simgrid/link.h>
 #include <simgrid/mailbox.h>
@@ -65,6 +66,8 @@ struct sim_world {
 
 struct sim_worker {
   rh_ctx ctx;
+  sg_exec_t nccl_load;   /* NCCL's share of the GPU while collectives run (NULL: none) */
+  int collectives;       /* collectives running on this rank now */
   sim_job *job;
   int slot;              /* GPU host index */
   sg_host_t host;

@@ -6,12 +6,16 @@
  *    1 GB, in place and out of place.  Goal: within 3% at >= 64 MB.
  * 2. Fusion: the pack and unpack kernels (64 tensors of 4 MiB) against the device's own copy
  *    bandwidth (cudaMemcpy device to device).  Goal: >= 80%.
+ * 3. With a file argument (mpirun -np 1 ./build/tests/bench_gpu gemm.txt): fp32 cuBLAS GEMMs of
+ *    squares 256 to 16384 on rank 0's GPU, written as rows "M N K TFLOPS" for
+ *    `rehearsal calibrate --gemm gemm.txt` (the roofline's efficiency curve).
  * On one GPU a one-rank communicator moves no bytes between GPUs: in place, both sides time
  * NCCL's fixed cost; out of place, NCCL copies the buffer and the runtime copies it before an
  * in-place allreduce, so both move the same bytes.
  */
 #include "gpu.h"
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -33,8 +37,43 @@ static double event_seconds(cudaEvent_t a, cudaEvent_t b) {
   return ms * 1e-3;
 }
 
+/* Section 3: the fp32 GEMM rate by size, into `path`. */
+static int gemm_sweep(const char *path) {
+  FILE *f = fopen(path, "w");
+  cublasHandle_t h;
+  if (!f || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    if (f) fclose(f);
+    return 1;
+  }
+  fprintf(f, "# fp32 cublasSgemm, square, mean of 10 after a warm-up\n# M N K TFLOPS\n");
+  size_t most = (size_t)16384 * 16384 * sizeof(float);
+  float *a = NULL, *b = NULL, *c = NULL;
+  const float one = 1, zero = 0;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  int rc = cudaMalloc((void **)&a, most) || cudaMalloc((void **)&b, most) ||
+           cudaMalloc((void **)&c, most);
+  for (int m = 256; m <= 16384 && !rc; m *= 2) {
+    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, b, m, &zero, c, m);
+    cudaEventRecord(e0, 0);
+    for (int i = 0; i < 10; i++)
+      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, b, m, &zero, c, m);
+    cudaEventRecord(e1, 0);
+    double t = event_seconds(e0, e1) / 10;
+    fprintf(f, "%d %d %d %.6g\n", m, m, m, 2.0 * m * m * (double)m / t / 1e12);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  cublasDestroy(h);
+  fclose(f);
+  if (!rc) printf("# GEMM sweep written to %s\n", path);
+  return rc;
+}
+
 static int bench(rh_ctx *ctx, void *arg) {
-  (void)arg;
+  const char *gemm_table = arg;
   int rank = rh_rank(ctx), n = rh_size(ctx);
   struct cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, rh_gpu_device());
@@ -145,6 +184,7 @@ static int bench(rh_ctx *ctx, void *arg) {
   cudaFree(copy);
   ncclCommDestroy(raw);
   cudaStreamDestroy(s);
+  if (gemm_table && rank == 0 && gemm_sweep(gemm_table) != 0) return 1;
   return 0;
 }
 
@@ -158,7 +198,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   rh_launch_config cfg = {.settings = &settings};
-  int rc = rh__launch(&cfg, bench, NULL, NULL);
+  int rc = rh__launch(&cfg, bench, argc > 1 ? argv[1] : NULL, NULL);
   if (rc == 77) printf("no CUDA device found: nothing to measure\n");
   return rc;
 }

@@ -103,6 +103,46 @@ static void test_availability(void **state) {
   free(two.gpus_per_node);
 }
 
+/* The cheapest price of coll over every algorithm and protocol. */
+static double cheapest(const rh_cluster *cl, rh_nccl_coll coll, int ranks, int nodes, double bytes) {
+  double best = INFINITY;
+  for (int a = 0; a < RH_NA_COUNT; a++)
+    for (int q = 0; q < RH_NP_COUNT; q++) {
+      rh_nccl_price pr = rh__nccl_price(cl, coll, ranks, nodes, a, q, bytes);
+      if (pr.seconds >= 0 && pr.seconds < best) best = pr.seconds;
+    }
+  return best;
+}
+
+/* Horovod's hierarchical allreduce on NCCL: a reduce-scatter in the node, an allreduce of 1/L of
+ * the buffer across nodes (the L local ranks' rings sharing the node's NICs: 1/L of them each), an
+ * allgather in the node. */
+static void test_hierarchical(void **state) {
+  (void)state;
+  rh_cluster cl = cluster(4, 8, RH_ARCH_AMPERE);
+  rh_settings set = rh_test_settings(600);
+  set.value[RH_SETTING_ALGORITHM] = RH_ALGO_HIERARCHICAL;
+  rh_topology topo;
+  assert_int_equal(rh_topology_init(&topo, cl.gpus_per_node, cl.nodes), RH_OK);
+  rh_ctx ctx;
+  rh_ctx_init(&ctx, 0, &topo, &set, &cl, NULL, NULL);
+  double bytes = 256e6;
+  rh_plan plan = rh__plan(&ctx, RH_NC_ALLREDUCE, (size_t)bytes);
+  assert_int_equal(plan.algo, RH_ALG_ALLREDUCE_HIERARCHICAL);
+  rh_cluster share = cl;
+  share.nics_per_node = 1;
+  share.nic_bw = cl.nic_bw * 8 / 8; /* eight NICs for eight rings: one each */
+  share.fabric.pcie_bw = 0;
+  double want = cheapest(&cl, RH_NC_REDUCE_SCATTER, 8, 1, bytes) +
+                cheapest(&share, RH_NC_ALLREDUCE, 4, 4, bytes / 8) +
+                cheapest(&cl, RH_NC_ALLGATHER, 8, 1, bytes);
+  assert_near(plan.seconds, want, 1e-15);
+  char name[32];
+  assert_non_null(strstr(rh__plan_name(&plan, name, sizeof name), "hierarchical/"));
+  rh_topology_free(&topo);
+  free(cl.gpus_per_node);
+}
+
 /* ---- the sweep: auto against every priced choice and the bottleneck --------------------------- */
 
 typedef struct shape {
@@ -261,6 +301,7 @@ int main(void) {
       cmocka_unit_test(test_ring_latency_and_bandwidth),
       cmocka_unit_test(test_tree_latency),
       cmocka_unit_test(test_availability),
+      cmocka_unit_test(test_hierarchical),
       cmocka_unit_test(test_auto_sweep_model),
       cmocka_unit_test(test_auto_sweep_simulated),
   };

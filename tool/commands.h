@@ -9,6 +9,7 @@
 int rh_cmd_run(int argc, char **argv);
 int rh_cmd_collective(int argc, char **argv);
 int rh_cmd_platform(int argc, char **argv);
+int rh_cmd_calibrate(int argc, char **argv); /* fits the cluster to measurements */
 int rh_cmd_elastic(int argc, char **argv);      /* the elastic driver for real processes */
 int rh_cmd_elastic_rank(int argc, char **argv); /* one process under it */
 

@@ -166,7 +166,10 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
       .val_batch = sc->recipe.val_batch > 0 ? (long)sc->recipe.val_batch : (long)sc->recipe.batch,
       .checkpoint_every = sc->recipe.checkpoint_every, .resume = resume,
       .serial_check_steps = (long)sc->checks.serial_steps,
-      .resume_from_epoch = sc->checks.resume_from_epoch, .mistakes = sc->mistakes};
+      .resume_from_epoch = sc->checks.resume_from_epoch, .mistakes = sc->mistakes,
+      .gpu = {.sustained = sc->cluster.gpu_flops, .peak = sc->compute.peak,
+              .memory_bw = sc->compute.memory_bw, .gemm_efficiency = sc->compute.gemm_efficiency,
+              .gemm_half = sc->compute.gemm_half, .overhead = sc->compute.overhead}};
   for (int i = 0; i < RH_CHECK_WORK_LOST; i++) {
     int e = sc->checks.enabled[i];
     bool deflt = real && (i != RH_CHECK_RESUME || sc->checks.resume_from_epoch > 0);
@@ -179,7 +182,8 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     if (!in->layers) return 1;
     for (int i = 0; i < sc->model.nlayers; i++)
       in->layers[i] = (rh_train_layer){sc->model.layers[i].name, sc->model.layers[i].parameters,
-                                       sc->model.layers[i].forward_flops};
+                                       sc->model.layers[i].forward_flops,
+                                       sc->model.layers[i].memory_bytes};
     c->layers = in->layers;
     c->nlayers = sc->model.nlayers;
     /* a timing-only model checkpoints its position, for a relaunch to resume from */

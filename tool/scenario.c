@@ -100,6 +100,11 @@ static const field gpu_fields[] = {
     NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops),
     NUM("reduce_GBps", false, 0, false, 1e9, 1e9, cluster.reduce_bw),
     ENUM("arch", rh_arch_names, cluster.fabric.arch),
+    NUM("nccl_slowdown", false, 0, false, 0.9, 1, cluster.nccl_slowdown),
+    NUM("peak_tflops", false, 0, true, 1e9, 1e12, compute.peak),
+    NUM("memory_GBps", false, 0, true, 1e9, 1e9, compute.memory_bw),
+    NUM("gemm_efficiency", false, 0, true, 1, 1, compute.gemm_efficiency),
+    NUM("gemm_half_gflop", false, 0, false, 1e9, 1e9, compute.gemm_half),
     PRESET("preset", false, NULL, PRESET_GPU),
     END};
 static const field intra_fields[] = {
@@ -145,6 +150,7 @@ static const field model_fields[] = {
     STR("name", false, model.name),
     COUNT("parameters", false, 1, 1e15, model.parameters),
     NUM("forward_gflops_per_sample", false, 0, true, 1e12, 1e9, model.forward_flops),
+    NUM("framework_overhead_ms", false, 0, false, 1e9, 1e-3, compute.overhead),
     {"layers", T_LAYERS, false, 0, 0, false, 1, 0, NULL, NULL, 0},
     END};
 static const field data_fields[] = {
@@ -429,6 +435,14 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
       snprintf(sub, sizeof sub, "%s.%s", item_name, key);
       bool is_name = strcmp(key, "name") == 0, is_params = strcmp(key, "parameters") == 0;
       bool is_flops = strcmp(key, "forward_gflops_per_sample") == 0;
+      if (strcmp(key, "memory_MB_per_sample") == 0) {
+        static const field mfield = {"memory_MB_per_sample", T_NUM, false, 0, 1e12, false, 1e6,
+                                     0, NULL, NULL, 0};
+        w->key = k;
+        double v1;
+        if (number_value(w, v, &mfield, sub, &v1)) sc->model.layers[i].memory_bytes = v1 * 1e6;
+        continue;
+      }
       if (is_flops) {
         static const field ffield = {"forward_gflops_per_sample", T_NUM, false, 0, 1e12, true, 1e9,
                                      0, NULL, NULL, 0};
@@ -453,7 +467,8 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
         w->key = k;
         number_value(w, v, &pfield, sub, &sc->model.layers[i].parameters);
       } else {
-        fail(w, k, sub, "unknown key (expected name, parameters, forward_gflops_per_sample)");
+        fail(w, k, sub, "unknown key (expected name, parameters, forward_gflops_per_sample, "
+             "memory_MB_per_sample)");
       }
     }
     if (!nnode && !w->failed) {

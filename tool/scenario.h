@@ -13,6 +13,7 @@ typedef struct rh_layer {
   char *name;
   double parameters;
   double forward_flops; /* per sample; 0: a share of the model's by parameters */
+  double memory_bytes;  /* per sample, forward; 0: not a limit */
 } rh_layer;
 
 /* A fault event as the scenario writes it (1-based epochs and steps, units in the keys); its
@@ -47,6 +48,10 @@ typedef struct rh_scenario {
   int network_model;  /* rh_net_model: exact (CM02), realistic (LV08), nccl (NCCL's cost model) */
   int transport;      /* network.transport: 0 InfiniBand, 1 RoCE, 2 TCP sockets */
   int presets_used;   /* presets the cluster was written from */
+  struct {
+    double peak, memory_bw, gemm_efficiency, gemm_half; /* cluster.gpu: the roofline */
+    double overhead;                                    /* model.framework_overhead_ms */
+  } compute;
   struct {
     int kind;             /* 0 timing-only, 1 softmax regression, 2 MLP */
     int hidden;           /* MLP hidden units */

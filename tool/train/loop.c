@@ -250,6 +250,40 @@ static void load_batch(rank_state *s, long k, long n) {
   s->nused = n;
 }
 
+/* Seconds-equivalent FLOPs of a timing model's layer i on n samples (forward; backward twice),
+ * by the roofline when the GPU has a peak rate, else its FLOPs. */
+static double layer_charge(const rank_state *s, int i, long n, bool backward) {
+  const rh_train_config *cfg = s->cfg;
+  double f = cfg->forward_flops * (double)n * s->tensors[i].share * (backward ? 2 : 1);
+  if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return f;
+  double bytes = cfg->layers[i].memory_bytes * (double)n * (backward ? 2 : 1);
+  return rh_compute_charge(&cfg->gpu, rh_compute_seconds(&cfg->gpu, f, bytes));
+}
+
+/* The framework's own work of a step, then the forward pass: one kernel per layer under the
+ * roofline, else the model's FLOPs at once. */
+static rh_status forward(rank_state *s, long n) {
+  const rh_train_config *cfg = s->cfg;
+  rh_status st = RH_OK;
+  if (cfg->gpu.overhead > 0) st = rh_compute(s->ctx, rh_compute_charge(&cfg->gpu, cfg->gpu.overhead));
+  if (cfg->real || !rh_compute_roofline(&cfg->gpu))
+    return st == RH_OK ? rh_compute(s->ctx, cfg->forward_flops * (double)n) : st;
+  for (int i = 0; i < s->ntensors && st == RH_OK; i++) st = rh_compute(s->ctx, layer_charge(s, i, n, false));
+  return st;
+}
+
+/* Issues the bucket being filled (the skipping mistake leaves out the first) and starts the next
+ * at tensor `next` of the walking order. */
+static rh_status close_bucket(rank_state *s, const int *order, bucket *buckets, int *nb,
+                              bucket *cur, int next, bool skip) {
+  rh_status st = RH_OK;
+  buckets[*nb] = *cur;
+  if (!(skip && *nb == 0)) st = issue_bucket(s, order, &buckets[*nb]);
+  ++*nb;
+  *cur = (bucket){.from = next, .to = next};
+  return st;
+}
+
 /* Forward and backward with the gradient buckets reduced as backward goes, then the update.
  * `step` is the epoch's, k the segment's, n the batch. */
 static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
@@ -262,7 +296,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     load_batch(s, k, n);
     loss = rh_model_loss_grad(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct);
   }
-  rh_status st = rh_compute(ctx, cfg->forward_flops * (double)n);
+  rh_status st = forward(s, n);
 
   /* backward, last layer first; a bucket closes when the next tensor would pass the threshold */
   int nt = s->ntensors;
@@ -280,30 +314,30 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   for (int i = 0; i < nt; i++) order[i] = mismatch ? i : nt - 1 - i;
   int nb = 0;
   bucket cur = {0};
+  double cycle = rh_setting(ctx, RH_SETTING_CYCLE_TIME), ready = 0;
+  long window = 0;
   for (int i = 0; i < nt && st == RH_OK; i++) {
     const train_tensor *t = &s->tensors[order[i]];
-    st = rh_compute(ctx, 2 * cfg->forward_flops * (double)n * t->share);
-    if (st == RH_OK && cur.to > cur.from && (double)(cur.count + t->count) > threshold) {
-      buckets[nb] = cur;
-      if (!(skip && nb == 0)) st = issue_bucket(s, order, &buckets[nb]);
-      nb++;
-      cur = (bucket){.from = i, .to = i};
+    double charge = layer_charge(s, order[i], n, true);
+    if (cycle > 0) {
+      /* Horovod's cycle: gradients ready within one cycle go out together, on its tick, so a
+       * bucket of an earlier cycle leaves before this tensor's backward (nominal times: the same
+       * grouping on every rank, stragglers or not) */
+      ready += charge / cfg->gpu.sustained;
+      long w = (long)floor(ready / cycle);
+      if (cur.to > cur.from && w != window) st = close_bucket(s, order, buckets, &nb, &cur, i, skip);
+      window = w;
     }
+    if (st == RH_OK) st = rh_compute(ctx, charge);
+    if (st == RH_OK && cur.to > cur.from && (double)(cur.count + t->count) > threshold)
+      st = close_bucket(s, order, buckets, &nb, &cur, i, skip);
     cur.to = i + 1;
     cur.count += t->count;
-    if (st == RH_OK && (double)cur.count >= threshold) {
-      buckets[nb] = cur;
-      if (!(skip && nb == 0)) st = issue_bucket(s, order, &buckets[nb]);
-      nb++;
-      cur = (bucket){.from = i + 1, .to = i + 1};
-    }
+    if (st == RH_OK && (double)cur.count >= threshold)
+      st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip);
   }
   *t_compute = rh_time(ctx);
-  if (st == RH_OK && cur.to > cur.from) {
-    buckets[nb] = cur;
-    if (!(skip && nb == 0)) st = issue_bucket(s, order, &buckets[nb]);
-    nb++;
-  }
+  if (st == RH_OK && cur.to > cur.from) st = close_bucket(s, order, buckets, &nb, &cur, nt, skip);
   rh_status first = st;
   for (int i = 0; i < nb; i++) {
     if (buckets[i].req) {

@@ -12,6 +12,7 @@
 #include "model.h"
 #include "optim.h"
 #include "recipe.h"
+#include "compute_model.h"
 #include "rehearsal.h"
 
 #include <stdbool.h>
@@ -55,6 +56,7 @@ typedef struct rh_train_layer {
   const char *name;
   double parameters;
   double forward_flops; /* per sample; 0: a share of the model's by parameters */
+  double memory_bytes;  /* per sample, forward (read and written); backward moves twice that */
 } rh_train_layer;
 
 /* Everything the loop needs, in plain terms (filled by the command from the scenario). */
@@ -69,6 +71,7 @@ typedef struct rh_train_config {
   int nlayers;
   double parameters;
   double forward_flops;       /* per sample, charged to the simulated GPU */
+  rh_gpu_model gpu;           /* how long the GPU takes for a layer, and per step */
   long train_samples, validation_samples;
   /* recipe */
   long batch;

@@ -1,0 +1,246 @@
+/*
+ * test_calibrate.c: `rehearsal calibrate` recovers figures it was not told.  nccl-tests output is
+ * made from a cluster with known figures (a slower NVLink, a NIC at 80% of line rate), in
+ * nccl-tests' own layout (header, rank lines, out-of-place and in-place columns, NCCL INFO lines,
+ * footer); calibrating the preset-written cluster against it must give those figures back, and
+ * the fitted preset must then reproduce the measured busbw.  A GEMM sweep made from a known
+ * efficiency curve and a measured step twice the simulated one are fitted the same way.  Bad
+ * measurement files exit 2 naming the file and line.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[64];
+
+/* tmpdir/name, in one of 32 buffers taken in turn (a test holds many paths at once) */
+static char *path(const char *name) {
+  static char buf[32][320];
+  static int k;
+  k = (k + 1) % 32;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+  return buf[k];
+}
+
+static void write_file(const char *file, const char *text) {
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* A scenario around a cluster mapping (indented two spaces under cluster:). */
+static char *scenario_batch(const char *name, const char *cluster, int batch) {
+  char file_name[64], text[2048];
+  snprintf(file_name, sizeof file_name, "%s.yaml", name);
+  char *file = path(file_name);
+  snprintf(text, sizeof text,
+           "name: %s\ncluster:\n%smodel: {parameters: 1000, forward_gflops_per_sample: 1}\n"
+           "data: {train_samples: 100000, validation_samples: 0}\n"
+           "recipe: {batch_per_worker: %d, epochs: 1, checkpoint_every_epochs: 0}\n",
+           name, cluster, batch);
+  write_file(file, text);
+  return file;
+}
+
+static char *scenario(const char *name, const char *cluster) {
+  return scenario_batch(name, cluster, 1);
+}
+
+/* `rehearsal collective` on a scenario: its JSON rows (caller decrefs). */
+static json_t *sweep(const char *file, const char *tag) {
+  char *out = path(tag), json[300];
+  char *argv[] = {RH_BINARY, "collective", (char *)file, "--min", "1KiB", "--max", "4GiB",
+                  "--mem-limit", "1MiB", "--out", out, NULL};
+  assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
+  snprintf(json, sizeof json, "%s/collective.json", out);
+  json_error_t err;
+  json_t *root = json_load_file(json, 0, &err);
+  assert_non_null(root);
+  return root;
+}
+
+/* The rows as nccl-tests prints them, with its header, rank lines and noise. */
+static void as_nccl_tests(json_t *root, int ranks, const char *file) {
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fprintf(f, "# Collective test starting: all_reduce_perf\n"
+             "# nThread 1 nGpus 1 minBytes 1024 maxBytes 4294967296 step: 2(factor) warmup iters: 5 "
+             "iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n");
+  for (int r = 0; r < ranks; r++)
+    fprintf(f, "#  Rank %2d Group  0 Pid  %d on node0 device %2d [0x%02x] NVIDIA A100-SXM4-80GB\n", r,
+            4000 + r, r, 16 * r);
+  fprintf(f, "node0:4000:4010 [0] NCCL INFO Channel 00/24 :    0   1   2   3   4   5   6   7\n"
+             "#\n#                                                              out-of-place"
+             "                       in-place\n"
+             "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+             "     time   algbw   busbw #wrong\n"
+             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+             "            (us)  (GB/s)  (GB/s)\n");
+  json_t *rows = json_object_get(root, "rows");
+  for (size_t i = 0; i < json_array_size(rows); i++) {
+    json_t *row = json_array_get(rows, i);
+    double bytes = json_real_value(json_object_get(row, "bytes"));
+    double us = json_real_value(json_object_get(row, "time_us"));
+    double alg = json_real_value(json_object_get(row, "algbw_GBps"));
+    double bus = json_real_value(json_object_get(row, "busbw_GBps"));
+    fprintf(f, "%12.0f %13.0f     float     sum      -1 %8.6g %7.6g %7.6g      0 %8.6g %7.6g %7.6g"
+               "      0\n", bytes, bytes / 4, us, alg, bus, us, alg, bus);
+  }
+  fprintf(f, "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 100.0\n#\n");
+  fclose(f);
+}
+
+static int calibrate(const char *file, const char *flag, const char *value, const char *out,
+                     const char *log) {
+  char *argv[] = {RH_BINARY, "calibrate", (char *)file, (char *)flag, (char *)value, "--out",
+                  (char *)out, NULL};
+  return rh_test_spawn(argv, NULL, log);
+}
+
+/* The value of `key:` in a preset file (first occurrence), or NaN. */
+static double preset_value(const char *file, const char *key) {
+  char *text = rh_test_slurp(file);
+  assert_non_null(text);
+  char want[64];
+  snprintf(want, sizeof want, "%s:", key);
+  const char *at = strstr(text, want);
+  double v = at ? strtod(at + strlen(want), NULL) : NAN;
+  free(text);
+  return v;
+}
+
+/* Every row of b within rel of a's. */
+static void same_busbw(json_t *a, json_t *b, double rel) {
+  json_t *ra = json_object_get(a, "rows"), *rb = json_object_get(b, "rows");
+  assert_int_equal(json_array_size(ra), json_array_size(rb));
+  for (size_t i = 0; i < json_array_size(ra); i++) {
+    double x = json_real_value(json_object_get(json_array_get(ra, i), "busbw_GBps"));
+    double y = json_real_value(json_object_get(json_array_get(rb, i), "busbw_GBps"));
+    if (fabs(y - x) > rel * x) fail_msg("row %zu: busbw %.6g against %.6g measured", i, y, x);
+  }
+}
+
+static void test_nvlink_round_trip(void **state) {
+  (void)state;
+  /* measured: a DGX A100 whose NVLink moves 200 GB/s, not NCCL's 235 */
+  char *truth = scenario("truth1", "  node: dgx-a100\n  nodes: 1\n  intra: {bandwidth_GBps: 200, "
+                                   "nccl_cap_GBps: 0}\n");
+  json_t *measured = sweep(truth, "truth1");
+  char *txt = path("a100.txt"), *fitted = path("a100-fitted.yaml"), *log = path("a100.log");
+  as_nccl_tests(measured, 8, txt);
+  char *written = scenario("written1", "  node: dgx-a100\n  nodes: 1\n");
+  assert_int_equal(calibrate(written, "--nccl-tests", txt, fitted, log), 0);
+  /* the ceiling that binds is fitted to the measured 200 */
+  double cap = preset_value(fitted, "nccl_cap_GBps");
+  print_message("fitted nccl_cap_GBps %.6f (measured cluster: 200)\n", cap);
+  assert_true(fabs(cap - 200) < 1e-3);
+  /* a scenario naming the fitted preset reproduces the measurement */
+  char *again = scenario("again1", "  node: a100-fitted.yaml\n  nodes: 1\n");
+  json_t *rerun = sweep(again, "again1");
+  same_busbw(measured, rerun, 1e-4);
+  json_decref(measured);
+  json_decref(rerun);
+}
+
+static void test_nic_round_trip(void **state) {
+  (void)state;
+  /* measured: two DGX A100 whose NICs reach 80% of line rate */
+  char *truth = scenario("truth2", "  node: dgx-a100\n  nodes: 2\n  network: {preset: ib-hdr-200g, "
+                                   "nics_per_node: 8, efficiency: 0.8}\n");
+  json_t *measured = sweep(truth, "truth2");
+  char *txt = path("nic.txt"), *fitted = path("nic-fitted.yaml"), *log = path("nic.log");
+  as_nccl_tests(measured, 16, txt);
+  char *written = scenario("written2", "  node: dgx-a100\n  nodes: 2\n");
+  assert_int_equal(calibrate(written, "--nccl-tests", txt, fitted, log), 0);
+  double eff = preset_value(fitted, "efficiency");
+  print_message("fitted network efficiency %.6f (measured cluster: 0.8)\n", eff);
+  assert_true(fabs(eff - 0.8) < 1e-4);
+  json_decref(measured);
+}
+
+static void test_gemm_fit(void **state) {
+  (void)state;
+  /* a GEMM sweep from efficiency(W) = 0.75 W / (W + 20 GFLOP) of a 100 TFLOP/s peak */
+  char *table = path("gemm.txt"), *fitted = path("gemm-fitted.yaml"), *log = path("gemm.log");
+  FILE *f = fopen(table, "w");
+  assert_non_null(f);
+  fprintf(f, "# M N K TFLOPS\n");
+  for (int m = 256; m <= 16384; m *= 2) {
+    double w = 2.0 * m * m * m, eff = 0.75 * w / (w + 20e9);
+    fprintf(f, "%d %d %d %.12g\n", m, m, m, 100 * eff);
+  }
+  fclose(f);
+  char *file = scenario("gemm", "  nodes: 1\n  gpus_per_node: 1\n  gpu: {tflops: 50, peak_tflops: "
+                                "100}\n  intra: {bandwidth_GBps: 100}\n");
+  assert_int_equal(calibrate(file, "--gemm", table, fitted, log), 0);
+  assert_true(fabs(preset_value(fitted, "gemm_efficiency") - 0.75) < 1e-6);
+  assert_true(fabs(preset_value(fitted, "gemm_half_gflop") - 20) < 1e-4);
+}
+
+static void test_step_fit(void **state) {
+  (void)state;
+  /* one GPU at 10 TFLOP/s: a step of batch 10 x 3 GFLOP is 3 ms; measured 6 ms: 5 TFLOP/s */
+  char *file = scenario_batch("step", "  nodes: 1\n  gpus_per_node: 1\n  gpu: {tflops: 10}\n  "
+                                      "intra: {bandwidth_GBps: 100}\n", 10);
+  char *fitted = path("step-fitted.yaml"), *log = path("step.log");
+  assert_int_equal(calibrate(file, "--step-ms", "6", fitted, log), 0);
+  assert_true(fabs(preset_value(fitted, "tflops") - 5) < 1e-6);
+}
+
+static void test_bad_measurements(void **state) {
+  (void)state;
+  char *file = scenario("bad", "  node: dgx-a100\n  nodes: 1\n"), *out = path("never.yaml");
+  char *log = path("bad.log");
+  /* a file that is not there, a row cut short, no rows at all, other ranks */
+  assert_int_equal(calibrate(file, "--nccl-tests", path("missing.txt"), out, log), 2);
+  char *cut = path("cut.txt");
+  write_file(cut, "# header\n     1024   256   float   sum   -1   12.5\n");
+  assert_int_equal(calibrate(file, "--nccl-tests", cut, out, log), 2);
+  char *said = rh_test_slurp(log);
+  assert_non_null(strstr(said, "cut.txt:2: expected an nccl-tests row"));
+  free(said);
+  char *none = path("none.txt");
+  write_file(none, "# nothing measured\n");
+  assert_int_equal(calibrate(file, "--nccl-tests", none, out, log), 2);
+  char *four = path("four.txt");
+  write_file(four, "#  Rank  0 Group  0 Pid 1 on a device 0 [0x1] GPU\n#  Rank  1 Group  0 Pid 2 on a "
+                   "device 1 [0x2] GPU\n 1024 256 float sum -1 10.0 0.1 0.2 0\n");
+  assert_int_equal(calibrate(file, "--nccl-tests", four, out, log), 2);
+  said = rh_test_slurp(log);
+  assert_non_null(strstr(said, "measured on 2 ranks, but"));
+  free(said);
+  assert_int_equal(calibrate(file, "--step-ms", "-3", out, log), 2);
+  /* nothing was written */
+  FILE *f = fopen(out, "r");
+  assert_null(f);
+}
+
+static int setup(void **state) {
+  (void)state;
+  return rh_test_mkdtemp(tmpdir, "calibrate");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return rh_test_rmdir(tmpdir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_nvlink_round_trip), cmocka_unit_test(test_nic_round_trip),
+      cmocka_unit_test(test_gemm_fit),          cmocka_unit_test(test_step_fit),
+      cmocka_unit_test(test_bad_measurements),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
