@@ -1,7 +1,7 @@
 /*
  * test_nccl_model.c: NCCL's cost model (runtime/nccl_model.c) and the choice made with it.
- * Latencies are re-derived from the formulas and figures of NCCL's tuning.cc as
- * ../shared/REFERENCE.md states them; availability follows NCCL's rules; a sweep over sizes and
+ * Latencies are re-derived from the formulas and figures of NCCL's src/graph/tuning.cc;
+ * availability follows NCCL's rules; a sweep over sizes and
  * cluster shapes holds `auto` to the cheapest priced algorithm and protocol and its bus bandwidth
  * to the bottleneck link's, both in the model and in the simulator running the collective.
  */

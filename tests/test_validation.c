@@ -1,5 +1,5 @@
 /*
- * test_validation.c: the published allreduce bus bandwidths of ../shared/REFERENCE.md, simulated
+ * test_validation.c: published allreduce bus bandwidths (sources in the table), simulated
  * on clusters written from the presets (scenarios/validation/, one file per system, nothing tuned
  * per row) with the NCCL model, through `rehearsal collective` as a user runs it.  Every row must
  * land within 10% of the published figure, large messages (1 GB and up) within 5%.  The test

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,29 +205,39 @@ int rh_cmd_collective(int argc, char **argv) {
   bench b = {.coll = COLL_ALLREDUCE, .dtype = RH_FLOAT32, .op = RH_SUM, .min_bytes = 8,
              .max_bytes = 64.0 * 1048576, .mem_limit = 2.0 * 1073741824, .error = RH_OK};
   const char *file = NULL, *out = NULL;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int k;
-    if (a[0] != '-') {
-      if (file) return usage();
-      file = a;
-      continue;
+  static const struct option options[] = {
+      {"coll", required_argument, NULL, 'c'}, {"op", required_argument, NULL, 'o'},
+      {"dtype", required_argument, NULL, 't'}, {"root", required_argument, NULL, 'r'},
+      {"min", required_argument, NULL, 'a'},  {"max", required_argument, NULL, 'b'},
+      {"mem-limit", required_argument, NULL, 'm'}, {"out", required_argument, NULL, 'O'},
+      {NULL, 0, NULL, 0}};
+  char **args = calloc((size_t)argc + 2, sizeof *args); /* getopt wants the program name first */
+  if (!args) return 1;
+  args[0] = "rehearsal collective";
+  memcpy(args + 1, argv, (size_t)argc * sizeof *args);
+  optind = 1;
+  opterr = 0;
+  bool ok = true;
+  int which = 0;
+  for (int c, k; ok && (c = getopt_long(argc + 1, args, "", options, &which)) != -1;) {
+    char *end = NULL;
+    switch (c) {
+    case 'c': ok = (k = find(coll_names, optarg)) >= 0 && (b.coll = (coll_kind)k, true); break;
+    case 'o': ok = (k = find(op_names, optarg)) >= 0 && (b.op = (rh_op)k, true); break;
+    case 't': ok = (k = find(type_names, optarg)) >= 0 && (b.dtype = (rh_dtype)k, true); break;
+    case 'r': b.root = (int)strtol(optarg, &end, 10); ok = *optarg && !*end; break;
+    case 'a': ok = parse_size(optarg, &b.min_bytes); break;
+    case 'b': ok = parse_size(optarg, &b.max_bytes); break;
+    case 'm': ok = parse_size(optarg, &b.mem_limit); break;
+    case 'O': out = optarg; break;
+    default: ok = false;
     }
-    if (!v) return usage();
-    i++;
-    if (strcmp(a, "--coll") == 0 && (k = find(coll_names, v)) >= 0) b.coll = (coll_kind)k;
-    else if (strcmp(a, "--op") == 0 && (k = find(op_names, v)) >= 0) b.op = (rh_op)k;
-    else if (strcmp(a, "--dtype") == 0 && (k = find(type_names, v)) >= 0) b.dtype = (rh_dtype)k;
-    else if (strcmp(a, "--root") == 0) b.root = atoi(v);
-    else if (strcmp(a, "--min") == 0 && parse_size(v, &b.min_bytes)) continue;
-    else if (strcmp(a, "--max") == 0 && parse_size(v, &b.max_bytes)) continue;
-    else if (strcmp(a, "--mem-limit") == 0 && parse_size(v, &b.mem_limit)) continue;
-    else if (strcmp(a, "--out") == 0) out = v;
-    else {
-      fprintf(stderr, "rehearsal collective: cannot use %s %s\n", a, v);
-      return usage();
-    }
+    if (!ok && c != '?' && c != ':')
+      fprintf(stderr, "rehearsal collective: cannot use --%s %s\n", options[which].name, optarg);
   }
+  if (ok && optind == argc) file = args[optind];
+  free(args);
+  if (!ok) return usage();
   if (!file || b.min_bytes > b.max_bytes) return usage();
   rh_scenario sc;
   char err[1024];
