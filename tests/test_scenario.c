@@ -460,6 +460,26 @@ static int clear_environment(void **state) {
   return 0;
 }
 
+/* Presets fill what the scenario leaves out, the scenario's keys win, and the network model
+ * follows: NCCL's for a cluster from presets. */
+static void test_presets(void **state) {
+  (void)state;
+  rh_scenario sc;
+  load_ok(GOOD_DIR "/presets_and_defaults.yaml", &sc);
+  assert_int_equal(sc.cluster.gpus_per_node[0], 8);           /* the node preset's */
+  assert_true(fabs(sc.cluster.gpu_flops - 40e12) < 1);         /* the scenario's, over 37 */
+  assert_int_equal(sc.cluster.fabric.arch, RH_ARCH_HOPPER);    /* the GPU preset's */
+  assert_true(fabs(sc.cluster.intra_bw - 370.8e9) < 1);        /* the node preset's */
+  assert_true(fabs(sc.cluster.nic_bw - 50e9) < 1);             /* the network preset's 400 Gbit/s */
+  assert_int_equal(sc.cluster.nics_per_node, 8);
+  assert_true(fabs(sc.cluster.fabric.nvls_efficiency - 0.74) < 1e-12);
+  assert_int_equal(sc.cluster.net_model, RH_NET_NCCL);
+  rh_scenario_free(&sc);
+  load_ok(GOOD_DIR "/one_tensor.yaml", &sc); /* written by hand: the exact network */
+  assert_int_equal(sc.cluster.net_model, RH_NET_EXACT);
+  rh_scenario_free(&sc);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_scenarios_rejected),
@@ -471,6 +491,7 @@ int main(void) {
       cmocka_unit_test(test_default_scenario),
       cmocka_unit_test(test_uneven_hosts),
       cmocka_unit_test(test_layers_realistic),
+      cmocka_unit_test(test_presets),
       cmocka_unit_test(test_environment_then_scenario),
       cmocka_unit_test(test_failure_sections),
   };

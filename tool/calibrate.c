@@ -151,7 +151,7 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Median of measured / model busbw over the large sizes (the top third, at least one). */
+/* Median of measured / model busbw over the large sizes: within 64x of the largest. */
 static double large_ratio(const measured *m, const double *model, int n) {
   double big = 0;
   for (int i = 0; i < n; i++) big = fmax(big, m[i].bytes);
@@ -180,6 +180,11 @@ static const char *scale_bottleneck(rh_cluster *cl, const rh_plan *plan, int ran
   double intra = rh__nccl_bus_bound(cl, (int)ppn, 1, RH_NA_RING);
   double whole = rh__nccl_bus_bound(cl, ranks, cl->nodes, RH_NA_RING);
   if (cl->nodes > 1 && whole < intra) {
+    double nic = cl->nic_bw * f->nic_efficiency;
+    if (f->pcie_bw > 0 && (f->pcie_bw < nic || (f->pcie_bw == nic && ratio > 1))) {
+      f->pcie_bw *= ratio; /* the NICs' PCIe slots are what binds */
+      return "intra.pcie_GBps";
+    }
     double eff = f->nic_efficiency * ratio;
     if (eff <= 1) {
       f->nic_efficiency = eff;
@@ -188,6 +193,10 @@ static const char *scale_bottleneck(rh_cluster *cl, const rh_plan *plan, int ran
       f->nic_efficiency = 1;
     }
     return "network.efficiency";
+  }
+  if (!f->nvlink && f->pcie_bw > 0 && f->pcie_bw <= cl->intra_bw) {
+    f->pcie_bw *= ratio; /* GPUs on PCIe: the slot binds */
+    return "intra.pcie_GBps";
   }
   cl->intra_bw *= ratio;
   if (f->intra_cap > 0) f->intra_cap *= ratio;
@@ -356,13 +365,15 @@ static int fit_step(rh_scenario *sc, double measured_ms) {
     fprintf(stderr, "rehearsal calibrate: %s: the scenario did not run\n", sc->path);
     return 1;
   }
-  double exposed = step - compute, want = measured_ms - exposed;
+  /* the framework's overhead is in compute but does not scale with the GPU's rate */
+  double overhead = sc->compute.overhead * 1e3;
+  double exposed = step - compute, want = measured_ms - exposed - overhead;
   if (!(want > 0)) {
     fprintf(stderr, "rehearsal calibrate: --step-ms %.6g: below the %.6g ms the simulated step "
-                    "waits for communication alone\n", measured_ms, exposed);
+                    "waits for communication and framework alone\n", measured_ms, exposed + overhead);
     return 2;
   }
-  double ratio = compute / want; /* > 1: the GPU is faster than written */
+  double ratio = (compute - overhead) / want; /* > 1: the GPU is faster than written */
   sc->cluster.gpu_flops *= ratio;
   if (sc->compute.peak > 0) {
     sc->compute.peak *= ratio;
