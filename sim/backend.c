@@ -342,9 +342,15 @@ static void point_leave(sim_world *w, audit_point *a) {
  * came.  RH_ERR_TIMEOUT when some member did not come within `timeout` seconds (negative: no
  * limit), RH_ERR_PEER_DEAD when one that did not come died, RH_ERR_ABORTED when the world was
  * abandoned. */
+/* A meeting's record: folded into the point as members arrive (no copy per member). */
+typedef struct meeting {
+  double value;
+  bool ok;
+} meeting;
+
 static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int *ranks,
                             const void *mine, size_t bytes, void *all, uint8_t *arrived,
-                            double timeout) {
+                            meeting *meet, double timeout) {
   bool root_only = key & RH_AUDIT_ROOT; /* all takes rank 0's record alone */
   if (w->aborted) return RH_ERR_ABORTED;
   audit_point *a = NULL;
@@ -375,12 +381,18 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
     a->n = n;
     a->bytes = bytes;
     a->ranks = ranks;
+    a->max_value = -INFINITY;
+    a->all_ok = true;
     a->all_came = sg_sem_init(0);
     w->audits[w->naudits++] = a;
   }
   /* records of another size: still arrive (so nobody waits for this rank), but say so */
   bool same = a->bytes == bytes;
-  if (same) memcpy(a->records + (size_t)me * bytes, mine, bytes);
+  if (same && bytes) memcpy(a->records + (size_t)me * bytes, mine, bytes);
+  if (meet) {
+    a->max_value = fmax(a->max_value, meet->value);
+    a->all_ok = a->all_ok && meet->ok;
+  }
   a->arrived[me] = 1;
   rh_status st = RH_OK;
   double deadline = timeout >= 0 ? simgrid_get_clock() + timeout : -1;
@@ -411,8 +423,14 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
       }
     }
   }
-  if (same) memcpy(all, a->records, (size_t)(root_only ? 1 : n) * bytes);
-  memcpy(arrived, a->arrived, (size_t)n);
+  if (same && all) memcpy(all, a->records, (size_t)(root_only ? 1 : n) * bytes);
+  if (arrived) memcpy(arrived, a->arrived, (size_t)n);
+  if (meet) {
+    meet->value = a->max_value;
+    meet->ok = a->all_ok;
+    for (int i = 0; i < n && st == RH_ERR_TIMEOUT; i++)
+      if (!a->arrived[i] && sim__member_dead(w, ranks[i])) st = RH_ERR_PEER_DEAD;
+  }
   point_leave(w, a);
   return same ? st : RH_ERR_MISMATCH;
 }
@@ -420,36 +438,18 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
 static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
                            uint8_t *arrived, double timeout) {
   return rendezvous(worker_of(ctx)->world, key, ctx->world.n, ctx->rank, ctx->world.ranks, mine,
-                    bytes, all, arrived, timeout);
+                    bytes, all, arrived, NULL, timeout);
 }
 
 static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double *value,
                                 double timeout) {
   uint64_t key = RH_AUDIT_SYNC | ((uint64_t)g->id << 32) | ctx->syncs++;
-  typedef struct record {
-    double value;
-    uint8_t ok;
-  } record;
-  record mine = {value ? *value : 0, ok}, *all = calloc((size_t)g->n, sizeof *all);
-  uint8_t *arrived = calloc((size_t)g->n, 1);
-  if (!all || !arrived) {
-    free(all);
-    free(arrived);
-    return RH_ERR_NOMEM;
-  }
-  memset(&mine, 0, sizeof mine); /* padding: records are compared as bytes */
-  mine.value = value ? *value : 0;
-  mine.ok = ok;
-  rh_status st = rendezvous(worker_of(ctx)->world, key, g->n, g->me, g->ranks, &mine, sizeof mine,
-                            all, arrived, timeout);
-  for (int i = 0; i < g->n && st == RH_OK; i++) {
-    if (!all[i].ok) st = RH_ERR_ABORTED;
-    if (value && all[i].value > *value) *value = all[i].value;
-  }
-  for (int i = 0; i < g->n && st == RH_ERR_TIMEOUT; i++)
-    if (!arrived[i] && sim__member_dead(worker_of(ctx)->world, g->ranks[i])) st = RH_ERR_PEER_DEAD;
-  free(all);
-  free(arrived);
+  /* folded as members arrive: O(1) memory per member, however large the group */
+  meeting m = {value ? *value : -INFINITY, ok};
+  rh_status st = rendezvous(worker_of(ctx)->world, key, g->n, g->me, g->ranks, NULL, 0, NULL,
+                            NULL, &m, timeout);
+  if (st == RH_OK && !m.ok) st = RH_ERR_ABORTED;
+  if (st == RH_OK && value && m.value > *value) *value = m.value;
   return st;
 }
 
