@@ -208,7 +208,7 @@ static void test_bad_measurements(void **state) {
   write_file(cut, "# header\n     1024   256   float   sum   -1   12.5\n");
   assert_int_equal(calibrate(file, "--nccl-tests", cut, out, log), 2);
   char *said = rh_test_slurp(log);
-  assert_non_null(strstr(said, "cut.txt:2: expected an nccl-tests row"));
+  assert_non_null(strstr(said, "cut.txt:2: algbw: expected an nccl-tests row"));
   free(said);
   char *none = path("none.txt");
   write_file(none, "# nothing measured\n");
@@ -221,6 +221,31 @@ static void test_bad_measurements(void **state) {
   assert_non_null(strstr(said, "measured on 2 ranks, but"));
   free(said);
   assert_int_equal(calibrate(file, "--step-ms", "-3", out, log), 2);
+  assert_int_equal(calibrate(file, "--step-ms", "inf", out, log), 2);
+  /* numbers that are not: infinite, hexadecimal, with units */
+  const char *rows[] = {" 1024 256 float sum -1 10.0 0.1 inf 0\n", " 1024 256 float sum -1 0x10 0.1 0.2 0\n",
+                        " 1024 256 float sum -1 10.0 0.1 0.2GB 0\n", " 1024 256 float sum -1 10.0 0.1 -5 0\n"};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char *odd = path("odd.txt");
+    write_file(odd, rows[i]);
+    if (calibrate(file, "--nccl-tests", odd, out, log) != 2) fail_msg("accepted: %s", rows[i]);
+  }
+  /* an INFO line longer than any buffer is not read as rows */
+  char *longline = path("long.txt");
+  FILE *lf = fopen(longline, "w");
+  assert_non_null(lf);
+  fprintf(lf, "node0:1:2 [0] NCCL INFO Channel 00/24 :");
+  for (int i = 0; i < 2000; i++) fprintf(lf, " %d", i % 8);
+  fprintf(lf, " 8589934592 2147483648 float sum -1 1 8589.9 1.0 0\n");
+  fclose(lf);
+  assert_int_equal(calibrate(file, "--nccl-tests", longline, out, log), 2); /* no rows at all */
+  said = rh_test_slurp(log);
+  assert_non_null(strstr(said, "no nccl-tests rows"));
+  free(said);
+  /* --out: not into a folder, not over the measurement, not into a folder that is not there */
+  assert_int_equal(calibrate(file, "--nccl-tests", cut, tmpdir, log), 2);
+  assert_int_equal(calibrate(file, "--nccl-tests", cut, cut, log), 2);
+  assert_int_equal(calibrate(file, "--nccl-tests", cut, path("no/such/dir/p.yaml"), log), 2);
   /* nothing was written */
   FILE *f = fopen(out, "r");
   assert_null(f);

@@ -29,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int usage(void) {
-  fprintf(stderr,
+static int usage_to(FILE *to) {
+  fprintf(to,
           "usage: rehearsal calibrate FILE [--nccl-tests OUT] [--coll allreduce|allgather|broadcast]\n"
           "         [--gemm TABLE] [--step-ms MS] [--out PRESET.yaml]\n"
           "  FILE              the scenario whose cluster the measurements were taken on\n"
@@ -41,25 +41,49 @@ static int usage(void) {
   return 2;
 }
 
+static int usage(void) { return usage_to(stderr); }
+
 /* ---- nccl-tests output ------------------------------------------------------------------------ */
 
 typedef struct measured {
   double bytes, seconds, busbw; /* out of place */
 } measured;
 
+/* A whole whitespace-separated token as a finite number, or false. */
+static bool number(const char *tok, double *v) {
+  char *end;
+  errno = 0;
+  *v = strtod(tok, &end);
+  return tok[0] && !*end && !errno && isfinite(*v) && strncasecmp(tok, "0x", 2) != 0 &&
+         strncasecmp(tok, "-0x", 3) != 0;
+}
+
+/* Splits line into at most max tokens in place; returns how many. */
+static int tokens(char *line, char **tok, int max) {
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < max;
+       t = strtok_r(NULL, " \t\r\n", &save))
+    tok[n++] = t;
+  return n;
+}
+
 /* Reads the rows of an nccl-tests table: lines whose first word is a number; the rest (the
  * `#` header and footer, NCCL's INFO lines) are not rows.  *ranks: the "#  Rank" lines seen. */
 static int read_nccl_tests(const char *path, measured **out, int *nrows, int *ranks, char *coll) {
   FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "rehearsal calibrate: %s: cannot open: %s\n", path, strerror(errno));
+  struct stat st;
+  if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fprintf(stderr, "rehearsal calibrate: %s: cannot read: %s\n", path,
+            f ? "not a regular file" : strerror(errno));
+    if (f) fclose(f);
     return 2;
   }
-  char line[4096];
-  int n = 0, cap = 0, lineno = 0;
+  char *line = NULL;
+  size_t cap_line = 0;
+  int n = 0, cap = 0, lineno = 0, rc = 0;
   measured *rows = NULL;
   *ranks = 0;
-  while (fgets(line, sizeof line, f)) {
+  while (rc == 0 && getline(&line, &cap_line, f) > 0) {
     lineno++;
     char *p = line;
     while (*p == ' ' || *p == '\t') p++;
@@ -69,47 +93,50 @@ static int read_nccl_tests(const char *path, measured **out, int *nrows, int *ra
       if (start) sscanf(start + strlen("Collective test starting:"), " %63s", coll);
       continue;
     }
-    char *end;
-    double size = strtod(p, &end);
-    if (end == p || (*end != ' ' && *end != '\t')) continue; /* not a row */
-    double v[4];
-    char type[32], redop[32];
-    long count, root;
-    if (sscanf(p, "%lf %ld %31s %31s %ld %lf %lf %lf", &v[0], &count, type, redop, &root, &v[1],
-               &v[2], &v[3]) != 8) {
+    char *tok[16];
+    int k = tokens(p, tok, 16);
+    double size, v;
+    if (k == 0 || !number(tok[0], &size)) continue; /* not a row: NCCL's INFO lines, text */
+    /* size count type redop root time algbw busbw #wrong [the in-place four] */
+    static const char *const cols[] = {"size", "count", "type", "redop", "root", "time",
+                                       "algbw", "busbw", "#wrong"};
+    double time = 0, busbw = 0;
+    const char *bad = NULL;
+    if (k < 9) bad = k < 8 ? cols[k] : cols[8];
+    else if (!(size >= 1 && size <= 1e15)) bad = "size";
+    else if (!number(tok[5], &time) || !(time > 0)) bad = "time";
+    else if (!number(tok[7], &busbw) || !(busbw > 0)) bad = "busbw";
+    else if (!number(tok[1], &v) || v < 0) bad = "count";
+    if (bad) {
       fprintf(stderr,
-              "rehearsal calibrate: %s:%d: expected an nccl-tests row \"size count type redop "
-              "root time algbw busbw #wrong ...\", got: %s",
-              path, lineno, line);
-      fclose(f);
-      free(rows);
-      return 2;
-    }
-    if (!(size > 0) || !(v[1] > 0) || !(v[3] >= 0)) {
-      fprintf(stderr, "rehearsal calibrate: %s:%d: size and time must be positive, got: %s", path,
-              lineno, line);
-      fclose(f);
-      free(rows);
-      return 2;
+              "rehearsal calibrate: %s:%d: %s: expected an nccl-tests row \"size count type redop "
+              "root time algbw busbw #wrong ...\" with positive numbers (size in bytes, time in us, "
+              "busbw in GB/s)\n",
+              path, lineno, bad);
+      rc = 2;
+      break;
     }
     if (n == cap) {
       cap = cap ? 2 * cap : 32;
       measured *grown = realloc(rows, (size_t)cap * sizeof *rows);
       if (!grown) {
-        fclose(f);
-        free(rows);
-        return 1;
+        rc = 1;
+        break;
       }
       rows = grown;
     }
-    rows[n++] = (measured){size, v[1] * 1e-6, v[3] * 1e9};
+    rows[n++] = (measured){size, time * 1e-6, busbw * 1e9};
   }
+  free(line);
   fclose(f);
-  if (n == 0) {
+  if (rc == 0 && n == 0) {
     fprintf(stderr, "rehearsal calibrate: %s: no nccl-tests rows (size count type redop root "
                     "time algbw busbw ...)\n", path);
+    rc = 2;
+  }
+  if (rc) {
     free(rows);
-    return 2;
+    return rc;
   }
   *out = rows;
   *nrows = n;
@@ -228,8 +255,8 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
     return 2;
   }
   if (sc->cluster.net_model != RH_NET_NCCL) {
-    fprintf(stderr, "rehearsal calibrate: %s: fits the NCCL model: set cluster.network_model: "
-                    "nccl\n", sc->path);
+    fprintf(stderr, "rehearsal calibrate: %s: cluster.network_model: --nccl-tests fits the NCCL "
+                    "model; set network_model: nccl\n", sc->path);
     free(m);
     return 2;
   }
@@ -286,32 +313,50 @@ static int fit_gemm(rh_scenario *sc, const char *path) {
   }
   /* 1/eff = 1/e + (h/e) (1/W): a line in 1/W */
   double sx = 0, sy = 0, sxx = 0, sxy = 0, w[256], eff[256];
-  int n = 0, lineno = 0;
-  char line[1024];
-  while (fgets(line, sizeof line, f)) {
+  int n = 0, lineno = 0, distinct = 0, rc = 0;
+  char *line = NULL;
+  size_t cap_line = 0;
+  while (rc == 0 && getline(&line, &cap_line, f) > 0) {
     lineno++;
     char *p = line;
     while (*p == ' ' || *p == '\t') p++;
-    if (*p == '#' || *p == '\n' || !*p) continue;
+    if (*p == '#') continue;
+    char *tok[8];
+    int k = tokens(p, tok, 8);
+    if (k == 0) continue;
     double M, N, K, tf;
-    if (sscanf(p, "%lf %lf %lf %lf", &M, &N, &K, &tf) != 4 || M <= 0 || N <= 0 || K <= 0 || tf <= 0) {
-      fprintf(stderr, "rehearsal calibrate: %s:%d: expected \"M N K TFLOPS\", got: %s", path, lineno,
-              line);
-      fclose(f);
-      return 2;
+    bool whole = k == 4 && number(tok[0], &M) && number(tok[1], &N) && number(tok[2], &K) &&
+                 number(tok[3], &tf) && M >= 1 && N >= 1 && K >= 1 && M <= 1e7 && N <= 1e7 &&
+                 K <= 1e7 && M == floor(M) && N == floor(N) && K == floor(K) && tf > 0;
+    if (!whole) {
+      fprintf(stderr, "rehearsal calibrate: %s:%d: expected \"M N K TFLOPS\": three whole sizes "
+                      "and a positive rate\n", path, lineno);
+      rc = 2;
+    } else if (tf * 1e12 > sc->compute.peak) {
+      fprintf(stderr, "rehearsal calibrate: %s:%d: TFLOPS: %g is above the GPU's peak_tflops %g\n",
+              path, lineno, tf, sc->compute.peak / 1e12);
+      rc = 2;
+    } else if (n == 256) {
+      fprintf(stderr, "rehearsal calibrate: %s:%d: more than 256 GEMM sizes\n", path, lineno);
+      rc = 2;
+    } else {
+      w[n] = 2 * M * N * K;
+      bool seen = false;
+      for (int i = 0; i < n; i++) seen = seen || w[i] == w[n];
+      if (!seen) distinct++;
+      eff[n] = tf * 1e12 / sc->compute.peak;
+      double x = 1 / w[n], y = 1 / eff[n];
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
+      n++;
     }
-    if (n == 256) break;
-    w[n] = 2 * M * N * K;
-    eff[n] = tf * 1e12 / sc->compute.peak;
-    double x = 1 / w[n], y = 1 / eff[n];
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    sxy += x * y;
-    n++;
   }
+  free(line);
   fclose(f);
-  if (n < 2) {
+  if (rc) return rc;
+  if (distinct < 2) {
     fprintf(stderr, "rehearsal calibrate: %s: a fit needs two GEMM sizes or more\n", path);
     return 2;
   }
@@ -426,6 +471,61 @@ static char *preset_text(const rh_scenario *sc, const char *sources) {
   return t;
 }
 
+/* Where --out writes: a regular file (through a symbolic link to one), new or not, in a folder
+ * that exists, and not one of the measurement files.  Says why not and returns 1. */
+static int output_target(const char *out, const char *nccl, const char *gemm, char *target,
+                         size_t len) {
+  struct stat st, in;
+  snprintf(target, len, "%s", out);
+  if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode) && !realpath(out, target)) {
+    fprintf(stderr, "rehearsal calibrate: --out %s: a link to nowhere\n", out);
+    return 1;
+  }
+  if (stat(target, &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      fprintf(stderr, "rehearsal calibrate: --out %s: not a regular file\n", out);
+      return 1;
+    }
+    const char *inputs[] = {nccl, gemm};
+    for (int i = 0; i < 2; i++)
+      if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
+        fprintf(stderr, "rehearsal calibrate: --out %s: is the measurement file %s\n", out, inputs[i]);
+        return 1;
+      }
+  }
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", target);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  if (access(slash ? (*dir ? dir : "/") : ".", W_OK) != 0) {
+    fprintf(stderr, "rehearsal calibrate: --out %s: cannot write in %s: %s\n", out,
+            slash ? (*dir ? dir : "/") : ".", strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+/* Every fitted figure finite and positive where the model needs it so; else says which is not. */
+static int figures_sound(const rh_scenario *sc) {
+  const rh_cluster *cl = &sc->cluster;
+  const struct { const char *name; double v; } f[] = {
+      {"gpu.tflops", cl->gpu_flops},         {"intra.bandwidth_GBps", cl->intra_bw},
+      {"network.nic_Gbps", cl->nodes > 1 ? cl->nic_bw : 1},
+      {"network.efficiency", cl->fabric.nic_efficiency},
+      {"intra.nvls_efficiency", cl->fabric.nvls_efficiency > 0 ? cl->fabric.nvls_efficiency : 1},
+      {"intra.pcie_GBps", cl->fabric.pcie_bw > 0 ? cl->fabric.pcie_bw : 1},
+      {"intra.nccl_cap_GBps", cl->fabric.intra_cap > 0 ? cl->fabric.intra_cap : 1},
+      {"gpu.gemm_efficiency", sc->compute.gemm_efficiency > 0 ? sc->compute.gemm_efficiency : 1}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    if (!isfinite(f[i].v) || !(f[i].v > 1e-9) || f[i].v > 1e18 ||
+        (strstr(f[i].name, "efficiency") && f[i].v > 1.0000001)) {
+      fprintf(stderr, "rehearsal calibrate: the fit gives %s = %g, which no cluster has: check the "
+                      "measurements\n", f[i].name, f[i].v);
+      return 2;
+    }
+  return 0;
+}
+
 int rh_cmd_calibrate(int argc, char **argv) {
   static const struct option options[] = {
       {"nccl-tests", required_argument, NULL, 'n'}, {"coll", required_argument, NULL, 'c'},
@@ -442,22 +542,41 @@ int rh_cmd_calibrate(int argc, char **argv) {
   int c;
   while ((c = getopt_long(argc + 1, args, "", options, NULL)) != -1) {
     switch (c) {
-    case 'n': nccl = optarg; break;
-    case 'g': gemm = optarg; break;
-    case 'o': out = optarg; break;
+    case 'n':
+    case 'g':
+    case 'o': {
+      const char **slot = c == 'n' ? &nccl : c == 'g' ? &gemm : &out;
+      if (*slot) {
+        fprintf(stderr, "rehearsal calibrate: --%s given twice\n",
+                c == 'n' ? "nccl-tests" : c == 'g' ? "gemm" : "out");
+        free(args);
+        return 2;
+      }
+      *slot = optarg;
+      break;
+    }
     case 'c':
       if (strcmp(optarg, "allreduce") && strcmp(optarg, "broadcast") && strcmp(optarg, "allgather")) {
+        fprintf(stderr, "rehearsal calibrate: --coll: expected allreduce, broadcast or allgather, "
+                        "got \"%s\"\n", optarg);
         free(args);
-        return usage();
+        return 2;
       }
       coll = optarg;
       break;
+    case 'h':
+      free(args);
+      usage_to(stdout);
+      return 0;
     case 's': {
-      char *end;
-      step_ms = strtod(optarg, &end);
-      if (*end || !(step_ms > 0)) {
-        fprintf(stderr, "rehearsal calibrate: --step-ms: expected milliseconds > 0, got \"%s\"\n",
-                optarg);
+      if (step_ms > 0) {
+        fprintf(stderr, "rehearsal calibrate: --step-ms given twice\n");
+        free(args);
+        return 2;
+      }
+      if (!number(optarg, &step_ms) || !(step_ms > 0) || step_ms > 1e9) {
+        fprintf(stderr, "rehearsal calibrate: --step-ms: expected milliseconds > 0 (up to 1e9), "
+                        "got \"%s\"\n", optarg);
         free(args);
         return 2;
       }
@@ -469,6 +588,8 @@ int rh_cmd_calibrate(int argc, char **argv) {
   const char *file = optind == argc ? args[optind] : NULL;
   free(args);
   if (!file || (!nccl && !gemm && step_ms <= 0)) return usage();
+  char target[4096];
+  if (out && output_target(out, nccl, gemm, target, sizeof target)) return 2;
   rh_scenario sc;
   char err[1024];
   if (rh_scenario_load(file, &sc, err, sizeof err) != RH_OK) {
@@ -496,17 +617,20 @@ int rh_cmd_calibrate(int argc, char **argv) {
     snprintf(sources + strlen(sources), sizeof sources - strlen(sources),
              "%sa measured step of %.6g ms", *sources ? ", " : "", step_ms);
   }
+  if (!rc) rc = figures_sound(&sc);
   char *text = rc ? NULL : preset_text(&sc, sources);
   if (!rc && !text) rc = 1;
-  if (!rc && out) { /* through a temporary file, so that no half preset is ever read */
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    FILE *f = fopen(tmp, "w");
+  if (!rc && out) { /* through a temporary file beside it, so that no half preset is ever read */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", target);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     bool ok = f && fputs(text, f) >= 0;
     if (f && fclose(f) != 0) ok = false;
-    if (!ok || rename(tmp, out) != 0) {
+    if (f) chmod(tmp, 0644);
+    if (!ok || rename(tmp, target) != 0) {
       fprintf(stderr, "rehearsal calibrate: %s: cannot write: %s\n", out, strerror(errno));
-      unlink(tmp);
+      if (fd >= 0) unlink(tmp);
       rc = 1;
     } else {
       printf("# wrote %s\n", out);

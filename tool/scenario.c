@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- schema ------------------------------------------------------------------------------- */
 
@@ -103,7 +104,7 @@ static const field gpu_fields[] = {
     NUM("nccl_slowdown", false, 0, false, 0.9, 1, cluster.nccl_slowdown),
     NUM("peak_tflops", false, 0, false, 1e9, 1e12, compute.peak),
     NUM("memory_GBps", false, 0, false, 1e9, 1e9, compute.memory_bw),
-    NUM("gemm_efficiency", false, 0, true, 1, 1, compute.gemm_efficiency),
+    NUM("gemm_efficiency", false, 0.001, false, 1, 1, compute.gemm_efficiency),
     NUM("gemm_half_gflop", false, 0, false, 1e9, 1e9, compute.gemm_half),
     PRESET("preset", false, NULL, PRESET_GPU),
     END};
@@ -327,11 +328,11 @@ static bool parse_number(const char *s, double *out) {
 static void describe_range(char *buf, size_t len, const field *f, bool integer) {
   const char *what = integer ? "an integer" : "a number";
   if (f->max >= 1e9)
-    snprintf(buf, len, "%s %s %.17g", what, f->min_open ? ">" : ">=", f->min);
+    snprintf(buf, len, "%s %s %.15g", what, f->min_open ? ">" : ">=", f->min);
   else if (f->min_open)
-    snprintf(buf, len, "%s > %.17g and <= %.17g", what, f->min, f->max);
+    snprintf(buf, len, "%s > %.15g and <= %.15g", what, f->min, f->max);
   else
-    snprintf(buf, len, "%s from %.17g to %.17g", what, f->min, f->max);
+    snprintf(buf, len, "%s from %.15g to %.15g", what, f->min, f->max);
 }
 
 /* Parses a number scalar for f, checking type and range. */
@@ -657,9 +658,11 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
       walk_map(w, w->key, n, kids, name);
       return;
     }
-    if (n->type != YAML_SCALAR_NODE || !*scalar(n)) {
+    bool empty = n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+                 (!*scalar(n) || !strcmp(scalar(n), "~") || !strcmp(scalar(n), "null"));
+    if (n->type != YAML_SCALAR_NODE || !*scalar(n) || empty) {
       fail(w, n, name, "expected the name of a %s preset%s, got %s", preset_kinds[f->setting],
-           fills_parent ? "" : " or a mapping", type_word(n));
+           fills_parent ? "" : " or a mapping", empty || !*scalar(n) ? "nothing" : type_word(n));
       return;
     }
     char prefix[160];
@@ -796,6 +799,12 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
     return;
   }
   FILE *f = fopen(path, "rb");
+  struct stat fst;
+  if (f && (fstat(fileno(f), &fst) != 0 || !S_ISREG(fst.st_mode))) {
+    fclose(f);
+    fail(w, n, name, "the %s preset %s is not a regular file", kind, path);
+    return;
+  }
   if (!f) {
     char list[512];
     preset_list(dir, list, sizeof list);
@@ -829,6 +838,16 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
   else
     walk_map(&sub, NULL, top, kids, prefix);
   if (sub.failed) fail(w, n, name, "in preset %s", inner);
+  if (!w->failed) { /* one part per file: a second document is a mistake, not ignored */
+    yaml_document_t more;
+    if (yaml_parser_load(&parser, &more)) {
+      yaml_node_t *r2 = yaml_document_get_root_node(&more);
+      if (r2)
+        fail(w, n, name, "in preset %s:%d: a second YAML document; a preset holds one", path,
+             (int)r2->start_mark.line + 1);
+      yaml_document_delete(&more);
+    }
+  }
   w->sc->presets_used++;
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
@@ -1030,6 +1049,16 @@ static void check_whole(walker *w) {
   cl->storage_latency = sc->storage.latency;
   if (w->failed) return;
   w->key = NULL;
+  if (sc->compute.peak > 0 && sc->compute.peak < 1e9) {
+    fail(w, node_at(w->doc, "cluster.gpu.peak_tflops"), "cluster.gpu.peak_tflops",
+         "%g is below any GPU's (0: no roofline)", sc->compute.peak / 1e12);
+    return;
+  }
+  if (sc->settings.value[RH_SETTING_CYCLE_TIME] > 10) {
+    fail(w, node_at(w->doc, "collective.cycle_time"), "collective.cycle_time",
+         "%g s: Horovod's cycle is milliseconds (at most 10 s)", sc->settings.value[RH_SETTING_CYCLE_TIME]);
+    return;
+  }
   int algo = (int)sc->settings.value[RH_SETTING_ALGORITHM];
   if (cl->net_model != RH_NET_NCCL && (algo == RH_ALGO_TREE || algo == RH_ALGO_NVLS)) {
     fail(w, node_at(w->doc, "collective.algorithm"), "collective.algorithm",
