@@ -346,6 +346,7 @@ struct rh_request {
   void **group;   /* group: the tensors (a copy, owned; NULL: timing-only) */
   int ngroup;     /* group: how many; -1 for a single buffer */
   bool invalid;   /* this rank's arguments are wrong */
+  double submitted; /* when it was issued */
   rh_task *task;
 };
 
@@ -580,11 +581,17 @@ static rh_status execute(rh_request *r) {
   rh_status st = negotiate(ctx, r->seq, &d);
   if (st == RH_OK && r->invalid) st = RH_ERR_INVALID; /* without negotiation: this rank alone */
   /* Horovod's background loop takes up what was submitted once per cycle (simulators: real
-   * targets keep their own time) */
+   * targets keep their own time): a collective submitted before the running round began goes in
+   * it; one that waited behind the round starts the next as soon as the cycle has passed; one
+   * submitted to an idle loop starts on the loop's next tick */
   double cycle = rh_setting(ctx, RH_SETTING_CYCLE_TIME);
-  if (st == RH_OK && r->kind != K_BARRIER && cycle > 0 && ctx->ops->model_sync) {
-    double now = ctx->ops->now(ctx), tick = ceil(now / cycle) * cycle;
-    if (tick > now) st = ctx->ops->sleep(ctx, tick - now);
+  if (st == RH_OK && r->kind != K_BARRIER && cycle > 0 && ctx->ops->model_sync &&
+      r->submitted > ctx->round) {
+    double now = ctx->ops->now(ctx), start;
+    if (r->submitted < now) start = fmax(ctx->round + cycle, now);
+    else start = ctx->round + cycle * fmax(1, ceil((now - ctx->round) / cycle));
+    ctx->round = start;
+    if (start > now) st = ctx->ops->sleep(ctx, start - now);
   }
   bool occupied = st == RH_OK && r->kind != K_BARRIER && ctx->ops->occupy && ctx->world.n > 1;
   if (occupied) ctx->ops->occupy(ctx, true);
@@ -625,6 +632,7 @@ static rh_status submit(rh_request *r, rh_request **out) {
     return RH_ERR_UNSUPPORTED;
   }
   r->seq = ctx->seq++;
+  r->submitted = ctx->ops->now(ctx);
   if (r->opts.name) {
     snprintf(r->name, sizeof r->name, "%s", r->opts.name);
     r->opts.name = r->name;

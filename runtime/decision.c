@@ -269,3 +269,7 @@ const char *rh__plan_name(const rh_plan *plan, char *buf, size_t len) {
     snprintf(buf, len, "%s", algo_names[plan->algo]);
   return buf;
 }
+
+double rh_predict_allreduce(const rh_ctx *ctx, size_t bytes) {
+  return rh__plan(ctx, RH_NC_ALLREDUCE, bytes).seconds;
+}

@@ -390,6 +390,7 @@ struct rh_ctx {
   uint32_t audits;           /* audits (negotiations and checks) issued so far */
   uint32_t syncs;            /* coarse-grain rendezvous taken so far */
   uint32_t inflight;         /* requests issued and not yet waited */
+  double round;              /* Horovod's cycle: when this rank's last round of collectives began */
   char last_error[1024];      /* detail of the last failure, for rh_last_error */
   rh_group world, node, cross;
   /* failures and elastic training */

@@ -163,6 +163,11 @@ rh_status rh_allgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t 
 /* Returns once every rank has entered. */
 rh_status rh_barrier(rh_ctx *ctx);
 
+/* Seconds an allreduce of `bytes` takes by the cost model that times this job, for what the
+ * runtime would run (its algorithm and protocol); NaN where there is no cluster description (real
+ * hardware).  Costs nothing; the same on every rank. */
+double rh_predict_allreduce(const rh_ctx *ctx, size_t bytes);
+
 /* ---- checking ---------------------------------------------------------------------------- */
 
 /* Before each collective the ranks agree on what it is (kind, type, op, count, root, scale

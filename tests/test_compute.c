@@ -176,6 +176,40 @@ static void test_cycle_tick(void **state) {
   assert_near(on_tick - at_once, 0.002, 1e-9);
 }
 
+/* Rounds: A and B submitted at 3 ms go in the 5 ms round, one after the other; C, submitted
+ * while they run, starts as soon as they are done (the cycle has long passed): only the first
+ * tick delays anything. */
+static int rounds_rank(rh_ctx *ctx, void *arg) {
+  ticked *k = arg;
+  rh_request *a = NULL, *b = NULL, *c = NULL;
+  if (rh_compute(ctx, 1e13 * 0.003) != RH_OK) return 1;
+  if (rh_iallreduce(ctx, NULL, NULL, 256 << 20, RH_FLOAT32, RH_SUM, NULL, &a) != RH_OK) return 1;
+  if (rh_iallreduce(ctx, NULL, NULL, 1 << 20, RH_FLOAT32, RH_SUM, NULL, &b) != RH_OK) return 1;
+  if (rh_compute(ctx, 1e13 * 0.004) != RH_OK) return 1;
+  if (rh_iallreduce(ctx, NULL, NULL, 1 << 20, RH_FLOAT32, RH_SUM, NULL, &c) != RH_OK) return 1;
+  if (rh_wait(a) != RH_OK || rh_wait(b) != RH_OK || rh_wait(c) != RH_OK) return 1;
+  if (rh_rank(ctx) == 0) *k->end = rh_time(ctx);
+  return 0;
+}
+
+static void test_cycle_rounds(void **state) {
+  (void)state;
+  double end[2];
+  for (int i = 0; i < 2; i++) {
+    rh_cluster cl = rh_test_cluster(1, 2, NULL);
+    rh_settings s = rh_test_settings(600);
+    s.value[RH_SETTING_CYCLE_TIME] = i ? 0.005 : 0;
+    double *shared = rh_test_shared(sizeof(double));
+    ticked k = {shared};
+    assert_int_equal(rh_test_simulate(&cl, &s, rounds_rank, &k, NULL), 0);
+    end[i] = *shared;
+    free(cl.gpus_per_node);
+  }
+  print_message("three allreduces end at %.9f s at once, %.9f s in rounds of 5 ms\n", end[0], end[1]);
+  assert_true(end[0] > 0.0075); /* A outlasts the 7 ms of compute: C waits behind it */
+  assert_near(end[1] - end[0], 0.002, 1e-9);
+}
+
 /* Four layers of 3 ms of backward each, a 5 ms cycle and no threshold to speak of: ready at 3, 6,
  * 9 and 12 ms, the cycles 0, 1, 1 and 2 make three buckets: the last layer, the middle two, the
  * first. */
@@ -222,6 +256,7 @@ int main(void) {
       cmocka_unit_test(test_step_compute),
       cmocka_unit_test(test_nccl_share),
       cmocka_unit_test(test_cycle_tick),
+      cmocka_unit_test(test_cycle_rounds),
       cmocka_unit_test(test_cycle_buckets),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -272,6 +272,55 @@ static rh_status forward(rank_state *s, long n) {
   return st;
 }
 
+/* Horovod's background loop over one backward pass, played on nominal times so that every rank
+ * finds the same buckets: a round every `cycle` seconds takes the gradients ready by then, fused
+ * up to the threshold, and the next round comes when the cycle has passed and this round's
+ * allreduces (the cost model's time) are done, so what became ready meanwhile goes together.
+ * Returns, per position of the walking order, whether a bucket ends there (caller frees). */
+static int *plan_rounds(const rank_state *s, const int *order, long n, double threshold,
+                        double cycle) {
+  const rh_train_config *cfg = s->cfg;
+  int nt = s->ntensors;
+  int *ends = calloc((size_t)(nt ? nt : 1), sizeof *ends);
+  double *ready = malloc((size_t)(nt ? nt : 1) * sizeof *ready);
+  if (!ends || !ready) {
+    free(ends);
+    free(ready);
+    return NULL;
+  }
+  double t = 0;
+  for (int i = 0; i < nt; i++) {
+    t += layer_charge(s, order[i], n, true) / cfg->gpu.sustained;
+    ready[i] = t;
+  }
+  double round = 0;
+  for (int next = 0; next < nt;) {
+    double busy = 0, count = 0;
+    int i = next;
+    for (; i < nt && ready[i] <= round; i++) {
+      double c = (double)s->tensors[order[i]].count;
+      if (count > 0 && count + c > threshold) { /* full: a bucket of this round ends before i */
+        ends[i - 1] = 1;
+        double b = rh_predict_allreduce(s->ctx, (size_t)(count * sizeof(float)));
+        busy += b > 0 ? b : 0;
+        count = 0;
+      }
+      count += c;
+    }
+    if (i == next) { /* nothing ready: the idle rounds until something is */
+      round += cycle * fmax(1, ceil((ready[next] - round) / cycle));
+      continue;
+    }
+    ends[i - 1] = 1;
+    double b = rh_predict_allreduce(s->ctx, (size_t)(count * sizeof(float)));
+    busy += b > 0 ? b : 0;
+    next = i;
+    round = fmax(round + cycle, round + busy);
+  }
+  free(ready);
+  return ends;
+}
+
 /* Issues the bucket being filled (the skipping mistake leaves out the first) and starts the next
  * at tensor `next` of the walking order. */
 static rh_status close_bucket(rank_state *s, const int *order, bucket *buckets, int *nb,
@@ -314,21 +363,17 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   for (int i = 0; i < nt; i++) order[i] = mismatch ? i : nt - 1 - i;
   int nb = 0;
   bucket cur = {0};
-  double cycle = rh_setting(ctx, RH_SETTING_CYCLE_TIME), ready = 0;
-  long window = 0;
+  double cycle = rh_setting(ctx, RH_SETTING_CYCLE_TIME);
+  int *ends = cycle > 0 ? plan_rounds(s, order, n, threshold, cycle) : NULL;
   for (int i = 0; i < nt && st == RH_OK; i++) {
     const train_tensor *t = &s->tensors[order[i]];
-    double charge = layer_charge(s, order[i], n, true);
-    if (cycle > 0) {
-      /* Horovod's cycle: gradients ready within one cycle go out together, on its tick, so a
-       * bucket of an earlier cycle leaves before this tensor's backward (nominal times: the same
-       * grouping on every rank, stragglers or not) */
-      ready += charge / cfg->gpu.sustained;
-      long w = (long)floor(ready / cycle);
-      if (cur.to > cur.from && w != window) st = close_bucket(s, order, buckets, &nb, &cur, i, skip);
-      window = w;
+    st = rh_compute(ctx, layer_charge(s, order[i], n, true));
+    if (ends) { /* Horovod's rounds decided where buckets end */
+      cur.to = i + 1;
+      cur.count += t->count;
+      if (st == RH_OK && ends[i]) st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip);
+      continue;
     }
-    if (st == RH_OK) st = rh_compute(ctx, charge);
     if (st == RH_OK && cur.to > cur.from && (double)(cur.count + t->count) > threshold)
       st = close_bucket(s, order, buckets, &nb, &cur, i, skip);
     cur.to = i + 1;
@@ -336,6 +381,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     if (st == RH_OK && (double)cur.count >= threshold)
       st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip);
   }
+  free(ends);
   *t_compute = rh_time(ctx);
   if (st == RH_OK && cur.to > cur.from) st = close_bucket(s, order, buckets, &nb, &cur, nt, skip);
   rh_status first = st;
