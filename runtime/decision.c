@@ -205,9 +205,7 @@ static rh_plan nccl_best(const rh_ctx *ctx, const rh_cluster *cl, rh_nccl_coll c
         best.nproto = p;
         best.seconds = pr.seconds;
         best.latency = pr.latency;
-        best.hops = a == RH_NA_RING ? (coll == RH_NC_ALLREDUCE ? 2 * (ranks - 1) : ranks - 1)
-                    : a == RH_NA_TREE ? 2 * (ranks / nodes - 1 + (int)ceil(log2(nodes)))
-                                      : 2;
+        best.hops = pr.hops;
       }
     }
   }

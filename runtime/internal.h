@@ -519,12 +519,16 @@ extern const char *const rh_nccl_proto_names[RH_NP_COUNT]; /* "ll", "ll128", "si
  * algorithm bandwidth (bytes/s of the user's buffer), bus the bus bandwidth it stands for. */
 typedef struct rh_nccl_price {
   double latency, bandwidth, bus, fill, seconds; /* seconds NaN: not available here */
+  int hops; /* messages in a row along the critical path */
 } rh_nccl_price;
 
 /* The price of `coll` on `bytes` over `ranks` ranks on `nodes` nodes (ppn = ranks / nodes) of
  * the cluster, by algorithm and protocol. */
 rh_nccl_price rh__nccl_price(const rh_cluster *cl, rh_nccl_coll coll, int ranks, int nodes,
                              rh_nccl_algo algo, rh_nccl_proto proto, double bytes);
+/* nccl-tests' busbw / algbw factor: 2(p-1)/p for allreduce, (p-1)/p for allgather and
+ * reduce-scatter, 1 for broadcast. */
+double rh__nccl_bus_factor(rh_nccl_coll coll, int ranks);
 /* The largest bus bandwidth `algo` can show on this cluster: its bottleneck link's. */
 double rh__nccl_bus_bound(const rh_cluster *cl, int ranks, int nodes, rh_nccl_algo algo);
 

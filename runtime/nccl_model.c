@@ -84,6 +84,12 @@ static double net_bus(const rh_cluster *cl, int ppn, int nodes) {
   return bw;
 }
 
+double rh__nccl_bus_factor(rh_nccl_coll coll, int ranks) {
+  return coll == RH_NC_ALLREDUCE ? 2.0 * (ranks - 1) / ranks
+         : coll == RH_NC_BROADCAST ? 1.0
+                                   : (double)(ranks - 1) / ranks;
+}
+
 double rh__nccl_bus_bound(const rh_cluster *cl, int ranks, int nodes, rh_nccl_algo algo) {
   int ppn = nodes > 0 ? ranks / nodes : ranks;
   double bw = INFINITY;
@@ -110,7 +116,7 @@ static bool available(const rh_cluster *cl, rh_nccl_coll coll, int ranks, int no
 
 rh_nccl_price rh__nccl_price(const rh_cluster *cl, rh_nccl_coll coll, int ranks, int nodes,
                              rh_nccl_algo algo, rh_nccl_proto proto, double bytes) {
-  rh_nccl_price pr = {0, 0, 0, 0, NAN};
+  rh_nccl_price pr = {0, 0, 0, 0, NAN, 0};
   if (ranks < 2) {
     pr.seconds = 0;
     return pr;
@@ -174,6 +180,9 @@ rh_nccl_price rh__nccl_price(const rh_cluster *cl, rh_nccl_coll coll, int ranks,
     lat += hw_lat[HW_NVLINK][a][p];
   }
   pr.latency = lat * 1e-6;
+  pr.hops = algo == RH_NA_RING ? (coll == RH_NC_ALLREDUCE ? 2 * (ranks - 1) : ranks - 1)
+            : algo == RH_NA_TREE ? 2 * (ppn - 1 + (int)ceil(log2(nodes)))
+                                 : 2;
   pr.bandwidth = algbw;
   pr.bus = bus * 1e9;
   pr.fill = stages * fmin(chunk_bytes[p], bytes / ranks) / (algo == RH_NA_NVLS ? algbw : pr.bus);

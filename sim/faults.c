@@ -160,16 +160,8 @@ static void set_speed(sim_job *job, int slot) {
 }
 
 bool sim__injector_link_down(const sim_job *job, int slot) {
-  const rh_fault_plan *plan = job->faults;
-  if (!plan || !job->injector) return false;
-  int node = job->node_of_slot[slot];
-  for (int i = 0; i < plan->nfaults; i++) {
-    const rh_fault *f = &plan->faults[i];
-    if (!job->injector->armed[i].active || f->kind != RH_FAULT_LINK_DOWN || f->node != node) continue;
-    if (f->uplink && job->nnodes > 1) return true;
-    if (!f->uplink && rh_cluster_first_slot(job->cluster, node) + f->gpu == slot) return true;
-  }
-  return false;
+  double factor, extra;
+  return !sim__injector_links(job, &slot, 1, job->nnodes > 1, &factor, &extra);
 }
 
 bool sim__injector_links(const sim_job *job, const int *slots, int n, bool across,

@@ -131,16 +131,32 @@ static void same_busbw(json_t *a, json_t *b, double rel) {
   }
 }
 
+/* nccl-tests output made on the `truth` cluster, calibrated against the `written` one into
+ * TAG-fitted.yaml (*fitted); returns the measured rows (caller decrefs). */
+static json_t *measure_and_fit(const char *tag, const char *truth, const char *written, int ranks,
+                               char **fitted) {
+  char name[64];
+  snprintf(name, sizeof name, "%s-truth", tag);
+  json_t *measured = sweep(scenario(name, truth), name);
+  snprintf(name, sizeof name, "%s.txt", tag);
+  char *txt = path(name);
+  as_nccl_tests(measured, ranks, txt);
+  snprintf(name, sizeof name, "%s-fitted.yaml", tag);
+  *fitted = path(name);
+  snprintf(name, sizeof name, "%s-written", tag);
+  char *file = scenario(name, written);
+  snprintf(name, sizeof name, "%s.log", tag);
+  assert_int_equal(calibrate(file, "--nccl-tests", txt, *fitted, path(name)), 0);
+  return measured;
+}
+
 static void test_nvlink_round_trip(void **state) {
   (void)state;
   /* measured: a DGX A100 whose NVLink moves 200 GB/s, not NCCL's 235 */
-  char *truth = scenario("truth1", "  node: dgx-a100\n  nodes: 1\n  intra: {bandwidth_GBps: 200, "
-                                   "nccl_cap_GBps: 0}\n");
-  json_t *measured = sweep(truth, "truth1");
-  char *txt = path("a100.txt"), *fitted = path("a100-fitted.yaml"), *log = path("a100.log");
-  as_nccl_tests(measured, 8, txt);
-  char *written = scenario("written1", "  node: dgx-a100\n  nodes: 1\n");
-  assert_int_equal(calibrate(written, "--nccl-tests", txt, fitted, log), 0);
+  char *fitted;
+  json_t *measured = measure_and_fit("a100", "  node: dgx-a100\n  nodes: 1\n  intra: "
+                                             "{bandwidth_GBps: 200, nccl_cap_GBps: 0}\n",
+                                     "  node: dgx-a100\n  nodes: 1\n", 8, &fitted);
   /* the ceiling that binds is fitted to the measured 200 */
   double cap = preset_value(fitted, "nccl_cap_GBps");
   print_message("fitted nccl_cap_GBps %.6f (measured cluster: 200)\n", cap);
@@ -156,13 +172,10 @@ static void test_nvlink_round_trip(void **state) {
 static void test_nic_round_trip(void **state) {
   (void)state;
   /* measured: two DGX A100 whose NICs reach 80% of line rate */
-  char *truth = scenario("truth2", "  node: dgx-a100\n  nodes: 2\n  network: {preset: ib-hdr-200g, "
-                                   "nics_per_node: 8, efficiency: 0.8}\n");
-  json_t *measured = sweep(truth, "truth2");
-  char *txt = path("nic.txt"), *fitted = path("nic-fitted.yaml"), *log = path("nic.log");
-  as_nccl_tests(measured, 16, txt);
-  char *written = scenario("written2", "  node: dgx-a100\n  nodes: 2\n");
-  assert_int_equal(calibrate(written, "--nccl-tests", txt, fitted, log), 0);
+  char *fitted;
+  json_t *measured = measure_and_fit("nic", "  node: dgx-a100\n  nodes: 2\n  network: {preset: "
+                                            "ib-hdr-200g, nics_per_node: 8, efficiency: 0.8}\n",
+                                     "  node: dgx-a100\n  nodes: 2\n", 16, &fitted);
   double eff = preset_value(fitted, "efficiency");
   print_message("fitted network efficiency %.6f (measured cluster: 0.8)\n", eff);
   assert_true(fabs(eff - 0.8) < 1e-4);

@@ -203,12 +203,7 @@ static void test_auto_sweep_model(void **state) {
     int p = s->nodes * s->ppn;
     for (double bytes = 8; bytes <= 8.6e9; bytes *= 2) {
       rh_plan plan = rh__plan(&ctx, RH_NC_ALLREDUCE, (size_t)bytes);
-      double best = INFINITY;
-      for (int a = 0; a < RH_NA_COUNT; a++)
-        for (int q = 0; q < RH_NP_COUNT; q++) {
-          rh_nccl_price pr = rh__nccl_price(&cl, RH_NC_ALLREDUCE, p, s->nodes, a, q, bytes);
-          if (pr.seconds >= 0 && pr.seconds < best) best = pr.seconds;
-        }
+      double best = cheapest(&cl, RH_NC_ALLREDUCE, p, s->nodes, bytes);
       if (plan.seconds != best)
         fail_msg("%s, %.0f B: auto priced %.9g s, the cheapest is %.9g s", s->what, bytes,
                  plan.seconds, best);

@@ -145,30 +145,13 @@ static int read_nccl_tests(const char *path, measured **out, int *nrows, int *ra
 
 /* ---- the model's view ------------------------------------------------------------------------- */
 
-typedef struct view {
-  rh_topology topo;
-  rh_ctx ctx;
-} view;
-
-static int view_init(view *v, const rh_scenario *sc) {
-  if (rh_topology_init(&v->topo, sc->cluster.gpus_per_node, sc->cluster.nodes) != RH_OK) return 1;
-  rh_ctx_init(&v->ctx, 0, &v->topo, &sc->settings, &sc->cluster, NULL, NULL);
-  return 0;
-}
-
-static double bus_factor(rh_nccl_coll coll, int p) {
-  return coll == RH_NC_ALLREDUCE   ? 2.0 * (p - 1) / p
-         : coll == RH_NC_ALLGATHER ? (double)(p - 1) / p
-                                   : 1.0;
-}
-
 /* The model's busbw for each measured size, and the plan at the largest. */
-static void predict(view *v, rh_nccl_coll coll, const measured *m, int n, double *busbw,
+static void predict(rh_scenario_view *v, rh_nccl_coll coll, const measured *m, int n, double *busbw,
                     rh_plan *largest) {
   int p = v->ctx.world.n;
   for (int i = 0; i < n; i++) {
     rh_plan plan = rh__plan(&v->ctx, coll, (size_t)m[i].bytes);
-    busbw[i] = m[i].bytes / plan.seconds * bus_factor(coll, p);
+    busbw[i] = m[i].bytes / plan.seconds * rh__nccl_bus_factor(coll, p);
     if (i == 0 || m[i].bytes >= m[n - 1].bytes) *largest = plan;
   }
 }
@@ -260,9 +243,9 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
     free(m);
     return 2;
   }
-  view v;
+  rh_scenario_view v;
   double *before = malloc((size_t)n * sizeof *before), *after = malloc((size_t)n * sizeof *after);
-  if (!before || !after || view_init(&v, sc)) {
+  if (!before || !after || rh_scenario_view_init(sc, &v) != RH_OK) {
     free(m);
     free(before);
     free(after);

@@ -19,6 +19,7 @@
 
 typedef enum { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER } coll_kind;
 static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", NULL};
+static const rh_nccl_coll coll_models[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER};
 static const char *const op_names[] = {"sum", "avg", "min", "max", NULL};
 static const char *const type_names[] = {"float", "double", "half", "int32", NULL};
 
@@ -169,8 +170,7 @@ static int bench_rank(rh_ctx *ctx, void *arg) {
     if (st == RH_OK) st = rh_allreduce(ctx, &elapsed, &elapsed, 1, RH_FLOAT64, RH_MAX, NULL);
     if (st == RH_OK) st = rh_allreduce(ctx, &w, &w, 1, RH_INT32, RH_SUM, NULL);
     if (me == 0 && st == RH_OK) {
-      static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER};
-      rh_plan plan = rh__plan(ctx, kinds[b->coll], out_count * esz);
+      rh_plan plan = rh__plan(ctx, coll_models[b->coll], out_count * esz);
       rh__plan_name(&plan, b->algo[row], sizeof b->algo[row]);
       b->size[row] = (double)(out_count * esz);
       b->time[row] = elapsed;
@@ -269,9 +269,7 @@ int rh_cmd_collective(int argc, char **argv) {
     return rc;
   }
 
-  double factor = b.coll == COLL_ALLREDUCE ? 2.0 * (n - 1) / n
-                  : b.coll == COLL_ALLGATHER ? (double)(n - 1) / n
-                                             : 1.0;
+  double factor = rh__nccl_bus_factor(coll_models[b.coll], n);
   size_t cap = 4096 + (size_t)b.rows * 128;
   char *table = malloc(cap);
   size_t len = 0;

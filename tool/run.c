@@ -25,15 +25,13 @@
  * Returns the sum of the buckets' times and the algorithm of the largest. */
 static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, json_t *jb,
                            char *largest, size_t len) {
-  rh_topology topo;
+  rh_scenario_view view;
   snprintf(largest, len, "-");
-  if (rh_topology_init(&topo, sc->cluster.gpus_per_node, sc->cluster.nodes) != RH_OK) return NAN;
-  rh_ctx ctx;
-  rh_ctx_init(&ctx, 0, &topo, &sc->settings, &sc->cluster, NULL, NULL);
+  if (rh_scenario_view_init(sc, &view) != RH_OK) return NAN;
   double total = 0, most = -1;
   for (int i = 0; i < res->buckets_per_step && res->bucket_bytes; i++) {
     double bytes = res->bucket_bytes[i];
-    rh_plan plan = rh__plan(&ctx, RH_NC_ALLREDUCE, (size_t)bytes);
+    rh_plan plan = rh__plan(&view.ctx, RH_NC_ALLREDUCE, (size_t)bytes);
     char name[32];
     rh__plan_name(&plan, name, sizeof name);
     total += plan.seconds;
@@ -46,7 +44,7 @@ static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, js
     json_array_append_new(jb, json_pack("{s:f, s:s, s:f}", "bytes", bytes, "algorithm", name,
                                         "model_ms", plan.seconds * 1e3));
   }
-  rh_topology_free(&topo);
+  rh_topology_free(&view.topo);
   return total;
 }
 

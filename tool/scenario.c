@@ -1162,6 +1162,12 @@ static void check_whole(walker *w) {
 
 int rh_scenario_size(const rh_scenario *sc) { return rh_cluster_size(&sc->cluster); }
 
+rh_status rh_scenario_view_init(const rh_scenario *sc, rh_scenario_view *view) {
+  rh_status st = rh_topology_init(&view->topo, sc->cluster.gpus_per_node, sc->cluster.nodes);
+  if (st == RH_OK) rh_ctx_init(&view->ctx, 0, &view->topo, &sc->settings, &sc->cluster, NULL, NULL);
+  return st;
+}
+
 long rh_scenario_steps_per_epoch(const rh_scenario *sc) {
   return rh_recipe_steps_per_epoch((rh_steps_rule)sc->recipe.steps_rule, (long)sc->data.train,
                                    (long)sc->recipe.batch, rh_scenario_size(sc));

@@ -148,6 +148,14 @@ void rh_scenario_launch_free(rh_scenario_launch *l);
 
 /* Ranks in the scenario's cluster. */
 int rh_scenario_size(const rh_scenario *sc);
+
+/* Rank 0's view of the job's first world, to ask the cost model what runs and what it costs
+ * (rh__plan).  The caller frees it with rh_topology_free(&view->topo). */
+typedef struct rh_scenario_view {
+  rh_topology topo;
+  rh_ctx ctx;
+} rh_scenario_view;
+rh_status rh_scenario_view_init(const rh_scenario *sc, rh_scenario_view *view);
 /* Training steps per epoch for each worker, by the recipe's rule. */
 long rh_scenario_steps_per_epoch(const rh_scenario *sc);
 
