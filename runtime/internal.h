@@ -234,8 +234,15 @@ typedef struct rh_setting_def {
   const char *doc;
 } rh_setting_def;
 
+/* Where a setting's value came from; a later source wins (the command line last). */
+typedef enum rh_setting_source {
+  RH_SOURCE_DEFAULT = 0, RH_SOURCE_ENVIRONMENT, RH_SOURCE_SCENARIO, RH_SOURCE_COMMAND_LINE
+} rh_setting_source;
+extern const char *const rh_setting_source_names[];
+
 typedef struct rh_settings {
   double value[RH_SETTING_COUNT];
+  unsigned char source[RH_SETTING_COUNT]; /* rh_setting_source */
 } rh_settings;
 
 extern const rh_setting_def rh__setting_defs[RH_SETTING_COUNT];
@@ -377,6 +384,66 @@ typedef struct rh_backend_ops {
 #define RH_AUDIT_ROOT (1ull << 61) /* with RH_AUDIT_CHECK: rank 0's record alone */
 #define RH_AUDIT_DATA (2ull << 32) /* | seq: a priced collective's numbers (coll_priced.c) */
 
+/* ---- timeline (trace.c) ---------------------------------------------------------------------- */
+
+/* What each rank did, for `--timeline FILE`: every worker (a rank's actor on the simulator, its
+ * process on real targets) records into a recorder of its own, and the launch writes them all at
+ * its end as one Chrome trace / Perfetto JSON file.  Times are the job's clock (ops->now);
+ * recording never charges modelled time.  Without a timeline ctx->trace is NULL and every call
+ * below returns at once. */
+typedef struct rh_timeline rh_timeline; /* a launch's: its recorders, and how much each keeps */
+typedef struct rh_tracer rh_tracer;     /* one worker's */
+
+/* A worker's two tracks: its own work (compute, waits, commits, failures) and its collectives,
+ * which run in the background beside that work. */
+enum { RH_TRACK_MAIN = 0, RH_TRACK_COMM = 1, RH_TRACKS = 2 };
+/* The link groups a phase of a collective crosses (the node's NVLink, its network uplink). */
+enum { RH_LINK_NVLINK = 1, RH_LINK_UPLINK = 2 };
+
+/* Events kept per job by default, shared among its ranks (each keeps at least 256). */
+#define RH_TIMELINE_EVENTS 400000L
+
+/* A timeline for a job of `ranks` ranks on `target` ("simulator", "mpi", "nccl"); `simulated`:
+ * its clock is simulated time (else wall time since the launch).  events: per rank (0: the
+ * default).  NULL when out of memory. */
+rh_timeline *rh__timeline_new(const char *target, bool simulated, int ranks, long events);
+void rh__timeline_free(rh_timeline *tl);
+/* A recorder for the worker of ctx (its current world), on GPU `gpu` of `node`, cluster slot
+ * `slot` (the GPU's index in the cluster; on real targets the process's).  NULL: no memory. */
+rh_tracer *rh__timeline_add(rh_timeline *tl, const rh_ctx *ctx, int node, int slot, int gpu);
+/* Whether FILE can be written (its folder exists and takes files); else why, into err. */
+bool rh__timeline_path_ok(const char *path, char *err, size_t len);
+/* The timeline's events as a fragment of a JSON array (no brackets): every recorder's tracks,
+ * the link tracks of their nodes, and the job log's events (log NULL: none; plan resolves its
+ * faults).  Open slices are ended where their recorder last recorded.  The caller frees it. */
+char *rh__timeline_part(rh_timeline *tl, const rh_fault_plan *plan, const rh_joblog *log,
+                        size_t *len);
+/* Writes FILE whole or not at all: the n fragments (from one rh__timeline_part per process) in
+ * one trace, with what tl kept and left out said in its metadata.  RH_ERR_IO with a message. */
+rh_status rh__timeline_write(const rh_timeline *tl, const char *path, char *const *parts,
+                             const size_t *lens, int n);
+
+/* A slice on a track: begins at `at` (NAN: now), ends at `at` (NAN: now); slices nest.  links:
+ * RH_LINK_* bits, for the link tracks (collectives' phases). */
+void rh__trace_begin(rh_ctx *ctx, int track, const char *cat, const char *name, double at,
+                     unsigned links);
+void rh__trace_end(rh_ctx *ctx, int track, double at);
+/* A figure, a word or a long text (detail) of the newest open slice, or of the instant just
+ * recorded when none is open. */
+void rh__trace_num(rh_ctx *ctx, int track, const char *key, double value);
+void rh__trace_text(rh_ctx *ctx, int track, const char *key, const char *value);
+void rh__trace_detail(rh_ctx *ctx, int track, const char *text);
+void rh__trace_mark(rh_ctx *ctx, int track, const char *cat, const char *name);
+/* A phase of a collective over group g begins on the collectives' track ("reduce-scatter" over
+ * a node's group is "local reduce-scatter"), with the links the group crosses; ends with
+ * rh__trace_end(ctx, RH_TRACK_COMM, NAN). */
+void rh__trace_phase(rh_ctx *ctx, const rh_group *g, const char *what);
+/* This rank began a step (rh_step_begin). */
+void rh__trace_step(rh_ctx *ctx);
+/* This rank came out of a rendezvous begun at `since` with status st (ctx in its new world on
+ * RH_OK): the rendezvous, then the recovery up to the next step. */
+void rh__trace_world(rh_ctx *ctx, double since, rh_status st);
+
 /* ---- per-rank context -------------------------------------------------------------------- */
 
 struct rh_ctx {
@@ -402,6 +469,7 @@ struct rh_ctx {
   int epoch;                 /* the last step this rank began (rh_step_begin); -1: none yet */
   long step;
   long steps_begun;          /* steps begun in this worker's life */
+  rh_tracer *trace;          /* this worker's timeline recorder; NULL: no timeline (trace.c) */
 };
 
 /* ---- launching -------------------------------------------------------------------------- */
@@ -413,6 +481,10 @@ typedef struct rh_launch_config {
   const rh_fault_plan *faults;       /* NULL: nothing fails on purpose */
   const rh_elastic_config *elastic;  /* NULL: a fixed-size job */
   const rh_restart_config *restart;  /* NULL: a failed launch ends the job */
+  const char *timeline;        /* write what each rank did here, as a Chrome trace (trace.c);
+                                * NULL: no timeline */
+  long timeline_events;        /* events kept per rank before the timeline summarises; 0: the
+                                * default (RH_TIMELINE_EVENTS shared by the job's ranks) */
 } rh_launch_config;
 
 typedef struct rh_launch_result {

@@ -105,8 +105,14 @@ rh_status rh_settings_parse(rh_setting_id id, const char *text, double *out) {
   return st;
 }
 
+const char *const rh_setting_source_names[] = {"default", "environment", "scenario",
+                                               "command line", NULL};
+
 rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen) {
-  for (int i = 0; i < RH_SETTING_COUNT; i++) s->value[i] = rh__setting_defs[i].default_value;
+  for (int i = 0; i < RH_SETTING_COUNT; i++) {
+    s->value[i] = rh__setting_defs[i].default_value;
+    s->source[i] = RH_SOURCE_DEFAULT;
+  }
   for (int i = 0; i < RH_SETTING_COUNT; i++) {
     const char *v = getenv(rh__setting_defs[i].env);
     if (!v || !*v) continue;
@@ -115,6 +121,7 @@ rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen) {
                v);
       return RH_ERR_INVALID;
     }
+    s->source[i] = RH_SOURCE_ENVIRONMENT;
   }
   return RH_OK;
 }

@@ -11,6 +11,7 @@
  *                     step's compute, plus the communication it leaves exposed, takes MS.
  * Each fit prints the residuals before and after, by size.
  */
+#include "cli.h"
 #include "commands.h"
 #include "compute_model.h"
 #include "internal.h"
@@ -29,19 +30,53 @@
 #include <time.h>
 #include <unistd.h>
 
-static int usage_to(FILE *to) {
-  fprintf(to,
-          "usage: rehearsal calibrate FILE [--nccl-tests OUT] [--coll allreduce|allgather|broadcast]\n"
-          "         [--gemm TABLE] [--step-ms MS] [--out PRESET.yaml]\n"
-          "  FILE              the scenario whose cluster the measurements were taken on\n"
-          "  --nccl-tests OUT  nccl-tests output (all_reduce_perf by default, see --coll)\n"
-          "  --gemm TABLE      rows \"M N K TFLOPS\" of a GEMM sweep on one GPU\n"
-          "  --step-ms MS      a measured training step of the scenario, in milliseconds\n"
-          "  --out PRESET      where the fitted node preset goes (default: standard output)\n");
-  return 2;
+static bool number(const char *tok, double *v);
+
+static const char usage_text[] =
+    "usage: rehearsal calibrate FILE [--nccl-tests OUT] [--coll allreduce|allgather|broadcast]\n"
+    "         [--gemm TABLE] [--step-ms MS] [--out PRESET.yaml] [--set KEY=VALUE]...\n"
+    "  FILE              the scenario whose cluster the measurements were taken on\n"
+    "  --nccl-tests OUT  nccl-tests output (all_reduce_perf by default, see --coll)\n"
+    "  --gemm TABLE      rows \"M N K TFLOPS\" of a GEMM sweep on one GPU\n"
+    "  --step-ms MS      a measured training step of the scenario, in milliseconds\n"
+    "  --out PRESET      where the fitted node preset goes (default: standard output)\n"
+    "  --set KEY=VALUE   override a scenario key (repeatable)\n";
+
+static int usage(void) {
+  return rh_cli_error("calibrate", "needs FILE and at least one of --nccl-tests, --gemm, --step-ms");
 }
 
-static int usage(void) { return usage_to(stderr); }
+typedef struct calib_flags {
+  const char *nccl, *gemm, *out, *coll;
+  double step_ms;
+} calib_flags;
+
+static int calib_option(int c, const char *v, void *arg) {
+  calib_flags *f = arg;
+  switch (c) {
+  case 'n':
+  case 'g':
+  case 'o': {
+    const char **slot = c == 'n' ? &f->nccl : c == 'g' ? &f->gemm : &f->out;
+    if (*slot)
+      return rh_cli_error("calibrate", "--%s given twice",
+                          c == 'n' ? "nccl-tests" : c == 'g' ? "gemm" : "out");
+    *slot = v;
+    return 0;
+  }
+  case 'c':
+    if (strcmp(v, "allreduce") && strcmp(v, "broadcast") && strcmp(v, "allgather"))
+      return rh_cli_error("calibrate", "--coll: expected allreduce, broadcast or allgather, got \"%s\"", v);
+    f->coll = v;
+    return 0;
+  case 's':
+    if (f->step_ms > 0) return rh_cli_error("calibrate", "--step-ms given twice");
+    if (!number(v, &f->step_ms) || !(f->step_ms > 0) || f->step_ms > 1e9)
+      return rh_cli_error("calibrate", "--step-ms: expected milliseconds > 0 (up to 1e9), got \"%s\"", v);
+    return 0;
+  default: return 2;
+  }
+}
 
 /* ---- nccl-tests output ------------------------------------------------------------------------ */
 
@@ -513,69 +548,33 @@ int rh_cmd_calibrate(int argc, char **argv) {
   static const struct option options[] = {
       {"nccl-tests", required_argument, NULL, 'n'}, {"coll", required_argument, NULL, 'c'},
       {"gemm", required_argument, NULL, 'g'},       {"step-ms", required_argument, NULL, 's'},
-      {"out", required_argument, NULL, 'o'},        {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  const char *nccl = NULL, *gemm = NULL, *out = NULL, *coll = "allreduce";
-  double step_ms = 0;
-  char **args = calloc((size_t)argc + 2, sizeof *args);
-  if (!args) return 1;
-  args[0] = "rehearsal calibrate";
-  memcpy(args + 1, argv, (size_t)argc * sizeof *args);
-  optind = 1;
-  int c;
-  while ((c = getopt_long(argc + 1, args, "", options, NULL)) != -1) {
-    switch (c) {
-    case 'n':
-    case 'g':
-    case 'o': {
-      const char **slot = c == 'n' ? &nccl : c == 'g' ? &gemm : &out;
-      if (*slot) {
-        fprintf(stderr, "rehearsal calibrate: --%s given twice\n",
-                c == 'n' ? "nccl-tests" : c == 'g' ? "gemm" : "out");
-        free(args);
-        return 2;
-      }
-      *slot = optarg;
-      break;
-    }
-    case 'c':
-      if (strcmp(optarg, "allreduce") && strcmp(optarg, "broadcast") && strcmp(optarg, "allgather")) {
-        fprintf(stderr, "rehearsal calibrate: --coll: expected allreduce, broadcast or allgather, "
-                        "got \"%s\"\n", optarg);
-        free(args);
-        return 2;
-      }
-      coll = optarg;
-      break;
-    case 'h':
-      free(args);
-      usage_to(stdout);
-      return 0;
-    case 's': {
-      if (step_ms > 0) {
-        fprintf(stderr, "rehearsal calibrate: --step-ms given twice\n");
-        free(args);
-        return 2;
-      }
-      if (!number(optarg, &step_ms) || !(step_ms > 0) || step_ms > 1e9) {
-        fprintf(stderr, "rehearsal calibrate: --step-ms: expected milliseconds > 0 (up to 1e9), "
-                        "got \"%s\"\n", optarg);
-        free(args);
-        return 2;
-      }
-      break;
-    }
-    default: free(args); return usage();
-    }
+      {"out", required_argument, NULL, 'o'},        {NULL, 0, NULL, 0}};
+  calib_flags fl = {.coll = "allreduce"};
+  rh_scenario_opts opts = {0};
+  int first = 0;
+  int prc = rh_cli_parse("calibrate", usage_text, argc, argv, "", options, calib_option, &fl,
+                         &opts, &first);
+  if (prc >= 0) {
+    rh_cli_opts_free(&opts);
+    return prc;
   }
-  const char *file = optind == argc ? args[optind] : NULL;
-  free(args);
-  if (!file || (!nccl && !gemm && step_ms <= 0)) return usage();
+  const char *file = argc - first == 1 ? argv[first] : NULL;
+  const char *nccl = fl.nccl, *gemm = fl.gemm, *out = fl.out, *coll = fl.coll;
+  double step_ms = fl.step_ms;
+  if (!file || (!nccl && !gemm && step_ms <= 0)) {
+    rh_cli_opts_free(&opts);
+    return usage();
+  }
   char target[4096];
-  if (out && output_target(out, nccl, gemm, target, sizeof target)) return 2;
+  if (out && output_target(out, nccl, gemm, target, sizeof target)) {
+    rh_cli_opts_free(&opts);
+    return 2;
+  }
   rh_scenario sc;
   char err[1024];
-  if (rh_scenario_load(file, &sc, err, sizeof err) != RH_OK) {
+  rh_status loaded = rh_scenario_load_opts(file, &opts, &sc, err, sizeof err);
+  rh_cli_opts_free(&opts);
+  if (loaded != RH_OK) {
     fprintf(stderr, "rehearsal: %s\n", err);
     return 2;
   }

@@ -13,6 +13,7 @@
  * are killed (mpirun waits for them otherwise), and the driver exits with the last world's rank 0
  * status.  Each process runs under `rehearsal elastic-rank`, which records how it ended.
  */
+#include "cli.h"
 #include "commands.h"
 #include "scenario.h"
 
@@ -372,8 +373,8 @@ static void remove_dir(const char *dir) {
   rmdir(dir);
 }
 
-static int usage(void) {
-  fprintf(stderr,
+static int usage_to(FILE *to) {
+  fprintf(to,
           "usage: rehearsal elastic FILE [-np N] [--dir DIR] [--mpirun PATH] [--mpirun-arg ARG]... "
           "-- PROGRAM [ARGS...]\n"
           "  runs PROGRAM under `mpirun --enable-recovery` with FILE's elastic settings (min_np,\n"
@@ -382,13 +383,22 @@ static int usage(void) {
           "  --dir DIR         the rendezvous files (default: a temporary directory)\n"
           "  --mpirun PATH     the launcher (default: mpirun)\n"
           "  --mpirun-arg ARG  one more argument for it (repeatable)\n");
-  return 2;
+  return to == stdout ? 0 : 2;
 }
+
+static int usage(void) { return usage_to(stderr); }
 
 int rh_cmd_elastic(int argc, char **argv) {
   int split = 0;
   while (split < argc && strcmp(argv[split], "--") != 0) split++;
-  if (split >= argc - 1) return usage();
+  for (int i = 0; i < split; i++) { /* asked for help or the version, with or without a program */
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return usage_to(stdout);
+    if (strcmp(argv[i], "--version") == 0) {
+      printf("rehearsal %s\n", REHEARSAL_VERSION);
+      return 0;
+    }
+  }
+  if (split >= argc - 1) return rh_cli_error("elastic", "needs FILE, then -- PROGRAM [ARGS...]");
   static const struct option options[] = {
       {"np", required_argument, NULL, 'n'},         {"dir", required_argument, NULL, 'd'},
       {"mpirun", required_argument, NULL, 'm'},     {"mpirun-arg", required_argument, NULL, 'a'},
@@ -402,7 +412,8 @@ int rh_cmd_elastic(int argc, char **argv) {
   if (!extra || !args) return 1;
   args[0] = "rehearsal elastic";
   memcpy(args + 1, argv, (size_t)split * sizeof *args);
-  optind = 1;
+  optind = 0; /* glibc: start afresh */
+  opterr = 0;
   int c;
   while ((c = getopt_long_only(split + 1, args, "", options, NULL)) != -1) {
     switch (c) {
@@ -422,7 +433,11 @@ int rh_cmd_elastic(int argc, char **argv) {
     case 'd': dir = optarg; break;
     case 'm': mpirun = optarg; break;
     case 'a': extra[nextra++] = optarg; break;
-    default: free(extra); free(args); return usage();
+    default:
+      free(extra);
+      free(args);
+      return c == '?' ? rh_cli_error("elastic", "unknown flag %s", argv[optind - 2])
+                      : usage();
     }
   }
   if (optind != split) {

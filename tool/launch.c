@@ -4,6 +4,7 @@
  * `collective:` settings apply to the runtime, and its failures, elastic and restart sections to
  * the job: a program that runs its loop in rh_elastic_run recovers as Horovod's elastic mode does.
  */
+#include "cli.h"
 #include "commands.h"
 #include "platform.h"
 #include "scenario.h"
@@ -55,13 +56,22 @@ int rh_main(int argc, char **argv, rh_rank_fn fn, void *arg) {
 }
 
 int rh_cmd_platform(int argc, char **argv) {
-  if (argc != 1) {
-    fprintf(stderr, "usage: rehearsal platform FILE\n");
-    return 2;
+  static const char usage[] =
+      "usage: rehearsal platform FILE [--set KEY=VALUE]...\n"
+      "Prints the SimGrid platform (XML) generated for the scenario's cluster.\n";
+  rh_scenario_opts opts = {.cluster_only = true};
+  int first = 0;
+  int prc = rh_cli_parse("platform", usage, argc, argv, "", NULL, NULL, NULL, &opts, &first);
+  if (prc < 0 && argc - first != 1) prc = rh_cli_error("platform", "needs one scenario FILE");
+  if (prc >= 0) {
+    rh_cli_opts_free(&opts);
+    return prc;
   }
   rh_scenario sc;
   char err[1024];
-  if (rh_scenario_load(argv[0], &sc, err, sizeof err) != RH_OK) {
+  rh_status loaded = rh_scenario_load_opts(argv[first], &opts, &sc, err, sizeof err);
+  rh_cli_opts_free(&opts);
+  if (loaded != RH_OK) {
     fprintf(stderr, "rehearsal: %s\n", err);
     return 2;
   }

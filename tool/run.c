@@ -4,9 +4,12 @@
  * header lines, a units row), a summary and the checks' verdicts, and writes the same as
  * summary.json under DIR, with the checkpoints in DIR/checkpoints.
  */
+#include "bottleneck.h"
+#include "cli.h"
 #include "commands.h"
 #include "failure_report.h"
 #include "interval_replay.h"
+#include "progress.h"
 #include "scenario.h"
 #include "train/train.h"
 
@@ -48,9 +51,36 @@ static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, js
   return total;
 }
 
-static int usage(void) {
-  fprintf(stderr, "usage: rehearsal run FILE [--out DIR] [--resume] [--compare SUMMARY.json]\n");
-  return 2;
+static const char usage_text[] =
+    "usage: rehearsal run FILE [options]\n"
+    "Replays the scenario's training on the simulated cluster (or, as rehearsal-mpi and\n"
+    "rehearsal-gpu, on real processes) and checks its recipe.\n"
+    "  -o, --out DIR          write summary.json, epochs.txt, steps.csv and the checkpoints\n"
+    "                         under DIR (created with its parents)\n"
+    "      --resume           go on from the checkpoints in --out DIR\n"
+    "      --compare FILE     set this run's step time beside another run's summary.json\n"
+    "      --timeline FILE    write a Chrome trace (Perfetto, chrome://tracing) of every rank\n"
+    "      --set KEY=VALUE    override a scenario key (a dotted path: cluster.nodes=4);\n"
+    "                         repeatable; the command line wins over the file\n"
+    "      --no-what-if       leave out the what-if simulation of twice the network\n"
+    "      --help, --version\n"
+    "Exit status: 0 success, 1 the job failed or a check did not hold, 2 bad input.\n";
+
+typedef struct run_flags {
+  const char *out, *compare, *timeline;
+  bool resume, what_if;
+} run_flags;
+
+static int run_option(int c, const char *v, void *arg) {
+  run_flags *f = arg;
+  switch (c) {
+  case 'o': f->out = v; return 0;
+  case 'c': f->compare = v; return 0;
+  case 't': f->timeline = v; return 0;
+  case 'r': f->resume = true; return 0;
+  case 'w': f->what_if = false; return 0;
+  default: return 2;
+  }
 }
 
 /* The step time of another run's summary (a simulated run's, to set beside a measured one). */
@@ -84,10 +114,7 @@ typedef struct run_inputs {
 /* The checkpoint directory: under --out, else a temporary one removed afterwards. */
 static int checkpoint_dir(const char *out, run_inputs *in) {
   if (out) {
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-      fprintf(stderr, "rehearsal: cannot create %s: %s\n", out, strerror(errno));
-      return 1;
-    }
+    if (rh_make_dirs(out) != 0) return 1;
     snprintf(in->checkpoints, sizeof in->checkpoints, "%s/checkpoints", out);
     if (mkdir(in->checkpoints, 0777) != 0 && errno != EEXIST) {
       fprintf(stderr, "rehearsal: cannot create %s: %s\n", in->checkpoints, strerror(errno));
@@ -324,18 +351,61 @@ static void interval_study(const rh_scenario_launch *launch, const rh_train_conf
   rh_interval_study_report(stdout, failures, &job, &study, what, ft->goodput);
 }
 
-int rh_cmd_run(int argc, char **argv) {
-  const char *file = NULL, *out = NULL, *compare = NULL;
-  bool resume = false;
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
-    else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc) compare = argv[++i];
-    else if (strcmp(argv[i], "--resume") == 0) resume = true;
-    else if (argv[i][0] == '-') return usage();
-    else if (!file) file = argv[i];
-    else return usage();
+static int run_scenario(const char *file, const run_flags *fl, const rh_scenario_opts *opts);
+
+/* The steps the run will take at its starting size (the progress line's total). */
+static long res_steps_total(const rh_scenario *sc, int epochs) {
+  long total = rh_scenario_steps_per_epoch(sc) * epochs;
+  if (sc->recipe.stop_at_step > 0 && total > (long)sc->recipe.stop_at_step + 1)
+    total = (long)sc->recipe.stop_at_step + 1;
+  return total;
+}
+
+/* DIR/steps.csv: one row per step rank 0 took, with the lr the recipe gave it. */
+static char *steps_csv(const rh_train_result *res) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return NULL;
+  fprintf(f, "step,epoch,lr,loss,step_ms,compute_ms,wait_ms,ranks,start_s\n");
+  for (size_t i = 0; i < res->nsteps; i++) {
+    const rh_step_record *r = &res->steps[i];
+    char loss[32] = "";
+    if (!isnan(r->loss)) snprintf(loss, sizeof loss, "%.9g", r->loss);
+    fprintf(f, "%ld,%d,%.9g,%s,%.9g,%.9g,%.9g,%d,%.9f\n", r->global_step, r->epoch + 1, r->lr, loss,
+            1e3 * (r->compute + r->wait), 1e3 * r->compute, 1e3 * r->wait, r->size, r->start);
   }
-  if (!file) return usage();
+  if (fclose(f) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+int rh_cmd_run(int argc, char **argv) {
+  static const struct option options[] = {
+      {"out", required_argument, NULL, 'o'},      {"compare", required_argument, NULL, 'c'},
+      {"timeline", required_argument, NULL, 't'}, {"resume", no_argument, NULL, 'r'},
+      {"no-what-if", no_argument, NULL, 'w'},     {NULL, 0, NULL, 0}};
+  run_flags fl = {.what_if = true};
+  rh_scenario_opts opts = {0};
+  int first = 0;
+  int prc = rh_cli_parse("run", usage_text, argc, argv, "o:", options, run_option, &fl, &opts, &first);
+  if (prc < 0 && argc - first != 1)
+    prc = rh_cli_error("run", argc - first < 1 ? "which scenario? (rehearsal run FILE)"
+                                               : "one scenario at a time (got %d files)", argc - first);
+  if (prc >= 0) {
+    rh_cli_opts_free(&opts);
+    return prc;
+  }
+  int rc = run_scenario(argv[first], &fl, &opts);
+  rh_cli_opts_free(&opts);
+  return rc;
+}
+
+static int run_scenario(const char *file, const run_flags *fl, const rh_scenario_opts *opts) {
+  const char *out = fl->out, *compare = fl->compare;
+  bool resume = fl->resume;
   if (resume && !out) {
     fprintf(stderr, "rehearsal: --resume reads the checkpoints of --out DIR\n");
     return 2;
@@ -346,7 +416,7 @@ int rh_cmd_run(int argc, char **argv) {
   if (compare && !predicted_step(compare, &other_step, other_target, sizeof other_target)) return 2;
   rh_scenario sc;
   char err[1024];
-  if (rh_scenario_load(file, &sc, err, sizeof err) != RH_OK) {
+  if (rh_scenario_load_opts(file, opts, &sc, err, sizeof err) != RH_OK) {
     fprintf(stderr, "rehearsal: %s\n", err);
     return 2;
   }
@@ -362,9 +432,12 @@ int rh_cmd_run(int argc, char **argv) {
     rh_scenario_free(&sc);
     return rc;
   }
+  in.cfg.progress = rh_progress_start("run", (double)res_steps_total(&sc, epochs_cap), "steps");
   rh_train_job job = {.cfg = cfg, .result = &res};
   rh_launch_result lres = {0};
   int launch_rc = rh__launch(&in.launch.config, rh_train_rank, &job, &lres);
+  rh_progress_end(in.cfg.progress);
+  in.cfg.progress = NULL;
   /* under a launcher rank 0 reports; 2: bad input; 77: no GPU for the GPU target */
   if (lres.rank > 0 || launch_rc == 2 || launch_rc == 77) {
     rh_train_result_free(&res);
@@ -376,11 +449,12 @@ int rh_cmd_run(int argc, char **argv) {
 
   double batch = (double)cfg->batch, global = batch * size;
 
-  printf("# rehearsal run: %s (%s)\n", sc.name, sc.path);
-  printf("# %d GPUs on %d node%s, %.4g TFLOP/s each; batch %.0f per worker, %.0f global; "
-         "%ld steps per epoch\n",
-         size, sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "", sc.cluster.gpu_flops / 1e12,
-         batch, global, res.steps_per_epoch);
+  char header[1024];
+  snprintf(header, sizeof header, "# rehearsal run: %s (%s)\n# %d GPUs on %d node%s, %.4g TFLOP/s "
+           "each; batch %.0f per worker, %.0f global; %ld steps per epoch\n", sc.name, sc.path, size,
+           sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "", sc.cluster.gpu_flops / 1e12, batch,
+           global, res.steps_per_epoch);
+  fputs(header, stdout);
   if (res.start_epoch > 0) printf("# resumed after epoch %d from %s\n", res.start_epoch, cfg->checkpoint_dir);
   if (resume && res.error == RH_OK && res.start_epoch >= epochs_cap) {
     printf("nothing to resume: the checkpoints in %s already hold all %d epochs\n",
@@ -390,22 +464,27 @@ int rh_cmd_run(int argc, char **argv) {
     rh_scenario_free(&sc);
     return 0; /* the finished run's summary.json stays as it was */
   }
+  /* the epoch table: printed, and written to DIR/epochs.txt as it is */
+  char *table = NULL;
+  size_t table_len = 0;
+  FILE *tab = open_memstream(&table, &table_len);
+  if (!tab) return 1;
   /* with failures, two more columns: the time the epoch lost to them, and its ranks */
   bool failures = in.launch.has_plan || in.launch.has_elastic || in.launch.has_restart;
   bool simulated = lres.rank < 0;
   if (cfg->real)
-    printf("#%5s %6s %11s %10s %10s %9s %11s %10s %9s %9s %9s %9s", "epoch", "steps", "time",
+    fprintf(tab, "#%5s %6s %11s %10s %10s %9s %11s %10s %9s %9s %9s %9s", "epoch", "steps", "time",
            "compute", "comm_wait", "step", "throughput", "lr", "loss", "accuracy", "val_loss",
            "val_acc");
   else
-    printf("#%5s %6s %11s %10s %10s %9s %11s %10s", "epoch", "steps", "time", "compute",
+    fprintf(tab, "#%5s %6s %11s %10s %10s %9s %11s %10s", "epoch", "steps", "time", "compute",
            "comm_wait", "step", "throughput", "lr");
-  if (failures) printf(" %10s %6s", "lost", "ranks");
-  printf("\n#%5s %6s %11s %10s %10s %9s %11s %10s", "", "", "(s)", "(s)", "(s)", "(ms)",
+  if (failures) fprintf(tab, " %10s %6s", "lost", "ranks");
+  fprintf(tab, "\n#%5s %6s %11s %10s %10s %9s %11s %10s", "", "", "(s)", "(s)", "(s)", "(ms)",
          "(samples/s)", "(last)");
-  if (failures && cfg->real) printf(" %9s %9s %9s %9s %10s", "", "", "", "", "(s)");
-  else if (failures) printf(" %10s", "(s)");
-  printf("\n");
+  if (failures && cfg->real) fprintf(tab, " %9s %9s %9s %9s %10s", "", "", "", "", "(s)");
+  else if (failures) fprintf(tab, " %10s", "(s)");
+  fprintf(tab, "\n");
   json_t *root = json_object();
   json_object_set_new(root, "scenario", json_string(sc.name));
   json_object_set_new(root, "file", json_string(sc.path));
@@ -428,21 +507,21 @@ int rh_cmd_run(int argc, char **argv) {
     rh_epoch_stats *s = &res.epochs_stats[e];
     double t = s->end - s->start, samples = epoch_samples(&res, e, batch, size);
     double thr = samples / t;
-    printf("%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f %10.6g", e + 1, s->steps, t, s->compute,
+    fprintf(tab, "%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f %10.6g", e + 1, s->steps, t, s->compute,
            s->exposed_comm, 1e3 * t / (double)s->steps, thr, s->lr_last);
     if (cfg->real && !isnan(s->val_loss))
-      printf(" %9.5f %9.5f %9.5f %9.5f", s->train_loss, s->train_accuracy, s->val_loss,
+      fprintf(tab, " %9.5f %9.5f %9.5f %9.5f", s->train_loss, s->train_accuracy, s->val_loss,
              s->val_accuracy);
     else if (cfg->real) /* no validation: gnuplot's missing-value mark */
-      printf(" %9.5f %9.5f %9s %9s", s->train_loss, s->train_accuracy, "-", "-");
+      fprintf(tab, " %9.5f %9.5f %9s %9s", s->train_loss, s->train_accuracy, "-", "-");
     /* lost time comes from the simulator's job log; real processes have none ("-") */
     double lost = failures && simulated
                       ? rh_failure_lost_within(in.launch.config.faults, lres.log, &res,
                                                lres.end_time, s->start, s->end)
                       : NAN;
-    if (failures && simulated) printf(" %10.6f %6d", lost, s->size);
-    else if (failures) printf(" %10s %6d", "-", s->size);
-    printf("\n");
+    if (failures && simulated) fprintf(tab, " %10.6f %6d", lost, s->size);
+    else if (failures) fprintf(tab, " %10s %6d", "-", s->size);
+    fprintf(tab, "\n");
     json_t *jep = json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch", e + 1,
                             "steps", (json_int_t)s->steps, "time_s", t, "compute_s", s->compute,
                             "comm_wait_s", s->exposed_comm, "step_ms", 1e3 * t / (double)s->steps,
@@ -470,7 +549,10 @@ int rh_cmd_run(int argc, char **argv) {
     all_samples += samples;
   }
   json_object_set_new(root, "epochs", je);
+  fclose(tab);
+  fputs(table, stdout);
 
+  double predicted_all = 0;
   if (all_steps > 0) {
     double step_s = total / (double)all_steps, compute_step = compute / (double)all_steps;
     double thr = all_samples / total, ideal = size * batch / compute_step;
@@ -490,6 +572,7 @@ int rh_cmd_run(int argc, char **argv) {
     json_t *jbuckets = json_array();
     char algo[32];
     double predicted = bucket_plans(&sc, &res, jbuckets, algo, sizeof algo);
+    predicted_all = predicted;
     printf("  buckets      %.4f ms back to back; what a step waits is what backward does not hide\n",
            predicted * 1e3);
     json_object_set_new(root, "buckets", jbuckets);
@@ -505,6 +588,8 @@ int rh_cmd_run(int argc, char **argv) {
     printf("  throughput   %.1f samples/s; %d GPUs without communication: %.1f; scaling "
            "efficiency %.2f%%\n",
            thr, size, ideal, 100 * thr / ideal);
+    rh_cli_print_settings(stdout, &sc);
+    for (int i = 0; i < opts->nsets; i++) printf("  --set        %s\n", opts->sets[i]);
     if (compare) {
       double here = 1e3 * step_s, err_pct = 100 * (here - other_step) / other_step;
       printf("  compared     step %.4f ms here (%s) against %.4f ms in %s (%s): %+.2f%%\n", here,
@@ -522,6 +607,19 @@ int rh_cmd_run(int argc, char **argv) {
                   "samples_per_s", thr, "ideal_samples_per_s", ideal, "scaling_efficiency",
                   thr / ideal, "buckets_per_step", res.buckets_per_step, "gradient_bytes",
                   cfg->parameters * 4, "algorithm", algo, "predicted_allreduce_ms", predicted * 1e3));
+  }
+
+  json_object_set_new(root, "settings", rh_cli_settings_json(&sc));
+  json_t *jsets = json_array();
+  for (int i = 0; i < opts->nsets; i++) json_array_append_new(jsets, json_string(opts->sets[i]));
+  json_object_set_new(root, "overrides", jsets);
+  if (all_steps > 0 && simulated) {
+    double per = (double)all_steps;
+    rh_step_split split = {.step = (compute + exposed) / per, .compute = compute / per,
+                           .wait = exposed / per, .buckets = predicted_all};
+    const char *env = getenv("RH_WHAT_IF");
+    bool what_if = fl->what_if && !failures && !(env && strcmp(env, "0") == 0);
+    rh_bottleneck_report(stdout, root, &sc, opts, &res, &split, what_if);
   }
 
   /* the failures: what each cost, and the verdicts that need the whole job */
@@ -609,10 +707,18 @@ int rh_cmd_run(int argc, char **argv) {
   rc = (unexpected || (launch_rc != 0 && !explained)) ? 1 : 0;
   if (out) {
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-    if (!text || rh_write_output(out, "summary.json", text) != 0) rc = 1;
-    else printf("\nwrote %s/summary.json\n", out);
+    char *epochs = malloc(strlen(header) + table_len + 1);
+    char *steps = steps_csv(&res);
+    if (epochs) sprintf(epochs, "%s%s", header, table);
+    if (!text || !epochs || !steps || rh_write_output(out, "summary.json", text) != 0 ||
+        rh_write_output(out, "epochs.txt", epochs) != 0 || rh_write_output(out, "steps.csv", steps) != 0)
+      rc = 1;
+    else printf("\nwrote %s/summary.json, epochs.txt and steps.csv\n", out);
     free(text);
+    free(epochs);
+    free(steps);
   }
+  free(table);
   json_decref(root);
   rh__joblog_free(lres.log);
   free(lres.log);

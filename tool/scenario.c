@@ -36,6 +36,7 @@ typedef enum {
   T_ITEMS,   /* a list of mappings, each walked against kids (failures.events, ...) */
   T_PRESET,  /* a preset's name (a file of presets/<kind>/ walked against kids), or a mapping */
   T_BOOL,    /* true or false, stored as a bool */
+  T_SWEEP,   /* sweep: KEY: [values] (the axes of `rehearsal sweep`) */
 } ftype;
 
 typedef struct field {
@@ -252,6 +253,7 @@ static const field top_fields[] = {
     MAP("failures", false, failure_fields),
     MAP_FLAG("elastic", elastic_fields, elastic.present),
     MAP_FLAG("restart", restart_fields, restart.present),
+    {"sweep", T_SWEEP, false, 0, 0, false, 1, 0, NULL, NULL, 0},
     END};
 
 static void init_collective_fields(void) {
@@ -283,7 +285,13 @@ typedef struct walker {
   /* keys a preset gave (dotted names), so that the scenario need not repeat required ones */
   struct provided { int n; char names[96][160]; } *provided;
   int depth;              /* presets within presets */
+  const char *const *sets; /* the command line's overrides, for their errors */
+  bool cluster_only;      /* model, data and recipe are not required */
 } walker;
+
+/* Nodes a command-line override adds carry a line past any file's (SET_LINE + the override's
+ * index), so that an error in one names the override instead of a line of the file. */
+#define SET_LINE 0x40000000
 
 static bool was_provided(const walker *w, const char *name) {
   for (int i = 0; w->provided && i < w->provided->n; i++)
@@ -298,7 +306,11 @@ static void fail(walker *w, const yaml_node_t *n, const char *where, const char 
   w->failed = true;
   /* a mapping or list starts on the line after its key: point at the key */
   if (n && n->type != YAML_SCALAR_NODE && w->key) n = w->key;
-  int len = snprintf(w->err, w->errlen, "%s:%d: %s: ", w->path, n ? line_of(n) : 1, where);
+  int len;
+  if (n && n->start_mark.line >= SET_LINE && w->sets)
+    len = snprintf(w->err, w->errlen, "--set %s: %s: ", w->sets[n->start_mark.line - SET_LINE], where);
+  else
+    len = snprintf(w->err, w->errlen, "%s:%d: %s: ", w->path, n ? line_of(n) : 1, where);
   va_list ap;
   va_start(ap, fmt);
   if (len >= 0 && (size_t)len < w->errlen) vsnprintf(w->err + len, w->errlen - (size_t)len, fmt, ap);
@@ -533,6 +545,48 @@ static void walk_items(walker *w, const yaml_node_t *n, const field *f, const ch
   w->key = key;
 }
 
+/* sweep: each key a dotted scenario path, each value a list of values (or one); kept as text,
+ * for `rehearsal sweep` to set one point at a time. */
+static void walk_sweep(walker *w, const yaml_node_t *n, const char *name) {
+  if (n->type != YAML_MAPPING_NODE) {
+    fail(w, n, name, "expected a mapping of scenario keys to lists of values, got %s", type_word(n));
+    return;
+  }
+  rh_scenario *sc = w->sc;
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top && !w->failed; p++) {
+    yaml_node_t *k = yaml_document_get_node(w->doc, p->key), *v = yaml_document_get_node(w->doc, p->value);
+    if (k->type != YAML_SCALAR_NODE || !strchr(scalar(k), '.') || strchr(scalar(k), '=')) {
+      fail(w, k, name, "a key is a dotted scenario path such as cluster.nodes");
+      return;
+    }
+    char where[200];
+    snprintf(where, sizeof where, "%s.%s", name, scalar(k));
+    int count = v->type == YAML_SEQUENCE_NODE ? (int)(v->data.sequence.items.top - v->data.sequence.items.start) : 1;
+    if (v->type == YAML_MAPPING_NODE || count < 1) {
+      fail(w, v, where, "expected a list of values");
+      return;
+    }
+    rh_sweep_axis *axes = realloc(sc->sweep.axes, (size_t)(sc->sweep.naxes + 1) * sizeof *axes);
+    if (!axes) {
+      fail(w, v, where, "out of memory");
+      return;
+    }
+    sc->sweep.axes = axes;
+    rh_sweep_axis *a = &axes[sc->sweep.naxes++];
+    *a = (rh_sweep_axis){.key = dup_str(w, scalar(k)), .values = calloc((size_t)count, sizeof(char *)),
+                         .line = line_of(k)};
+    for (int i = 0; i < count && !w->failed; i++) {
+      yaml_node_t *item = v->type == YAML_SEQUENCE_NODE
+                              ? yaml_document_get_node(w->doc, v->data.sequence.items.start[i]) : v;
+      if (item->type != YAML_SCALAR_NODE) {
+        fail(w, item, where, "each value is a scalar");
+        return;
+      }
+      a->values[a->nvalues++] = dup_str(w, scalar(item));
+    }
+  }
+}
+
 static void walk_value(walker *w, const yaml_node_t *n, const field *f, const char *name) {
   char *base = w->base;
   switch (f->type) {
@@ -622,8 +676,6 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
     rh_scenario *sc = w->sc;
     free(sc->recipe.decay_epochs);
-  free(sc->failures.events);
-  free(sc->elastic.changes);
     sc->recipe.decay_epochs = calloc((size_t)(count ? count : 1), sizeof(double));
     sc->recipe.ndecay = count;
     for (int i = 0; i < count && !w->failed; i++) {
@@ -639,6 +691,7 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     return;
   }
   case T_LAYERS: walk_layers(w, n, name); return;
+  case T_SWEEP: walk_sweep(w, n, name); return;
   case T_ITEMS: walk_items(w, n, f, name); return;
   case T_BOOL:
     if (n->type == YAML_SCALAR_NODE && (!strcmp(scalar(n), "true") || !strcmp(scalar(n), "false"))) {
@@ -695,6 +748,8 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
       return;
     }
     w->sc->settings.value[f->setting] = v;
+    w->sc->settings.source[f->setting] =
+        n->start_mark.line >= SET_LINE ? RH_SOURCE_COMMAND_LINE : RH_SOURCE_SCENARIO;
     return;
   }
   }
@@ -747,7 +802,9 @@ static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map
   for (size_t i = 0; i < nf && !w->failed && w->depth == 0; i++) {
     char name[160];
     snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", fields[i].key);
-    if (fields[i].required && !seen[i] && !was_provided(w, name)) {
+    bool optional = w->cluster_only && !*prefix && strcmp(name, "name") != 0 &&
+                    strcmp(name, "cluster") != 0;
+    if (fields[i].required && !seen[i] && !was_provided(w, name) && !optional) {
       w->key = NULL;
       fail(w, owner ? owner : map, name, "missing (required)");
     }
@@ -1074,6 +1131,7 @@ static void check_whole(walker *w) {
   if (cl->nodes > 1 && cl->nic_bw <= 0)
     fail(w, node_at(w->doc, "cluster"), "cluster.network",
          "missing: a cluster of %d nodes needs a network section with nic_Gbps", cl->nodes);
+  if (w->cluster_only) return; /* a collective or a platform needs no model, data or recipe */
   bool real = sc->model.kind != 0;
   bool layer_flops = sc->model.nlayers > 0 && sc->model.layers[0].forward_flops > 0;
   if (!real && sc->model.forward_flops <= 0 && !layer_flops) {
@@ -1173,8 +1231,117 @@ long rh_scenario_steps_per_epoch(const rh_scenario *sc) {
                                    (long)sc->recipe.batch, rh_scenario_size(sc));
 }
 
+/* ---- command-line overrides ------------------------------------------------------------- */
+
+static void mark(yaml_document_t *doc, int id, int index) {
+  doc->nodes.start[id - 1].start_mark.line = (size_t)SET_LINE + (size_t)index;
+}
+
+/* Copies node `id` of `from` (an override's value) into `to`; returns its id there, or 0. */
+static int copy_node(yaml_document_t *to, yaml_document_t *from, int id, int index) {
+  yaml_node_t *n = yaml_document_get_node(from, id);
+  int made = 0;
+  if (n->type == YAML_SCALAR_NODE) {
+    made = yaml_document_add_scalar(to, n->tag, n->data.scalar.value, (int)n->data.scalar.length,
+                                    n->data.scalar.style);
+  } else if (n->type == YAML_SEQUENCE_NODE) {
+    made = yaml_document_add_sequence(to, n->tag, YAML_FLOW_SEQUENCE_STYLE);
+    for (yaml_node_item_t *it = n->data.sequence.items.start; made && it < n->data.sequence.items.top; it++) {
+      int kid = copy_node(to, from, *it, index);
+      if (!kid || !yaml_document_append_sequence_item(to, made, kid)) return 0;
+    }
+  } else {
+    made = yaml_document_add_mapping(to, n->tag, YAML_FLOW_MAPPING_STYLE);
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; made && p < n->data.mapping.pairs.top; p++) {
+      int k = copy_node(to, from, p->key, index), v = copy_node(to, from, p->value, index);
+      if (!k || !v || !yaml_document_append_mapping_pair(to, made, k, v)) return 0;
+    }
+  }
+  if (made) mark(to, made, index);
+  return made;
+}
+
+/* The pair index of `key` in mapping `map`, or -1. */
+static int find_pair(yaml_document_t *doc, int map, const char *key) {
+  yaml_node_t *m = yaml_document_get_node(doc, map);
+  for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(doc, p->key);
+    if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key) == 0)
+      return (int)(p - m->data.mapping.pairs.start);
+  }
+  return -1;
+}
+
+/* Applies `--set KEY=VALUE` (override number `index`) to the loaded file: the dotted KEY's value
+ * is replaced, or the key is added with the mappings on its way.  0, or -1 with a message. */
+static int apply_set(yaml_document_t *doc, const char *set, int index, char *err, size_t errlen) {
+  const char *eq = strchr(set, '=');
+  char key[200];
+  if (!eq || eq == set || (size_t)(eq - set) >= sizeof key || eq[-1] == '.' || set[0] == '.' ||
+      strstr(set, "..")) {
+    snprintf(err, errlen, "--set %s: expected KEY=VALUE, KEY a dotted path such as cluster.nodes", set);
+    return -1;
+  }
+  snprintf(key, sizeof key, "%.*s", (int)(eq - set), set);
+  yaml_parser_t parser;
+  yaml_document_t value;
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_string(&parser, (const unsigned char *)eq + 1, strlen(eq + 1));
+  bool parsed = yaml_parser_load(&parser, &value);
+  yaml_parser_delete(&parser);
+  if (!parsed || !yaml_document_get_root_node(&value)) {
+    snprintf(err, errlen, "--set %s: the value is %s", set, parsed ? "empty" : "not a YAML value");
+    if (parsed) yaml_document_delete(&value);
+    return -1;
+  }
+  int at = 1; /* the root */
+  int rc = 0;
+  for (char *save = NULL, *seg = strtok_r(key, ".", &save); seg && rc == 0;) {
+    char *next = strtok_r(NULL, ".", &save);
+    yaml_node_t *m = yaml_document_get_node(doc, at);
+    if (m->type != YAML_MAPPING_NODE) {
+      snprintf(err, errlen, "--set %s: %.*s holds %s, not keys", set,
+               seg == key ? 12 : (int)(seg - key - 1), seg == key ? "the scenario" : key,
+               type_word(m));
+      rc = -1;
+      break;
+    }
+    int pair = find_pair(doc, at, seg);
+    int id = next ? 0 : copy_node(doc, &value, 1, index);
+    if (!next && !id) rc = -1;
+    else if (pair >= 0) {
+      yaml_node_pair_t *p = yaml_document_get_node(doc, at)->data.mapping.pairs.start + pair;
+      mark(doc, p->key, index);
+      if (next) at = p->value;
+      else p->value = id;
+    } else {
+      if (next) id = yaml_document_add_mapping(doc, NULL, YAML_BLOCK_MAPPING_STYLE);
+      int k = yaml_document_add_scalar(doc, NULL, (yaml_char_t *)seg, -1, YAML_PLAIN_SCALAR_STYLE);
+      if (!id || !k || !yaml_document_append_mapping_pair(doc, at, k, id)) rc = -1;
+      else {
+        mark(doc, k, index);
+        mark(doc, id, index);
+        at = id;
+      }
+    }
+    if (rc == 0 && next) seg[strlen(seg)] = '.'; /* the path so far, for a message */
+    seg = next;
+  }
+  if (rc != 0 && !err[0]) snprintf(err, errlen, "--set %s: out of memory", set);
+  yaml_document_delete(&value);
+  return rc;
+}
+
 rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t errlen) {
+  return rh_scenario_load_opts(path, NULL, sc, err, errlen);
+}
+
+rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, rh_scenario *sc,
+                                char *err, size_t errlen) {
+  static const rh_scenario_opts none = {0};
+  if (!opts) opts = &none;
   *sc = (rh_scenario){0};
+  err[0] = 0;
   init_collective_fields();
   if (rh_settings_init(&sc->settings, err, errlen) != RH_OK) return RH_ERR_INVALID;
   sc->cluster.intra_lat = 0.7e-6; /* NVLink/NVSwitch hop, NCCL's LL figure */
@@ -1222,7 +1389,8 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   yaml_parser_set_input_file(&parser, f);
   struct provided provided = {0};
   walker w = {.doc = &doc, .sc = sc, .base = (char *)sc, .path = path, .err = err,
-              .errlen = errlen, .provided = &provided};
+              .errlen = errlen, .provided = &provided, .sets = opts->sets,
+              .cluster_only = opts->cluster_only};
   if (!yaml_parser_load(&parser, &doc)) {
     /* libyaml gives up where it noticed (often the end of the file); the construct it was in
      * began at context_mark, which is where a person has to look */
@@ -1243,7 +1411,9 @@ rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t 
   } else if (root->type != YAML_MAPPING_NODE) {
     fail(&w, root, "scenario", "expected a mapping at the top level, got %s", type_word(root));
   } else {
-    walk_map(&w, NULL, root, top_fields, "");
+    for (int i = 0; i < opts->nsets && !w.failed; i++)
+      w.failed = apply_set(&doc, opts->sets[i], i, err, errlen) != 0;
+    if (!w.failed) walk_map(&w, NULL, yaml_document_get_root_node(&doc), top_fields, "");
     if (!w.failed) check_whole(&w);
   }
   if (!w.failed) { /* one scenario per file: a second document is a mistake, not ignored */
@@ -1281,6 +1451,12 @@ void rh_scenario_free(rh_scenario *sc) {
   free(sc->recipe.decay_epochs);
   free(sc->failures.events);
   free(sc->elastic.changes);
+  for (int i = 0; i < sc->sweep.naxes; i++) {
+    for (int j = 0; j < sc->sweep.axes[i].nvalues; j++) free(sc->sweep.axes[i].values[j]);
+    free(sc->sweep.axes[i].values);
+    free(sc->sweep.axes[i].key);
+  }
+  free(sc->sweep.axes);
   for (int i = 0; i < sc->model.nlayers; i++) free(sc->model.layers[i].name);
   free(sc->model.layers);
   *sc = (rh_scenario){0};

@@ -40,6 +40,14 @@ typedef struct rh_scenario_change {
   int line;
 } rh_scenario_change;
 
+/* One axis of a sweep: a dotted scenario key and its values, as written. */
+typedef struct rh_sweep_axis {
+  char *key;
+  char **values;
+  int nvalues;
+  int line;
+} rh_sweep_axis;
+
 typedef struct rh_scenario {
   char *path;
   char *name;
@@ -125,11 +133,29 @@ typedef struct rh_scenario {
     double latency;              /* seconds per checkpoint file */
   } storage;
   rh_settings settings; /* defaults, then environment, then the `collective:` section */
+  struct {
+    rh_sweep_axis *axes; /* owned; the `sweep:` section, read by `rehearsal sweep` */
+    int naxes;
+  } sweep;
 } rh_scenario;
 
 /* Reads and checks `path`.  On failure returns RH_ERR_INVALID (bad content) or RH_ERR_IO and
  * writes one message, naming the file, line and field, into err. */
 rh_status rh_scenario_load(const char *path, rh_scenario *sc, char *err, size_t errlen);
+
+/* How a command loads a scenario: the file, then the command line's `--set KEY=VALUE`
+ * overrides (KEY a dotted path such as cluster.network.nic_Gbps, VALUE any YAML value: a
+ * number, a word, [1, 2]), which replace or add the key before the file is checked.  An error in
+ * an override names it ("--set KEY=VALUE: FIELD: ...") instead of a line of the file.
+ * `cluster_only`: only the cluster (and collective) sections are required, as `collective` and
+ * `platform` need no model, data or recipe. */
+typedef struct rh_scenario_opts {
+  const char *const *sets;
+  int nsets;
+  bool cluster_only;
+} rh_scenario_opts;
+rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, rh_scenario *sc,
+                                char *err, size_t errlen);
 void rh_scenario_free(rh_scenario *sc);
 
 /* How the scenario launches: its cluster and settings, and the runtime's forms of its failure,

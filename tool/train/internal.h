@@ -82,6 +82,7 @@ typedef struct rank_state {
   long *all_used;
   /* schedules: what the recipe says, and what this (perhaps mistaken) program uses */
   rh_lr_schedule recipe_lr, used_lr;
+  double step_loss; /* this rank's loss of its last batch (real models) */
   long steps_per_epoch, last_batch, last_step;
   bool recording; /* false while the resume check replays epochs */
   int epochs;       /* the job's epochs */
@@ -180,5 +181,11 @@ rh_status train__elastic(rank_state *s);
 rh_status train__commit(rank_state *s, int epoch);
 /* A commit charged with repeated steps, as long as the last real one: its time and count. */
 void train__commit_charged(rank_state *s);
+
+/* steps.c: rank 0's record of `count` steps from `step` of `epoch` that began at `start` and
+ * took `compute` + `wait` seconds each (a repeated run of steps: the same each), and the progress
+ * line. */
+void train__record_steps(rank_state *s, int epoch, long step, long count, double start,
+                         double compute, double wait);
 
 #endif

@@ -10,6 +10,7 @@
  * rh_check_allgather, which costs no simulated time.
  */
 #include "internal.h"
+#include "progress.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +36,8 @@ void rh_train_result_free(rh_train_result *r) {
   free(r->ckpt_time);
   free(r->ckpt_step);
   free(r->bucket_bytes);
+  free(r->bucket_wait);
+  free(r->steps);
   *r = (rh_train_result){0};
 }
 
@@ -44,6 +47,7 @@ typedef struct bucket {
   size_t count;  /* elements */
   float *buf;    /* real: the packed gradients, owned; NULL: timing-only */
   rh_request *req; /* NULL when not issued */
+  double waited;   /* seconds the step waited for it after backward */
 } bucket;
 
 /* ---- set-up -------------------------------------------------------------------------------- */
@@ -386,21 +390,26 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   if (st == RH_OK && cur.to > cur.from) st = close_bucket(s, order, buckets, &nb, &cur, nt, skip);
   rh_status first = st;
   for (int i = 0; i < nb; i++) {
+    buckets[i].waited = rh_time(ctx);
     if (buckets[i].req) {
       rh_status w = rh_wait(buckets[i].req);
       if (first == RH_OK) first = w;
       if (w == RH_OK && buckets[i].buf) unpack_bucket(s, order, &buckets[i]);
     }
     free(buckets[i].buf);
+    buckets[i].waited = rh_time(ctx) - buckets[i].waited; /* what this bucket kept the step */
   }
   if (first == RH_OK && s->rank == 0) {
     double *sizes = nb != s->res->buckets_per_step || !s->res->bucket_bytes
                         ? realloc(s->res->bucket_bytes, (size_t)(nb ? nb : 1) * sizeof(double))
                         : s->res->bucket_bytes;
-    if (sizes) {
+    double *waits = realloc(s->res->bucket_wait, (size_t)(nb ? nb : 1) * sizeof(double));
+    if (waits) s->res->bucket_wait = waits;
+    if (sizes && waits) {
       s->res->bucket_bytes = sizes;
       s->res->buckets_per_step = nb;
       for (int i = 0; i < nb; i++) sizes[i] = buckets[i].count * 4.0;
+      for (int i = 0; i < nb; i++) waits[i] = buckets[i].waited;
     }
     for (int i = 0; i < nb; i++)
       if (buckets[i].count * 4.0 > s->res->bucket_bytes_max)
@@ -412,6 +421,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
 
   double lr = rh_recipe_lr(&s->used_lr, epoch, step, s->steps_per_epoch);
   *lr_out = lr;
+  s->step_loss = cfg->real ? loss : NAN;
   if (!cfg->real) return RH_OK;
   rh_optimizer_step(&s->opt, s->params, s->grad, lr);
   s->ev.epoch_loss += loss * (double)n;
@@ -539,6 +549,11 @@ static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch, bool co
 
 /* Where a failure left the position, for the elastic checks (the restore moves it back). */
 static rh_status note_failure(rank_state *s, rh_status st) {
+  if (st != RH_OK && s->cfg->progress && s->res->notes < 4) /* the first few, as they happen */
+    rh_progress_note(s->cfg->progress, "%s rank %d, epoch %d step %ld: %s: %s",
+                     s->res->notes++ == 3 ? "(further failures in the report) " : "", s->rank,
+                     (int)s->pos.epoch + 1, (long)s->pos.step + 1, rh_status_string(st),
+                     rh_last_error(s->ctx));
   if (train__peer_failure(st)) {
     s->failed_at = (long)s->pos.global_step;
     s->failed_epoch_start = (long)s->pos.epoch_start;
@@ -589,6 +604,7 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
     long run = i == 0 ? every - g % every : every;
     if (run > left || i >= ends) run = left;
     record_pace(s, e, start, d, run);
+    train__record_steps(s, e, (long)s->pos.step + (done - left), run, start, tc - t0, t1 - tc);
     start += (double)run * d;
     left -= run;
     if (i < ends - 1) {
@@ -652,6 +668,7 @@ rh_status train__run_epochs(rank_state *s, int to) {
       es->steps++; /* a step that failed counts: the table shows where the run stopped */
       if (st != RH_OK) break;
       record_pace(s, e, t0, t1 - t0, 1);
+      train__record_steps(s, e, step, 1, t0, tc - t0, t1 - tc);
       st = train__failed(s, train__checks_after_step(s, e, step, lr), RH_CHECK_COLLECTIVES);
       /* Horovod's ElasticSampler.record_batch: the batch, times the ranks */
       s->pos.step++;

@@ -109,6 +109,7 @@ typedef struct rh_train_config {
   long checkpoint_every_steps; /* 0: checkpoints at epoch ends only */
   int max_size;               /* the largest world the job may have (buffers are sized for it) */
   double optimizer_state;     /* optimizer floats per parameter, for timing-only state sizes */
+  struct rh_progress *progress; /* steps done and failures, as they happen (NULL: none) */
 } rh_train_config;
 
 typedef struct rh_epoch_stats {
@@ -139,6 +140,18 @@ typedef struct rh_check_result {
   char detail[512];
 } rh_check_result;
 
+/* One training step as rank 0 saw it (DIR/steps.csv). */
+typedef struct rh_step_record {
+  long global_step; /* 1-based, over the whole job */
+  int epoch;        /* 0-based */
+  long step;        /* 0-based within the epoch */
+  int size;         /* ranks in the step's world */
+  double start;     /* seconds */
+  double compute, wait; /* forward + backward; waiting for the gradients after backward */
+  double lr;
+  double loss;      /* rank 0's batch loss (real models; NAN timing-only) */
+} rh_step_record;
+
 /* What a run produced; rank 0 fills it (every rank agrees on the verdicts). */
 typedef struct rh_train_result {
   int epochs;                 /* epochs run (after the epochs rule and the stop step) */
@@ -148,6 +161,7 @@ typedef struct rh_train_result {
   int buckets_per_step;
   double bucket_bytes_max;
   double *bucket_bytes;       /* each bucket of rank 0's last full step, in issue order (owned) */
+  double *bucket_wait;        /* and the seconds that step waited for it after backward (owned) */
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */
   uint64_t params_hash;       /* FNV-1a of the final parameters' bytes (real models) */
@@ -166,6 +180,9 @@ typedef struct rh_train_result {
   long *ckpt_step;            /* and the global step it holds */
   size_t nckpt, capckpt;
   long resumed_step;          /* the global step the last launch resumed from (-1: none) */
+  rh_step_record *steps;      /* every step rank 0 ran (or charged), in order */
+  size_t nsteps, capsteps;
+  int notes;                  /* failures told to the progress line so far */
 } rh_train_result;
 
 typedef struct rh_train_job {

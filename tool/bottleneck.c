@@ -1,0 +1,162 @@
+/*
+ * bottleneck.c: the answer to "is the network the bottleneck?" for a finished run.
+ *
+ * - Where a step goes: compute, and the wait for gradients after backward, bucket by bucket
+ *   (rank 0's last full step: the time each bucket's wait blocked).
+ * - The busiest links: what each kind of link carries per step at least (an allreduce of S bytes
+ *   over k parties sends 2(k-1)/k S through each party's link, whatever the algorithm), over the
+ *   step's time and the link's line rate.
+ * - What if: an infinitely fast network leaves compute alone; no overlap adds every bucket's
+ *   allreduce to compute; twice the network is simulated again, in a child process of this
+ *   program, with the NIC's (one node: NVLink's) bandwidth doubled by one more --set.
+ */
+#include "bottleneck.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+/* The doubled link as an override, and the words for it. */
+static void doubled(const rh_scenario *sc, char *set, size_t len, const char **what) {
+  if (sc->cluster.nodes > 1) {
+    snprintf(set, len, "cluster.network.nic_Gbps=%.17g", 2 * sc->cluster.nic_bw * 8 / 1e9);
+    *what = "2x NIC bandwidth";
+  } else {
+    snprintf(set, len, "cluster.intra.bandwidth_GBps=%.17g", 2 * sc->cluster.intra_bw / 1e9);
+    *what = "2x NVLink bandwidth";
+  }
+}
+
+/* Runs this program again on the scenario with one more override; its step in ms, or NAN. */
+static double rerun_step(const rh_scenario *sc, const rh_scenario_opts *opts, const char *set) {
+  char dir[] = "/tmp/rehearsal-whatif-XXXXXX";
+  if (!mkdtemp(dir)) return NAN;
+  int n = 0;
+  char **argv = calloc((size_t)(2 * opts->nsets + 10), sizeof *argv);
+  if (!argv) return NAN;
+  argv[n++] = "rehearsal";
+  argv[n++] = "run";
+  argv[n++] = sc->path;
+  for (int i = 0; i < opts->nsets; i++) {
+    argv[n++] = "--set";
+    argv[n++] = (char *)opts->sets[i];
+  }
+  argv[n++] = "--set";
+  argv[n++] = (char *)set;
+  argv[n++] = "--out";
+  argv[n++] = dir;
+  argv[n] = NULL;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    setenv("RH_WHAT_IF", "0", 1); /* the child asks no what-if of its own */
+    setenv("RH_PROGRESS", "0", 1);
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  free(argv);
+  int status = 0;
+  double step = NAN;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) <= 1) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    json_t *root = json_load_file(path, 0, NULL);
+    json_t *v = json_object_get(json_object_get(root, "summary"), "step_ms");
+    if (json_is_number(v)) step = json_number_value(v);
+    json_decref(root);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "rehearsal: could not remove %s\n", dir);
+  return step;
+}
+
+/* One link kind's load: bytes per step through each, and its share of the line rate. */
+static json_t *link_load(FILE *f, const char *name, double bytes, double bw, double step) {
+  double util = bw > 0 && step > 0 ? bytes / (bw * step) : NAN;
+  fprintf(f, "  link         %-28s %9.4g MB per step each way, %5.1f%% of %.4g GB/s over the step\n",
+          name, bytes / 1e6, 100 * util, bw / 1e9);
+  return json_pack("{s:s, s:f, s:f, s:f}", "link", name, "bytes_per_step", bytes, "line_rate_GBps",
+                   bw / 1e9, "utilisation", util);
+}
+
+void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_scenario_opts *opts,
+                          const rh_train_result *res, const rh_step_split *sp, bool what_if) {
+  json_t *jb = json_object();
+  fprintf(f, "\nbottleneck\n");
+  double exposed_share = sp->step > 0 ? sp->wait / sp->step : 0;
+  fprintf(f, "  step         %.4f ms: compute %.4f ms (%.1f%%), waiting for gradients %.4f ms (%.1f%%)\n",
+          1e3 * sp->step, 1e3 * sp->compute, 100 * sp->compute / sp->step, 1e3 * sp->wait,
+          100 * exposed_share);
+  json_t *jw = json_array();
+  for (int i = 0; i < res->buckets_per_step && res->bucket_wait; i++) {
+    fprintf(f, "  exposed      bucket %d (%.4g MB): %.4f ms\n", i, res->bucket_bytes[i] / 1e6,
+            1e3 * res->bucket_wait[i]);
+    json_array_append_new(jw, json_pack("{s:i, s:f, s:f}", "bucket", i, "bytes", res->bucket_bytes[i],
+                                        "exposed_ms", 1e3 * res->bucket_wait[i]));
+  }
+  json_object_set_new(jb, "exposed_by_bucket", jw);
+
+  /* the least each link carries: 2(k-1)/k of every bucket, k the parties on that link */
+  double grads = 0;
+  for (int i = 0; i < res->buckets_per_step && res->bucket_bytes; i++) grads += res->bucket_bytes[i];
+  const rh_cluster *cl = &sc->cluster;
+  int nodes = cl->nodes, local = cl->gpus_per_node[0];
+  json_t *jl = json_array();
+  double busiest = 0;
+  if (local > 1) {
+    double u = 2.0 * (local - 1) / local * grads;
+    json_array_append_new(jl, link_load(f, "NVLink/PCIe of each GPU", u, cl->intra_bw, sp->step));
+    busiest = u / (cl->intra_bw * sp->step);
+  }
+  if (nodes > 1) {
+    double bw = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
+    double u = 2.0 * (nodes - 1) / nodes * grads;
+    json_array_append_new(jl, link_load(f, "network uplink of each node", u, bw, sp->step));
+    if (u / (bw * sp->step) > busiest) busiest = u / (bw * sp->step);
+  }
+  json_object_set_new(jb, "links", jl);
+
+  /* what if */
+  double inf = sp->compute, none = sp->compute + sp->buckets, twice = NAN;
+  char set[128];
+  const char *what = "";
+  doubled(sc, set, sizeof set, &what);
+  if (what_if) twice = rerun_step(sc, opts, set);
+  fprintf(f, "  what if      infinitely fast network: step %.4f ms (%+.1f%%); no overlap: %.4f ms "
+             "(%+.1f%%)",
+          1e3 * inf, 100 * (inf - sp->step) / sp->step, 1e3 * none, 100 * (none - sp->step) / sp->step);
+  if (!isnan(twice)) fprintf(f, "; %s: %.4f ms (%+.1f%%)", what, twice, 100 * (twice / 1e3 - sp->step) / sp->step);
+  fprintf(f, "\n");
+  json_t *jwi = json_pack("{s:f, s:f}", "infinite_network_step_ms", 1e3 * inf, "no_overlap_step_ms", 1e3 * none);
+  if (!isnan(twice)) {
+    json_object_set_new(jwi, "double_network_step_ms", json_real(twice));
+    json_object_set_new(jwi, "double_network", json_string(set));
+  }
+  json_object_set_new(jb, "what_if", jwi);
+
+  /* the verdict: the share of a step an infinitely fast network would save */
+  char verdict[256];
+  double saved = sp->step > 0 ? (sp->step - inf) / sp->step : 0;
+  if (saved >= 0.25)
+    snprintf(verdict, sizeof verdict, "network-bound: %.0f%% of each step waits for gradients "
+             "(busiest link %.0f%% used)", 100 * saved, 100 * busiest);
+  else if (saved >= 0.05)
+    snprintf(verdict, sizeof verdict, "partly network-bound: %.0f%% of each step waits for gradients "
+             "(busiest link %.0f%% used)", 100 * saved, 100 * busiest);
+  else
+    snprintf(verdict, sizeof verdict, "compute-bound: the network is not the bottleneck, %.1f%% of "
+             "each step waits for gradients (busiest link %.0f%% used)", 100 * saved, 100 * busiest);
+  fprintf(f, "  verdict      %s\n", verdict);
+  json_object_set_new(jb, "verdict", json_string(verdict));
+  json_object_set_new(jb, "waiting_share", json_real(saved));
+  json_object_set_new(root, "bottleneck", jb);
+}

@@ -1,0 +1,26 @@
+/*
+ * bottleneck.h: where a step's time goes, and whether the network is the bottleneck.  From a
+ * finished run: compute against waiting for gradients (by bucket), the bytes the busiest links
+ * carry per step against their line rate, and what-if figures (an infinitely fast network, twice
+ * the network, no overlap of backward and allreduce), ending in a one-line verdict.
+ */
+#ifndef REHEARSAL_BOTTLENECK_H
+#define REHEARSAL_BOTTLENECK_H
+
+#include "scenario.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+typedef struct rh_step_split {
+  double step, compute, wait; /* seconds per step */
+  double buckets;             /* the buckets' allreduces back to back, by the cost model */
+} rh_step_split;
+
+/* Prints the `bottleneck` section of the summary and sets root.bottleneck.  `what_if`: simulate
+ * the run again with twice the network (a child process of this program, with `sets` and one
+ * more override); otherwise that figure is left out. */
+void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_scenario_opts *opts,
+                          const rh_train_result *res, const rh_step_split *split, bool what_if);
+
+#endif

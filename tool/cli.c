@@ -1,0 +1,160 @@
+/*
+ * cli.c: the flags every command shares, parsed with getopt_long so that each command behaves
+ * like its neighbours: --help on stdout with exit 0, --version, unknown flags and bad values named
+ * on stderr with exit 2, and --set KEY=VALUE overrides for the scenario.
+ */
+#include "cli.h"
+
+#include <jansson.h>
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rh_cli_error(const char *command, const char *fmt, ...) {
+  fprintf(stderr, "rehearsal %s: ", command);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry 'rehearsal %s --help' for more information.\n", command);
+  return 2;
+}
+
+static int add_set(rh_scenario_opts *opts, const char *command, const char *kv) {
+  const char *eq = strchr(kv, '=');
+  if (!eq || eq == kv) return rh_cli_error(command, "--set %s: expected KEY=VALUE", kv);
+  const char **sets = realloc((void *)opts->sets, (size_t)(opts->nsets + 1) * sizeof *sets);
+  if (!sets) return 1;
+  sets[opts->nsets++] = kv;
+  opts->sets = sets;
+  return 0;
+}
+
+void rh_cli_opts_free(rh_scenario_opts *opts) {
+  free((void *)opts->sets);
+  opts->sets = NULL;
+  opts->nsets = 0;
+}
+
+/* The flag as the user wrote it, for a message: "--name" or "-c". */
+static void flag_name(const struct option *all, int longindex, int c, char *buf, size_t len) {
+  if (longindex >= 0) snprintf(buf, len, "--%s", all[longindex].name);
+  else snprintf(buf, len, "-%c", c);
+}
+
+int rh_cli_parse(const char *command, const char *usage, int argc, char **argv,
+                 const char *shortopts, const struct option *longopts, rh_cli_option_fn fn,
+                 void *arg, rh_scenario_opts *opts, int *first) {
+  static const struct option common[] = {RH_CLI_COMMON_OPTIONS};
+  size_t n = 0, nc = sizeof common / sizeof common[0];
+  while (longopts && longopts[n].name) n++;
+  struct option *all = calloc(n + nc + 1, sizeof *all);
+  char **args = calloc((size_t)argc + 2, sizeof *args); /* getopt wants a program name first */
+  char *shorts = malloc(strlen(shortopts ? shortopts : "") + 2);
+  if (!all || !args || !shorts) {
+    free(all);
+    free(args);
+    free(shorts);
+    return 1;
+  }
+  if (n) memcpy(all, longopts, n * sizeof *all);
+  memcpy(all + n, common, nc * sizeof *all);
+  sprintf(shorts, ":%s", shortopts ? shortopts : ""); /* ':' : a missing value is told apart */
+  char prog[64];
+  snprintf(prog, sizeof prog, "rehearsal %s", command);
+  args[0] = prog;
+  memcpy(args + 1, argv, (size_t)argc * sizeof *args);
+  optind = 0; /* glibc: a full re-initialisation, as a process may parse more than once */
+  opterr = 0;
+  int rc = -1;
+  for (;;) {
+    int longindex = -1;
+    int c = getopt_long(argc + 1, args, shorts, all, &longindex);
+    if (c == -1) break;
+    char flag[80];
+    if (c == '?') {
+      const char *bad = args[optind - 1];
+      if (optopt && optopt < 0x100 && bad[0] == '-' && bad[1] != '-')
+        rc = rh_cli_error(command, "unknown flag -%c", optopt);
+      else
+        rc = rh_cli_error(command, "unknown flag %s", bad);
+      break;
+    }
+    if (c == ':') {
+      const char *bad = args[optind - 1];
+      if (bad[0] == '-' && bad[1] != '-') rc = rh_cli_error(command, "-%c needs a value", optopt);
+      else rc = rh_cli_error(command, "%s needs a value", bad);
+      break;
+    }
+    if (c == RH_OPT_HELP) {
+      fputs(usage, stdout);
+      rc = 0;
+      break;
+    }
+    if (c == RH_OPT_VERSION) {
+      printf("rehearsal %s\n", REHEARSAL_VERSION);
+      rc = 0;
+      break;
+    }
+    if (c == RH_OPT_SET) {
+      if (!opts) {
+        rc = rh_cli_error(command, "--set: this command reads no scenario");
+        break;
+      }
+      int r = add_set(opts, command, optarg);
+      if (r) {
+        rc = r;
+        break;
+      }
+      continue;
+    }
+    int r = fn ? fn(c, optarg, arg) : 2;
+    if (r == 2) {
+      flag_name(all, longindex, c, flag, sizeof flag);
+      rc = optarg ? rh_cli_error(command, "cannot use %s %s", flag, optarg)
+                  : rh_cli_error(command, "cannot use %s here", flag);
+      break;
+    }
+    if (r != 0) {
+      rc = r;
+      break;
+    }
+  }
+  /* the permuted arguments back (the positional ones last), for the caller */
+  memcpy(argv, args + 1, (size_t)argc * sizeof *argv);
+  if (first) *first = optind > 0 ? optind - 1 : 0;
+  free(all);
+  free(args);
+  free(shorts);
+  return rc;
+}
+
+void rh_cli_print_settings(FILE *f, const rh_scenario *sc) {
+  fprintf(f, "  settings    ");
+  for (int i = 0; i < RH_SETTING_COUNT; i++) {
+    const rh_setting_def *d = &rh__setting_defs[i];
+    double v = sc->settings.value[i];
+    char text[64];
+    if (d->kind == RH_KIND_ENUM) snprintf(text, sizeof text, "%s", d->choices[(int)v]);
+    else if (d->kind == RH_KIND_BYTES) snprintf(text, sizeof text, "%.6g MiB", v / 1048576);
+    else snprintf(text, sizeof text, "%.6g s", v);
+    fprintf(f, "%s%s %s (%s)", i == 0 ? " " : i % 3 == 0 ? ",\n               " : ", ", d->name,
+            text, rh_setting_source_names[sc->settings.source[i]]);
+  }
+  fprintf(f, "\n");
+}
+
+json_t *rh_cli_settings_json(const rh_scenario *sc) {
+  json_t *o = json_object();
+  for (int i = 0; i < RH_SETTING_COUNT; i++) {
+    const rh_setting_def *d = &rh__setting_defs[i];
+    double v = sc->settings.value[i];
+    json_t *val = d->kind == RH_KIND_ENUM ? json_string(d->choices[(int)v]) : json_real(v);
+    json_object_set_new(o, d->name,
+                        json_pack("{s:o, s:s, s:s}", "value", val, "unit",
+                                  d->kind == RH_KIND_BYTES ? "B" : d->kind == RH_KIND_SECONDS ? "s" : "",
+                                  "source", rh_setting_source_names[sc->settings.source[i]]));
+  }
+  return o;
+}

@@ -1,0 +1,44 @@
+/*
+ * cli.h: what every command's flags share.  Commands parse with getopt_long; these helpers give
+ * them one behaviour: `--help` prints the usage on stdout and exits 0, `--version` prints the
+ * version, an unknown flag or a bad value is named on stderr with exit 2, and `--set KEY=VALUE`
+ * overrides collect into the scenario's load options.
+ */
+#ifndef REHEARSAL_CLI_H
+#define REHEARSAL_CLI_H
+
+#include "scenario.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+/* The long options every scenario command takes, to append to its own table (getopt_long values
+ * below). */
+enum { RH_OPT_HELP = 0x100, RH_OPT_VERSION, RH_OPT_SET };
+#define RH_CLI_COMMON_OPTIONS                                                                      \
+  {"help", no_argument, NULL, RH_OPT_HELP}, {"version", no_argument, NULL, RH_OPT_VERSION},       \
+  {"set", required_argument, NULL, RH_OPT_SET}
+
+/* Runs getopt_long over a subcommand's arguments (argv without the command name).  Each option
+ * found goes to `fn(c, optarg, arg)`, which returns 0 to go on or an exit code to stop with; the
+ * common ones are handled here: --help prints `usage` to stdout (exit 0), --version (exit 0),
+ * --set adds to opts->sets.  An unknown flag, a missing value or a value fn refuses (fn returns
+ * 2) is named on stderr with the usage.  The positional arguments are left in
+ * argv[*first .. argc).  Returns -1 to go on, or the exit code to return. */
+typedef int (*rh_cli_option_fn)(int c, const char *value, void *arg);
+int rh_cli_parse(const char *command, const char *usage, int argc, char **argv,
+                 const char *shortopts, const struct option *longopts, rh_cli_option_fn fn,
+                 void *arg, rh_scenario_opts *opts, int *first);
+/* Releases what rh_cli_parse added to opts. */
+void rh_cli_opts_free(rh_scenario_opts *opts);
+
+/* "rehearsal COMMAND: MESSAGE" on stderr and "try 'rehearsal COMMAND --help'"; returns 2. */
+int rh_cli_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The settings of a run and where each came from (default, environment, scenario, command
+ * line), printed as a table and returned as a JSON object (jansson's json_t *). */
+struct json_t;
+void rh_cli_print_settings(FILE *f, const rh_scenario *sc);
+struct json_t *rh_cli_settings_json(const rh_scenario *sc);
+
+#endif

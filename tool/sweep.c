@@ -1,0 +1,500 @@
+/*
+ * sweep.c: `rehearsal sweep FILE --out DIR`, the scenario run at every point of one or more axes
+ * (the `sweep:` section, and --axis KEY=V1,V2,... on the command line, which replaces an axis of
+ * the same key).  Axes multiply: every combination is a point, the first axis outermost.
+ *
+ * Each point is `rehearsal run FILE --set KEY=VALUE... --out DIR/points/NNN`, a process of its
+ * own (the simulator runs once per process), as many at a time as --jobs (default: the cores).
+ * Every point's overrides are checked before any runs, so bad input writes nothing.  A point
+ * that finished before (its point.json records the same scenario text and overrides) is not
+ * run again, so an interrupted sweep resumes where it stopped.  The results are a table on
+ * stdout, DIR/sweep.csv and DIR/sweep.json, one row per point, in point order: the same for
+ * the same scenario, however many jobs ran them.
+ */
+#include "cli.h"
+#include "commands.h"
+#include "progress.h"
+
+#include <jansson.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+    "usage: rehearsal sweep FILE --out DIR [--axis KEY=V1,V2,...]... [options]\n"
+    "Runs the scenario at every point of its axes (the scenario's `sweep:` section and the\n"
+    "--axis flags; several axes give every combination) and tabulates throughput, step time\n"
+    "and scaling efficiency per point.\n"
+    "  -o, --out DIR        where the points (DIR/points/NNN), sweep.csv and sweep.json go\n"
+    "  -a, --axis KEY=V1,V2,...\n"
+    "                       one axis: a dotted scenario key and its values (repeatable), e.g.\n"
+    "                       cluster.nodes=1,2,4,8 or cluster.network.nic_Gbps=25,100,400\n"
+    "  -j, --jobs N         points run at once (default: the number of cores)\n"
+    "      --force          run every point again, even those finished before\n"
+    "      --set KEY=VALUE  override a scenario key at every point (repeatable)\n"
+    "      --help, --version\n"
+    "Then: rehearsal plot DIR draws throughput and scaling efficiency against the axis.\n"
+    "Exit status: 0 every point ran and passed, 1 some point failed, 2 bad input.\n";
+
+typedef struct axis {
+  char *key;
+  char **values;
+  int n;
+} axis;
+
+typedef struct sweep_flags {
+  const char *out;
+  axis *axes;
+  int naxes;
+  int jobs;
+  bool force;
+} sweep_flags;
+
+/* Splits "V1,V2,..." at the commas outside brackets (a value may be a YAML list: [30,60]). */
+static int split_values(const char *text, axis *a) {
+  size_t len = strlen(text);
+  a->values = calloc(len + 1, sizeof *a->values);
+  if (!a->values) return 1;
+  int depth = 0;
+  const char *start = text;
+  for (const char *p = text;; p++) {
+    if (*p == '[' || *p == '{') depth++;
+    if (*p == ']' || *p == '}') depth--;
+    if (*p == 0 || (*p == ',' && depth == 0)) {
+      size_t n = (size_t)(p - start);
+      while (n && start[0] == ' ') start++, n--;
+      while (n && start[n - 1] == ' ') n--;
+      if (n == 0) return 2;
+      a->values[a->n++] = strndup(start, n);
+      if (*p == 0) return 0;
+      start = p + 1;
+    }
+  }
+}
+
+static void clear_axis(axis *a) {
+  for (int j = 0; j < a->n; j++) free(a->values[j]);
+  free(a->values);
+  free(a->key);
+  *a = (axis){0};
+}
+
+static void free_axes(axis *axes, int n) {
+  for (int i = 0; i < n; i++) clear_axis(&axes[i]);
+  free(axes);
+}
+
+/* Puts `a` into the list, in place of an axis of the same key; 0, or 1 out of memory. */
+static int put_axis(axis **axes, int *n, axis a) {
+  for (int i = 0; i < *n; i++)
+    if (strcmp((*axes)[i].key, a.key) == 0) {
+      clear_axis(&(*axes)[i]);
+      (*axes)[i] = a;
+      return 0;
+    }
+  axis *grown = realloc(*axes, (size_t)(*n + 1) * sizeof *grown);
+  if (!grown) return 1;
+  *axes = grown;
+  (*axes)[(*n)++] = a;
+  return 0;
+}
+
+/* An axis from the command line, replacing one of the same key. */
+static int add_axis(sweep_flags *f, const char *key, size_t keylen, const char *values) {
+  axis a = {.key = strndup(key, keylen)};
+  if (split_values(values, &a) != 0) {
+    clear_axis(&a);
+    return 2;
+  }
+  return put_axis(&f->axes, &f->naxes, a);
+}
+
+static int sweep_option(int c, const char *v, void *arg) {
+  sweep_flags *f = arg;
+  switch (c) {
+  case 'o': f->out = v; return 0;
+  case 'f': f->force = true; return 0;
+  case 'j': {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*v == 0 || *end || n < 1 || n > 1024) return 2;
+    f->jobs = (int)n;
+    return 0;
+  }
+  case 'a': {
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1] || !memchr(v, '.', (size_t)(eq - v))) return 2;
+    return add_axis(f, v, (size_t)(eq - v), eq + 1);
+  }
+  default: return 2;
+  }
+}
+
+/* ---- the points -------------------------------------------------------------------------- */
+
+typedef struct point {
+  int index;
+  char **sets;  /* the point's own overrides: KEY=VALUE, one per axis */
+  char dir[4200];
+  pid_t pid;
+  int exit;     /* -1: not finished */
+  bool reused;
+} point;
+
+/* FNV-1a of the scenario file, so that a changed scenario runs its points again. */
+static uint64_t file_hash(const char *path) {
+  FILE *f = fopen(path, "rb");
+  uint64_t h = 1469598103934665603ull;
+  if (!f) return 0;
+  for (int c; (c = fgetc(f)) != EOF;) h = (h ^ (uint64_t)(unsigned char)c) * 1099511628211ull;
+  fclose(f);
+  return h;
+}
+
+/* What a point is: its scenario and every override, as point.json records it. */
+static json_t *point_identity(const char *file, uint64_t hash, const rh_scenario_opts *common,
+                              const point *p, int naxes) {
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+  json_t *sets = json_array();
+  for (int i = 0; i < common->nsets; i++) json_array_append_new(sets, json_string(common->sets[i]));
+  for (int i = 0; i < naxes; i++) json_array_append_new(sets, json_string(p->sets[i]));
+  return json_pack("{s:s, s:s, s:o}", "file", file, "scenario_fnv1a", hex, "sets", sets);
+}
+
+/* A finished point with the same identity: its exit status, or -1. */
+static int finished_before(const point *p, json_t *identity) {
+  char path[4300];
+  snprintf(path, sizeof path, "%s/point.json", p->dir);
+  json_t *old = json_load_file(path, 0, NULL);
+  int rc = -1;
+  json_t *exit = json_object_get(old, "exit");
+  json_t *o_id = json_object_get(old, "identity");
+  if (old && json_is_integer(exit) && o_id && json_equal(o_id, identity)) {
+    snprintf(path, sizeof path, "%s/summary.json", p->dir);
+    struct stat st;
+    int e = (int)json_integer_value(exit);
+    if (e == 2 || stat(path, &st) == 0) rc = e;
+  }
+  json_decref(old);
+  return rc;
+}
+
+static pid_t start_point(const char *file, const rh_scenario_opts *common, const point *p,
+                         int naxes) {
+  int argc = 0;
+  char **argv = calloc((size_t)(2 * (common->nsets + naxes) + 10), sizeof *argv);
+  if (!argv) return -1;
+  argv[argc++] = "rehearsal";
+  argv[argc++] = "run";
+  argv[argc++] = (char *)file;
+  for (int i = 0; i < common->nsets; i++) {
+    argv[argc++] = "--set";
+    argv[argc++] = (char *)common->sets[i];
+  }
+  for (int i = 0; i < naxes; i++) {
+    argv[argc++] = "--set";
+    argv[argc++] = p->sets[i];
+  }
+  argv[argc++] = "--out";
+  argv[argc++] = (char *)p->dir;
+  argv[argc++] = "--no-what-if";
+  pid_t pid = fork();
+  if (pid == 0) {
+    char out[4300], err[4300];
+    snprintf(out, sizeof out, "%s/stdout.txt", p->dir);
+    snprintf(err, sizeof err, "%s/stderr.txt", p->dir);
+    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fo < 0 || fe < 0) _exit(1);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    setenv("RH_PROGRESS", "0", 1);
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  free(argv);
+  return pid;
+}
+
+/* ---- the results ------------------------------------------------------------------------- */
+
+static double num(json_t *o, const char *key) {
+  json_t *v = json_object_get(o, key);
+  return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* One point's row of sweep.json, from its summary.json. */
+static json_t *point_row(const point *p, const axis *axes, int naxes) {
+  char path[4300];
+  snprintf(path, sizeof path, "%s/summary.json", p->dir);
+  json_t *root = p->exit == 2 ? NULL : json_load_file(path, 0, NULL);
+  json_t *s = json_object_get(root, "summary"), *cl = json_object_get(root, "cluster");
+  json_t *set = json_object();
+  for (int i = 0; i < naxes; i++)
+    json_object_set_new(set, axes[i].key, json_string(strchr(p->sets[i], '=') + 1));
+  const char *status = p->exit == 0 ? "ok" : p->exit == 2 || !s ? "error" : "failed";
+  const char *rel = strstr(p->dir, "points/");
+  json_t *row = json_pack("{s:i, s:o, s:s, s:s, s:i}", "point", p->index, "set", set, "dir",
+                          rel ? rel : p->dir, "status", status, "exit", p->exit);
+  if (s) {
+    double step = num(s, "step_ms"), compute = num(s, "compute_ms"), wait = num(s, "comm_wait_ms");
+    json_object_set_new(row, "gpus", json_integer((json_int_t)num(cl, "ranks")));
+    json_object_set_new(row, "nodes", json_integer((json_int_t)num(cl, "nodes")));
+    json_object_set_new(row, "step_ms", json_real(step));
+    json_object_set_new(row, "compute_ms", json_real(compute));
+    json_object_set_new(row, "comm_wait_ms", json_real(wait));
+    /* what is neither compute nor waiting: failures, commits and checkpoints */
+    double lost = step - compute - wait;
+    json_object_set_new(row, "lost_ms", json_real(lost > 1e-9 * step ? lost : 0));
+    json_object_set_new(row, "samples_per_s", json_real(num(s, "samples_per_s")));
+    json_object_set_new(row, "ideal_samples_per_s", json_real(num(s, "ideal_samples_per_s")));
+    json_object_set_new(row, "scaling_efficiency", json_real(num(s, "scaling_efficiency")));
+  }
+  json_decref(root);
+  return row;
+}
+
+static const char *const columns[] = {"gpus", "nodes", "step_ms", "compute_ms", "comm_wait_ms",
+                                      "lost_ms", "samples_per_s", "ideal_samples_per_s",
+                                      "scaling_efficiency", NULL};
+
+/* The table, sweep.csv and sweep.json. */
+static int report(const rh_scenario *sc, const char *file, const char *out, const axis *axes,
+                  int naxes, json_t *rows) {
+  char *csv = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&csv, &len);
+  if (!f) return 1;
+  fprintf(f, "point");
+  for (int i = 0; i < naxes; i++) fprintf(f, ",%s", axes[i].key);
+  for (int c = 0; columns[c]; c++) fprintf(f, ",%s", columns[c]);
+  fprintf(f, ",status\n");
+  printf("# rehearsal sweep: %s (%s), %zu points\n", sc->name, file, json_array_size(rows));
+  printf("#%5s", "point");
+  for (int i = 0; i < naxes; i++) printf(" %18s", axes[i].key);
+  printf(" %6s %5s %11s %11s %11s %12s %11s %6s\n", "gpus", "nodes", "step", "compute", "wait",
+         "throughput", "efficiency", "status");
+  printf("#%5s", "");
+  for (int i = 0; i < naxes; i++) printf(" %18s", "");
+  printf(" %6s %5s %11s %11s %11s %12s %11s\n", "", "", "(ms)", "(ms)", "(ms)", "(samples/s)", "(%)");
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    json_t *set = json_object_get(row, "set");
+    fprintf(f, "%lld", (long long)json_integer_value(json_object_get(row, "point")));
+    printf("%6lld", (long long)json_integer_value(json_object_get(row, "point")));
+    for (int a = 0; a < naxes; a++) {
+      const char *v = json_string_value(json_object_get(set, axes[a].key));
+      bool quote = strchr(v, ',') || strchr(v, '"');
+      fprintf(f, quote ? ",\"%s\"" : ",%s", v); /* a list value: one CSV field */
+      printf(" %18s", v);
+    }
+    for (int c = 0; columns[c]; c++) {
+      json_t *v = json_object_get(row, columns[c]);
+      if (json_is_integer(v)) fprintf(f, ",%lld", (long long)json_integer_value(v));
+      else if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
+      else fprintf(f, ",");
+    }
+    const char *status = json_string_value(json_object_get(row, "status"));
+    fprintf(f, ",%s\n", status);
+    if (json_object_get(row, "step_ms"))
+      printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s\n", num(row, "gpus"), num(row, "nodes"),
+             num(row, "step_ms"), num(row, "compute_ms"), num(row, "comm_wait_ms"),
+             num(row, "samples_per_s"), 100 * num(row, "scaling_efficiency"), status);
+    else
+      printf(" %6s %5s %11s %11s %11s %12s %11s %6s  (see %s/stderr.txt)\n", "-", "-", "-", "-", "-",
+             "-", "-", status, json_string_value(json_object_get(row, "dir")));
+  }
+  if (fclose(f) != 0) return 1;
+  char cluster[256];
+  const rh_cluster *cl = &sc->cluster;
+  snprintf(cluster, sizeof cluster, "%d node%s x %d GPUs (%.4g TFLOP/s), %.4g GB/s intra-node, "
+           "%d x %.4g Gb/s NIC", cl->nodes, cl->nodes == 1 ? "" : "s", cl->gpus_per_node[0],
+           cl->gpu_flops / 1e12, cl->intra_bw / 1e9, cl->nics_per_node, cl->nic_bw * 8 / 1e9);
+  json_t *jaxes = json_array();
+  for (int a = 0; a < naxes; a++) {
+    json_t *vals = json_array();
+    for (int v = 0; v < axes[a].n; v++) json_array_append_new(vals, json_string(axes[a].values[v]));
+    json_array_append_new(jaxes, json_pack("{s:s, s:o}", "key", axes[a].key, "values", vals));
+  }
+  json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:O}", "scenario", sc->name, "file", file, "cluster",
+                           cluster, "axes", jaxes, "points", rows);
+  char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+  int rc = !text || rh_write_output(out, "sweep.csv", csv) || rh_write_output(out, "sweep.json", text);
+  if (!rc) printf("\nwrote %s/sweep.csv and %s/sweep.json\n", out, out);
+  free(text);
+  free(csv);
+  json_decref(root);
+  return rc;
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+/* Checks every point's scenario before any runs: bad input names the point and writes nothing. */
+static int check_points(const char *file, const rh_scenario_opts *common, point *pts, int npts,
+                        int naxes) {
+  for (int p = 0; p < npts; p++) {
+    const char **sets = calloc((size_t)(common->nsets + naxes), sizeof *sets);
+    if (!sets) return 1;
+    for (int i = 0; i < common->nsets; i++) sets[i] = common->sets[i];
+    for (int i = 0; i < naxes; i++) sets[common->nsets + i] = pts[p].sets[i];
+    rh_scenario_opts o = {.sets = sets, .nsets = common->nsets + naxes};
+    rh_scenario sc;
+    char err[1024];
+    rh_status st = rh_scenario_load_opts(file, &o, &sc, err, sizeof err);
+    free(sets);
+    if (st != RH_OK) {
+      fprintf(stderr, "rehearsal sweep: point %d: %s\n", p, err);
+      return 2;
+    }
+    rh_scenario_free(&sc);
+  }
+  return 0;
+}
+
+static int run_points(const char *file, const rh_scenario_opts *common, point *pts, int npts,
+                      int naxes, int jobs, bool force) {
+  uint64_t hash = file_hash(file);
+  rh_progress *prog = rh_progress_start("sweep", npts, "points");
+  int running = 0, next = 0, done = 0;
+  json_t **ids = calloc((size_t)npts, sizeof *ids);
+  if (!ids) return 1;
+  for (int p = 0; p < npts; p++) {
+    ids[p] = point_identity(file, hash, common, &pts[p], naxes);
+    pts[p].exit = force ? -1 : finished_before(&pts[p], ids[p]);
+    pts[p].reused = pts[p].exit >= 0;
+    done += pts[p].reused;
+  }
+  rh_progress_update(prog, done, NAN);
+  int rc = 0;
+  while (done < npts && rc == 0) {
+    while (running < jobs && next < npts) {
+      point *p = &pts[next++];
+      if (p->reused) continue;
+      /* a point's old files go first, so that none of them is taken for its result */
+      char cmd[4400];
+      snprintf(cmd, sizeof cmd, "rm -rf '%s'", p->dir);
+      if (system(cmd) != 0 || rh_make_dirs(p->dir) != 0) {
+        rc = 1;
+        break;
+      }
+      p->pid = start_point(file, common, p, naxes);
+      if (p->pid < 0) {
+        rc = 1;
+        break;
+      }
+      running++;
+    }
+    if (running == 0) break;
+    int status;
+    pid_t pid = wait(&status);
+    if (pid < 0) {
+      rc = errno == EINTR ? 0 : 1;
+      continue;
+    }
+    for (int i = 0; i < npts; i++) {
+      if (pts[i].pid != pid || pts[i].exit >= 0) continue;
+      pts[i].exit = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      running--;
+      done++;
+      json_t *rec = json_pack("{s:O, s:i}", "identity", ids[i], "exit", pts[i].exit);
+      char *text = json_dumps(rec, JSON_INDENT(2));
+      if (!text || rh_write_output(pts[i].dir, "point.json", text)) rc = 1;
+      free(text);
+      json_decref(rec);
+      if (pts[i].exit > 1)
+        rh_progress_note(prog, "point %d did not run (exit %d): see %s/stderr.txt", i, pts[i].exit,
+                         pts[i].dir);
+      rh_progress_update(prog, done, NAN);
+    }
+  }
+  while (running > 0 && wait(NULL) > 0) running--;
+  rh_progress_end(prog);
+  for (int p = 0; p < npts; p++) json_decref(ids[p]);
+  free(ids);
+  return rc;
+}
+
+int rh_cmd_sweep(int argc, char **argv) {
+  static const struct option options[] = {
+      {"out", required_argument, NULL, 'o'},  {"axis", required_argument, NULL, 'a'},
+      {"jobs", required_argument, NULL, 'j'}, {"force", no_argument, NULL, 'f'},
+      {NULL, 0, NULL, 0}};
+  sweep_flags cmd = {0};
+  rh_scenario_opts opts = {0};
+  int first = 0;
+  int rc = rh_cli_parse("sweep", usage_text, argc, argv, "o:a:j:", options, sweep_option, &cmd,
+                        &opts, &first);
+  if (rc < 0 && argc - first != 1) rc = rh_cli_error("sweep", "needs one scenario FILE");
+  if (rc < 0 && !cmd.out) rc = rh_cli_error("sweep", "needs --out DIR (the points and results go there)");
+  rh_scenario sc = {0};
+  char err[1024];
+  if (rc < 0 && rh_scenario_load_opts(argv[first], &opts, &sc, err, sizeof err) != RH_OK) {
+    fprintf(stderr, "rehearsal: %s\n", err);
+    rc = 2;
+  }
+  /* the scenario's axes, then the command line's (which replace one of the same key) */
+  sweep_flags all = {0};
+  for (int i = 0; rc < 0 && i < sc.sweep.naxes; i++) {
+    const rh_sweep_axis *a = &sc.sweep.axes[i];
+    axis copy = {.key = strdup(a->key), .values = calloc((size_t)a->nvalues, sizeof(char *)), .n = a->nvalues};
+    for (int v = 0; v < a->nvalues; v++) copy.values[v] = strdup(a->values[v]);
+    if (put_axis(&all.axes, &all.naxes, copy)) rc = 1;
+  }
+  for (int i = 0; rc < 0 && i < cmd.naxes; i++) {
+    if (put_axis(&all.axes, &all.naxes, cmd.axes[i])) rc = 1;
+    cmd.axes[i] = (axis){0};
+  }
+  if (rc < 0 && all.naxes == 0)
+    rc = rh_cli_error("sweep", "no axis: give --axis KEY=V1,V2,... or a sweep: section in %s", argv[first]);
+  int npts = 1;
+  for (int i = 0; rc < 0 && i < all.naxes; i++) npts *= all.axes[i].n;
+  if (rc < 0 && npts > 100000) rc = rh_cli_error("sweep", "%d points: too many for one sweep", npts);
+  point *pts = rc < 0 ? calloc((size_t)npts, sizeof *pts) : NULL;
+  if (rc < 0 && !pts) rc = 1;
+  for (int p = 0; rc < 0 && p < npts; p++) {
+    pts[p] = (point){.index = p, .exit = -1, .sets = calloc((size_t)all.naxes, sizeof(char *))};
+    snprintf(pts[p].dir, sizeof pts[p].dir, "%s/points/%03d", cmd.out, p);
+    /* the first axis outermost: the last one changes fastest */
+    for (int a = all.naxes - 1, k = p; a >= 0; a--) {
+      const axis *ax = &all.axes[a];
+      const char *v = ax->values[k % ax->n];
+      k /= ax->n;
+      size_t len = strlen(ax->key) + strlen(v) + 2;
+      pts[p].sets[a] = malloc(len);
+      snprintf(pts[p].sets[a], len, "%s=%s", ax->key, v);
+    }
+  }
+  if (rc < 0) rc = check_points(argv[first], &opts, pts, npts, all.naxes) ? 2 : -1;
+  if (rc < 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int jobs = cmd.jobs > 0 ? cmd.jobs : cores > 0 ? (int)cores : 1;
+    rc = rh_make_dirs(cmd.out) || run_points(argv[first], &opts, pts, npts, all.naxes, jobs, cmd.force);
+    json_t *rows = json_array();
+    bool failed = false;
+    for (int p = 0; p < npts; p++) {
+      json_array_append_new(rows, point_row(&pts[p], all.axes, all.naxes));
+      failed = failed || pts[p].exit != 0;
+    }
+    if (!rc) rc = report(&sc, argv[first], cmd.out, all.axes, all.naxes, rows);
+    json_decref(rows);
+    if (!rc && failed) rc = 1;
+  }
+  for (int p = 0; pts && p < npts; p++) {
+    for (int a = 0; a < all.naxes; a++) free(pts[p].sets[a]);
+    free(pts[p].sets);
+  }
+  free(pts);
+  free_axes(all.axes, all.naxes);
+  free_axes(cmd.axes, cmd.naxes);
+  rh_scenario_free(&sc);
+  rh_cli_opts_free(&opts);
+  return rc;
+}
