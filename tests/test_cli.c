@@ -167,6 +167,45 @@ static void test_usage_errors(void **state) {
   assert_int_equal(run(path_in("help"), NULL, "--help", NULL, NULL, NULL, NULL, NULL, NULL, NULL), 0);
 }
 
+/* Every command and the program itself: --help on stdout with exit 0 and nothing on stderr,
+ * --version, an unknown flag named on stderr with exit 2 and nothing on stdout. */
+static void test_conventions_of_every_command(void **state) {
+  (void)state;
+  static const char *const commands[] = {"run", "sweep", "collective", "plot", "platform",
+                                         "calibrate", "elastic"};
+  char *out = path_in("conv.out"), *err = path_in("conv.err");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    char *cmd = (char *)commands[i];
+    assert_int_equal(run(out, err, cmd, "--help", NULL, NULL, NULL, NULL, NULL, NULL), 0);
+    char *text = rh_test_slurp(out), *etext = rh_test_slurp(err), want[64];
+    snprintf(want, sizeof want, "usage: rehearsal %s", cmd);
+    if (strncmp(text, want, strlen(want)) != 0) fail_msg("%s --help: %s", cmd, text);
+    assert_string_equal(etext, "");
+    free(text);
+    free(etext);
+    assert_int_equal(run(out, err, cmd, "--version", NULL, NULL, NULL, NULL, NULL, NULL), 0);
+    text = rh_test_slurp(out);
+    assert_int_equal(strncmp(text, "rehearsal ", 10), 0);
+    free(text);
+    assert_int_equal(run(out, err, cmd, "scenarios/default.yaml", "--no-such-flag", NULL, NULL,
+                         NULL, NULL, NULL), 2);
+    text = rh_test_slurp(out);
+    etext = rh_test_slurp(err);
+    if (!strstr(etext, "--no-such-flag")) fail_msg("%s: %s", cmd, etext);
+    assert_string_equal(text, "");
+    free(text);
+    free(etext);
+  }
+  /* a bad value is named with its flag */
+  assert_int_equal(run(out, err, "sweep", "scenarios/default.yaml", "--jobs", "zero", "--out",
+                       path_in("conv"), "--axis", "cluster.nodes=1"), 2);
+  char *etext = rh_test_slurp(err);
+  assert_non_null(strstr(etext, "--jobs zero"));
+  free(etext);
+  assert_int_equal(run(out, err, "--version", NULL, NULL, NULL, NULL, NULL, NULL, NULL), 0);
+  assert_int_equal(run(out, err, "help", NULL, NULL, NULL, NULL, NULL, NULL, NULL), 0);
+}
+
 /* Parses the sweep's table: every data row has 9 columns, #wrong is 0, busbw = algbw x factor. */
 static int check_table(const char *path, double factor, int want_rows) {
   FILE *f = fopen(path, "r");
@@ -240,6 +279,7 @@ int main(void) {
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_bad_scenarios_exit_2_and_write_nothing),
       cmocka_unit_test(test_usage_errors),
+      cmocka_unit_test(test_conventions_of_every_command),
       cmocka_unit_test(test_collective_sweep),
       cmocka_unit_test(test_timing_only_above_memory_limit),
   };

@@ -555,8 +555,9 @@ static void walk_sweep(walker *w, const yaml_node_t *n, const char *name) {
   rh_scenario *sc = w->sc;
   for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top && !w->failed; p++) {
     yaml_node_t *k = yaml_document_get_node(w->doc, p->key), *v = yaml_document_get_node(w->doc, p->value);
-    if (k->type != YAML_SCALAR_NODE || !strchr(scalar(k), '.') || strchr(scalar(k), '=')) {
-      fail(w, k, name, "a key is a dotted scenario path such as cluster.nodes");
+    if (k->type != YAML_SCALAR_NODE || strchr(scalar(k), '=') ||
+        (!strchr(scalar(k), '.') && strcmp(scalar(k), "gpus") != 0)) {
+      fail(w, k, name, "a key is a dotted scenario path such as cluster.nodes, or gpus");
       return;
     }
     char where[200];

@@ -35,7 +35,8 @@ static const char usage_text[] =
     "  -o, --out DIR        where the points (DIR/points/NNN), sweep.csv and sweep.json go\n"
     "  -a, --axis KEY=V1,V2,...\n"
     "                       one axis: a dotted scenario key and its values (repeatable), e.g.\n"
-    "                       cluster.nodes=1,2,4,8 or cluster.network.nic_Gbps=25,100,400\n"
+    "                       cluster.nodes=1,2,4,8 or cluster.network.nic_Gbps=25,100,400;\n"
+    "                       gpus=1,2,4,...,64: one node up to its GPUs, then whole nodes\n"
     "  -j, --jobs N         points run at once (default: the number of cores)\n"
     "      --force          run every point again, even those finished before\n"
     "      --set KEY=VALUE  override a scenario key at every point (repeatable)\n"
@@ -130,7 +131,8 @@ static int sweep_option(int c, const char *v, void *arg) {
   }
   case 'a': {
     const char *eq = strchr(v, '=');
-    if (!eq || eq == v || !eq[1] || !memchr(v, '.', (size_t)(eq - v))) return 2;
+    bool gpus = eq == v + 4 && strncmp(v, "gpus", 4) == 0;
+    if (!eq || eq == v || !eq[1] || (!gpus && !memchr(v, '.', (size_t)(eq - v)))) return 2;
     return add_axis(f, v, (size_t)(eq - v), eq + 1);
   }
   default: return 2;
@@ -141,7 +143,9 @@ static int sweep_option(int c, const char *v, void *arg) {
 
 typedef struct point {
   int index;
-  char **sets;  /* the point's own overrides: KEY=VALUE, one per axis */
+  char **sets;  /* the point's own values: KEY=VALUE, one per axis */
+  char **runs;  /* the overrides they make (an axis of GPUs makes two) */
+  int nruns;
   char dir[4200];
   pid_t pid;
   int exit;     /* -1: not finished */
@@ -165,7 +169,7 @@ static json_t *point_identity(const char *file, uint64_t hash, const rh_scenario
   snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
   json_t *sets = json_array();
   for (int i = 0; i < common->nsets; i++) json_array_append_new(sets, json_string(common->sets[i]));
-  for (int i = 0; i < naxes; i++) json_array_append_new(sets, json_string(p->sets[i]));
+  for (int i = 0; i < p->nruns; i++) json_array_append_new(sets, json_string(p->runs[i]));
   return json_pack("{s:s, s:s, s:o}", "file", file, "scenario_fnv1a", hex, "sets", sets);
 }
 
@@ -187,10 +191,9 @@ static int finished_before(const point *p, json_t *identity) {
   return rc;
 }
 
-static pid_t start_point(const char *file, const rh_scenario_opts *common, const point *p,
-                         int naxes) {
+static pid_t start_point(const char *file, const rh_scenario_opts *common, const point *p) {
   int argc = 0;
-  char **argv = calloc((size_t)(2 * (common->nsets + naxes) + 10), sizeof *argv);
+  char **argv = calloc((size_t)(2 * (common->nsets + p->nruns) + 10), sizeof *argv);
   if (!argv) return -1;
   argv[argc++] = "rehearsal";
   argv[argc++] = "run";
@@ -199,9 +202,9 @@ static pid_t start_point(const char *file, const rh_scenario_opts *common, const
     argv[argc++] = "--set";
     argv[argc++] = (char *)common->sets[i];
   }
-  for (int i = 0; i < naxes; i++) {
+  for (int i = 0; i < p->nruns; i++) {
     argv[argc++] = "--set";
-    argv[argc++] = p->sets[i];
+    argv[argc++] = p->runs[i];
   }
   argv[argc++] = "--out";
   argv[argc++] = (char *)p->dir;
@@ -337,15 +340,37 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
 
 /* ---- the command ------------------------------------------------------------------------- */
 
+/* The overrides an axis value makes: itself, or for the axis `gpus` the nodes and GPUs per node
+ * of that many GPUs (one node up to the scenario's GPUs per node, then whole nodes).  -1 to go
+ * on, or 2 with the reason. */
+static int expand(const rh_scenario *sc, point *p, const char *set) {
+  if (strncmp(set, "gpus=", 5) != 0) {
+    p->runs[p->nruns++] = strdup(set);
+    return -1;
+  }
+  char *end;
+  long n = strtol(set + 5, &end, 10);
+  int per = sc->cluster.gpus_per_node[0];
+  if (set[5] == 0 || *end || n < 1 || n > 1 << 24)
+    return rh_cli_error("sweep", "--axis %s: a GPU count is a whole number from 1", set);
+  if (n > per && n % per != 0)
+    return rh_cli_error("sweep", "--axis %s: more GPUs than a node's %d come in whole nodes", set, per);
+  char buf[96];
+  snprintf(buf, sizeof buf, "cluster.nodes=%ld", n > per ? n / per : 1);
+  p->runs[p->nruns++] = strdup(buf);
+  snprintf(buf, sizeof buf, "cluster.gpus_per_node=%ld", n > per ? (long)per : n);
+  p->runs[p->nruns++] = strdup(buf);
+  return -1;
+}
+
 /* Checks every point's scenario before any runs: bad input names the point and writes nothing. */
-static int check_points(const char *file, const rh_scenario_opts *common, point *pts, int npts,
-                        int naxes) {
+static int check_points(const char *file, const rh_scenario_opts *common, point *pts, int npts) {
   for (int p = 0; p < npts; p++) {
-    const char **sets = calloc((size_t)(common->nsets + naxes), sizeof *sets);
+    const char **sets = calloc((size_t)(common->nsets + pts[p].nruns), sizeof *sets);
     if (!sets) return 1;
     for (int i = 0; i < common->nsets; i++) sets[i] = common->sets[i];
-    for (int i = 0; i < naxes; i++) sets[common->nsets + i] = pts[p].sets[i];
-    rh_scenario_opts o = {.sets = sets, .nsets = common->nsets + naxes};
+    for (int i = 0; i < pts[p].nruns; i++) sets[common->nsets + i] = pts[p].runs[i];
+    rh_scenario_opts o = {.sets = sets, .nsets = common->nsets + pts[p].nruns};
     rh_scenario sc;
     char err[1024];
     rh_status st = rh_scenario_load_opts(file, &o, &sc, err, sizeof err);
@@ -385,7 +410,7 @@ static int run_points(const char *file, const rh_scenario_opts *common, point *p
         rc = 1;
         break;
       }
-      p->pid = start_point(file, common, p, naxes);
+      p->pid = start_point(file, common, p);
       if (p->pid < 0) {
         rc = 1;
         break;
@@ -471,8 +496,11 @@ int rh_cmd_sweep(int argc, char **argv) {
       pts[p].sets[a] = malloc(len);
       snprintf(pts[p].sets[a], len, "%s=%s", ax->key, v);
     }
+    pts[p].runs = calloc((size_t)(2 * all.naxes), sizeof(char *));
+    for (int a = 0; rc < 0 && a < all.naxes; a++)
+      rc = expand(&sc, &pts[p], pts[p].sets[a]);
   }
-  if (rc < 0) rc = check_points(argv[first], &opts, pts, npts, all.naxes) ? 2 : -1;
+  if (rc < 0) rc = check_points(argv[first], &opts, pts, npts) ? 2 : -1;
   if (rc < 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int jobs = cmd.jobs > 0 ? cmd.jobs : cores > 0 ? (int)cores : 1;
@@ -489,7 +517,9 @@ int rh_cmd_sweep(int argc, char **argv) {
   }
   for (int p = 0; pts && p < npts; p++) {
     for (int a = 0; a < all.naxes; a++) free(pts[p].sets[a]);
+    for (int a = 0; a < pts[p].nruns; a++) free(pts[p].runs[a]);
     free(pts[p].sets);
+    free(pts[p].runs);
   }
   free(pts);
   free_axes(all.axes, all.naxes);
