@@ -3,7 +3,8 @@
  * number (every rank numbers its collectives the same way, which keeps concurrent collectives
  * apart on the wire), applies prescale, compression and postscale around the algorithm the
  * decision file picks, and runs it.  The non-blocking forms run the same code in a background
- * task of the backend.
+ * task of the backend.  With a timeline (trace.c) each collective is a slice of the rank's
+ * collectives' track: its negotiation, then the phases of what ran (ring.c, coll_priced.c).
  */
 #include "internal.h"
 
@@ -36,6 +37,7 @@ void rh_step_begin(rh_ctx *ctx, int epoch, long step) {
   ctx->epoch = epoch;
   ctx->step = step;
   ctx->steps_begun++;
+  rh__trace_step(ctx);
   if (ctx->ops->progress) ctx->ops->progress(ctx, RH_PHASE_STEP);
 }
 
@@ -101,6 +103,11 @@ static void break_world(rh_ctx *ctx, rh_status st) {
   if (ctx->broken || !peer_failure(st)) return;
   ctx->broken = true;
   rh__log_rank(ctx, RH_EV_NOTICED, st, 0, 0, ctx->last_error);
+  if (ctx->trace) { /* on the rank's own track, where its step stopped */
+    char what[64];
+    snprintf(what, sizeof what, "noticed: %s", rh_status_string(st));
+    rh__trace_mark(ctx, RH_TRACK_MAIN, "failure", what, ctx->last_error);
+  }
   if (ctx->ops->abandon) ctx->ops->abandon(ctx);
 }
 
@@ -196,7 +203,10 @@ static rh_status negotiate(rh_ctx *ctx, uint32_t seq, const coll_desc *d) {
     return RH_ERR_NOMEM;
   }
   double timeout = rh_setting(ctx, RH_SETTING_TIMEOUT);
+  /* on the simulator the audit takes no time of its own: what shows is the wait for the last rank */
+  rh__trace_begin(ctx, RH_TRACK_COMM, "negotiate", "negotiate", NAN, 0);
   rh_status st = ctx->ops->audit(ctx, RH_AUDIT_COLLECTIVE | seq, d, sizeof *d, all, arrived, timeout);
+  rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   char what[160], ranks[160];
   say(d, what, sizeof what);
   bool any_invalid = false;
@@ -399,6 +409,24 @@ static bool priced(const rh_ctx *ctx) {
          ctx->ops->audit && ctx->world.n > 1;
 }
 
+/* ---- what the timeline says of the algorithm ---------------------------------------------- */
+
+/* The backend's own collective (MPI's, NCCL's) begins, as one phase over the world. */
+static void native_phase(rh_ctx *ctx, const char *what) {
+  if (!ctx->trace) return;
+  char name[48];
+  snprintf(name, sizeof name, "%s %s", ctx->ops->name, what);
+  rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", ctx->ops->name);
+  rh__trace_phase(ctx, &ctx->world, name);
+}
+
+/* The NCCL model's plan (its phase is coll_priced.c's). */
+static void trace_plan(rh_ctx *ctx, const rh_plan *plan) {
+  if (!ctx->trace) return;
+  char name[32];
+  rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", rh__plan_name(plan, name, sizeof name));
+}
+
 /* ---- allreduce ------------------------------------------------------------------------------ */
 
 /* Reduces `work` (count elements, in work memory) in place: prescale, compression, the
@@ -424,15 +452,19 @@ static rh_status reduce_in_place(rh_request *r, void *work) {
   rh_coll c = coll_for(ctx, r->seq, wire, count, wire_type, r->op);
   if (st != RH_OK || count == 0) {
   } else if (use_native(ctx, ctx->ops->allreduce != NULL, wire)) {
+    native_phase(ctx, "allreduce");
     st = ctx->ops->allreduce(ctx, wire, count, wire_type, c.op, c.timeout);
+    rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   } else if (priced(ctx)) {
     rh_plan plan = rh__plan(ctx, RH_NC_ALLREDUCE, count * rh_dtype_size(wire_type));
+    trace_plan(ctx, &plan);
     st = rh__coll_priced(&c, RH_NC_ALLREDUCE, &plan, 0, NULL);
   } else if (ctx->world.n > 1) {
     rh_algo algo = rh__choose_allreduce(ctx, count * rh_dtype_size(wire_type));
     bool hier = algo == RH_ALG_ALLREDUCE_HIERARCHICAL && rh_topology_uniform(ctx->topo);
     size_t unit = hier ? (size_t)ctx->node.n * (size_t)ctx->cross.n : (size_t)ctx->world.n;
     c.coarse = coarse_for(ctx, timing_only, count % unit == 0);
+    rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", hier ? "hierarchical" : "ring");
     st = hier ? rh__allreduce_hierarchical(&c) : rh__allreduce_ring(&c);
   }
   if (wire != work) {
@@ -497,8 +529,10 @@ static rh_status broadcast_run(rh_request *r) {
   rh_status st = RH_OK;
   if (use_native(ctx, ctx->ops->broadcast != NULL, r->recv)) {
     void *work = stage_in(ctx, r->recv, bytes, ctx->rank == r->root, &st);
+    native_phase(ctx, "broadcast");
     if (st == RH_OK) st = ctx->ops->broadcast(ctx, work, r->count, r->dtype, r->root,
                                               rh_setting(ctx, RH_SETTING_TIMEOUT));
+    rh__trace_end(ctx, RH_TRACK_COMM, NAN);
     stage_out(ctx, r->recv, work, bytes, &st);
     return st;
   }
@@ -506,13 +540,19 @@ static rh_status broadcast_run(rh_request *r) {
   rh_coll c = coll_for(ctx, r->seq, r->recv, r->count, r->dtype, RH_SUM);
   if (priced(ctx)) {
     rh_plan plan = rh__plan(ctx, RH_NC_BROADCAST, bytes);
+    trace_plan(ctx, &plan);
     return rh__coll_priced(&c, RH_NC_BROADCAST, &plan, r->root, NULL);
   }
   /* auto: equal chunks only (a shorter last one is charged in proportion: bcast_ring.c) */
   size_t chunk = (size_t)rh_setting(ctx, RH_SETTING_PIPELINE_CHUNK);
   c.coarse = coarse_for(ctx, !r->recv, chunk > 0 && bytes % chunk == 0);
   rh_algo algo = rh__choose_bcast(ctx, bytes);
-  return algo == RH_ALG_BCAST_RING ? rh__bcast_ring(&c, r->root) : rh__bcast_tree(&c, r->root);
+  bool ring = algo == RH_ALG_BCAST_RING;
+  rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", ring ? "ring" : "tree");
+  rh__trace_phase(ctx, &ctx->world, ring ? "chain broadcast" : "tree broadcast");
+  st = ring ? rh__bcast_ring(&c, r->root) : rh__bcast_tree(&c, r->root);
+  rh__trace_end(ctx, RH_TRACK_COMM, NAN);
+  return st;
 }
 
 static rh_status allgatherv_run(rh_request *r) {
@@ -530,8 +570,10 @@ static rh_status allgatherv_run(rh_request *r) {
     const rh_memory_ops *m = work_memory(ctx);
     void *work = stage_in(ctx, r->recv, total * esz, false, &st);
     if (st == RH_OK) st = m->copy(ctx, (char *)work + off * esz, r->send, mine);
+    native_phase(ctx, "allgather");
     if (st == RH_OK)
       st = ctx->ops->allgatherv(ctx, work, r->counts, r->dtype, rh_setting(ctx, RH_SETTING_TIMEOUT));
+    rh__trace_end(ctx, RH_TRACK_COMM, NAN);
     stage_out(ctx, r->recv, work, total * esz, &st);
     if (st == RH_OK) st = m->sync(ctx);
     return st;
@@ -543,9 +585,11 @@ static rh_status allgatherv_run(rh_request *r) {
     for (int i = 0; i < ctx->world.n; i++)
       if (r->counts[i] > most) most = r->counts[i];
     rh_plan plan = rh__plan(ctx, RH_NC_ALLGATHER, most * esz * (size_t)ctx->world.n);
+    trace_plan(ctx, &plan);
     return rh__coll_priced(&c, RH_NC_ALLGATHER, &plan, 0, r->counts);
   }
   c.coarse = coarse_for(ctx, !r->recv, even);
+  rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", "ring");
   return rh__allgatherv_ring(&c, r->counts);
 }
 
@@ -553,7 +597,7 @@ static const rh_phase kind_phases[] = {RH_PHASE_ALLREDUCE, RH_PHASE_BROADCAST, R
                                        RH_PHASE_NONE};
 
 /* Agrees with the other ranks on the collective, then runs it. */
-static rh_status execute(rh_request *r) {
+static rh_status run_collective(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   ctx->last_error[0] = 0;
   coll_desc d = describe(r->kind, r->dtype, r->op, r->root, r->count,
@@ -591,7 +635,11 @@ static rh_status execute(rh_request *r) {
     if (r->submitted < now) start = fmax(ctx->round + cycle, now);
     else start = ctx->round + cycle * fmax(1, ceil((now - ctx->round) / cycle));
     ctx->round = start;
-    if (start > now) st = ctx->ops->sleep(ctx, start - now);
+    if (start > now) {
+      rh__trace_begin(ctx, RH_TRACK_COMM, "cycle", "wait for the cycle", now, 0);
+      st = ctx->ops->sleep(ctx, start - now);
+      rh__trace_end(ctx, RH_TRACK_COMM, NAN);
+    }
   }
   bool occupied = st == RH_OK && r->kind != K_BARRIER && ctx->ops->occupy && ctx->world.n > 1;
   if (occupied) ctx->ops->occupy(ctx, true);
@@ -602,7 +650,9 @@ static rh_status execute(rh_request *r) {
     case K_ALLGATHER: st = allgatherv_run(r); break;
     case K_BARRIER: {
       rh_coll c = coll_for(ctx, r->seq, NULL, 0, RH_FLOAT32, RH_SUM);
+      rh__trace_phase(ctx, &ctx->world, "dissemination");
       st = rh__barrier_dissemination(&c);
+      rh__trace_end(ctx, RH_TRACK_COMM, NAN);
       break;
     }
     }
@@ -610,6 +660,38 @@ static rh_status execute(rh_request *r) {
   if (occupied) ctx->ops->occupy(ctx, false);
   st = note(ctx, st, r->seq, &d);
   break_world(ctx, st);
+  return st;
+}
+
+/* The bytes a collective moves, for the timeline: its buffer's (allgather: all blocks). */
+static double coll_bytes(const rh_request *r) {
+  double count = (double)r->count;
+  if (r->kind == K_ALLGATHER) {
+    count = 0;
+    for (int i = 0; i < r->ctx->world.n; i++) count += (double)r->counts[i];
+  }
+  return count * (double)rh_dtype_size(r->dtype);
+}
+
+/* The collective as it runs on this rank, on its collectives' track: its negotiation and its
+ * algorithm's phases inside it. */
+static rh_status execute(rh_request *r) {
+  rh_ctx *ctx = r->ctx;
+  if (!ctx->trace) return run_collective(r);
+  char name[64];
+  snprintf(name, sizeof name, "%s%s%.40s", kind_names[r->kind], r->opts.name ? " " : "",
+           r->opts.name ? r->opts.name : "");
+  double now = ctx->ops->now(ctx);
+  rh__trace_begin(ctx, RH_TRACK_COMM, "collective", name, now, 0);
+  rh__trace_num(ctx, RH_TRACK_COMM, "bytes", coll_bytes(r));
+  rh__trace_num(ctx, RH_TRACK_COMM, "seq", r->seq);
+  if (now > r->submitted) rh__trace_num(ctx, RH_TRACK_COMM, "queued_ms", (now - r->submitted) * 1e3);
+  rh_status st = run_collective(r);
+  if (st != RH_OK) {
+    rh__trace_text(ctx, RH_TRACK_COMM, "status", rh_status_string(st));
+    rh__trace_detail(ctx, RH_TRACK_COMM, ctx->last_error);
+  }
+  rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   return st;
 }
 

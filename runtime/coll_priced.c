@@ -110,14 +110,24 @@ rh_status rh__coll_priced(const rh_coll *c, rh_nccl_coll coll, const rh_plan *pl
                           const size_t *counts) {
   rh_ctx *ctx = c->ctx;
   const rh_group *g = &ctx->world;
+  /* the timeline: the wait for the last rank, then NCCL's kernel ("nccl ring/simple") */
+  rh__trace_begin(ctx, RH_TRACK_COMM, "phase", "wait for peers", NAN, 0);
   rh_status st = ctx->ops->model_sync(ctx, g, true, NULL, c->timeout);
+  rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   if (st != RH_OK) return st;
+  if (ctx->trace) {
+    char name[48], plan_name[32];
+    snprintf(name, sizeof name, "nccl %s", rh__plan_name(plan, plan_name, sizeof plan_name));
+    rh__trace_phase(ctx, g, name);
+  }
   double seconds;
   st = stall_or_price(c, plan, &seconds);
-  if (st == RH_ERR_TIMEOUT) return st; /* every rank saw the same link down at the same time */
-  if (st == RH_OK && seconds > 0) st = ctx->ops->sleep(ctx, seconds);
-  rh_status met = ctx->ops->model_sync(ctx, g, st == RH_OK, NULL, c->timeout);
-  if (st == RH_OK) st = met;
+  if (st != RH_ERR_TIMEOUT) { /* every rank saw the same link down at the same time */
+    if (st == RH_OK && seconds > 0) st = ctx->ops->sleep(ctx, seconds);
+    rh_status met = ctx->ops->model_sync(ctx, g, st == RH_OK, NULL, c->timeout);
+    if (st == RH_OK) st = met;
+  }
+  rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   if (st == RH_OK && c->buf) st = numbers(c, coll, root, counts);
   return st;
 }

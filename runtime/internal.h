@@ -433,7 +433,9 @@ void rh__trace_end(rh_ctx *ctx, int track, double at);
 void rh__trace_num(rh_ctx *ctx, int track, const char *key, double value);
 void rh__trace_text(rh_ctx *ctx, int track, const char *key, const char *value);
 void rh__trace_detail(rh_ctx *ctx, int track, const char *text);
-void rh__trace_mark(rh_ctx *ctx, int track, const char *cat, const char *name);
+/* A moment on a track, with a long text (NULL: none): one call, as another thread may record on
+ * the track meanwhile (a collective's failure noticed in the background). */
+void rh__trace_mark(rh_ctx *ctx, int track, const char *cat, const char *name, const char *detail);
 /* A phase of a collective over group g begins on the collectives' track ("reduce-scatter" over
  * a node's group is "local reduce-scatter"), with the links the group crosses; ends with
  * rh__trace_end(ctx, RH_TRACK_COMM, NAN). */

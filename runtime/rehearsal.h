@@ -279,6 +279,38 @@ rh_status rh_state_sync(rh_state *state);    /* rank 0's live state to every ran
 typedef rh_status (*rh_elastic_fn)(rh_ctx *ctx, rh_state *state, void *arg);
 rh_status rh_elastic_run(rh_ctx *ctx, rh_state *state, rh_elastic_fn fn, void *arg);
 
+/* ---- timeline ------------------------------------------------------------------------------ */
+
+/* When the launch was asked for a timeline (`--timeline FILE`), every rank records what it does
+ * as slices on its own track of a Chrome trace (chrome://tracing, ui.perfetto.dev), as Horovod's
+ * HOROVOD_TIMELINE does: the runtime records each collective (its negotiation, then its
+ * algorithm's phases) on a track beside the rank's, and the program records its own work with the
+ * calls below.  Without a timeline they return at once.  Times are rh_time's; recording costs no
+ * simulated time.  Slices nest: rh_trace_end ends the newest slice begun.  Categories are the
+ * program's words, but one is the runtime's: slices of category "step", at the top of the track,
+ * are a program's steps.
+ *
+ * To keep a long run's file small, detail is kept for the first steps (rh_step_begin) of each
+ * world only: after them the collectives and slices nested two deep or more are left out; past a
+ * budget of events per rank, the top slices of an epoch merge into one slice per run of steps,
+ * whose children are the time of each category, summed (a step's children by their categories,
+ * other top slices by their own).  The file's metadata says what was left out. */
+
+/* Whether this rank records a timeline (to skip building names when it does not). */
+bool rh_trace_on(const rh_ctx *ctx);
+void rh_trace_begin(rh_ctx *ctx, const char *category, const char *name);
+void rh_trace_end(rh_ctx *ctx);
+/* The same at a given time on rh_time's clock, for work measured before it is named, or
+ * charged without running (rh_repeat_steps): a slice nested in another begins no earlier than it,
+ * and a slice ends no earlier than it began. */
+void rh_trace_begin_at(rh_ctx *ctx, const char *category, const char *name, double time);
+void rh_trace_end_at(rh_ctx *ctx, double time);
+/* A moment: something that happened now. */
+void rh_trace_instant(rh_ctx *ctx, const char *category, const char *name);
+/* A figure shown with the newest open slice (with the instant just recorded when none is open).
+ * A "steps" figure on a step slice says how many steps it stands for (work charged at once). */
+void rh_trace_arg(rh_ctx *ctx, const char *key, double value);
+
 /* ---- settings ------------------------------------------------------------------------------ */
 
 /* Settings have a name, an environment variable (RH_<NAME>), a default, and may be overridden by a

@@ -16,6 +16,7 @@
  */
 #include "internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 void rh__blocks(size_t count, int n, size_t *counts, size_t *offsets) {
@@ -89,12 +90,20 @@ static rh_status ring_phase(const rh_coll *c, const rh_group *g, const size_t *c
   return st;
 }
 
+/* Each phase is a slice of the rank's collectives' track in the timeline, named by its group:
+ * "reduce-scatter" over the world, "local reduce-scatter" inside a node, "cross ..." across. */
 rh_status rh__ring_reduce_scatter(const rh_coll *c, const rh_group *g, const size_t *counts,
                                   const size_t *offsets) {
-  return ring_phase(c, g, counts, offsets, g->me, true);
+  rh__trace_phase(c->ctx, g, "reduce-scatter");
+  rh_status st = ring_phase(c, g, counts, offsets, g->me, true);
+  rh__trace_end(c->ctx, RH_TRACK_COMM, NAN);
+  return st;
 }
 
 rh_status rh__ring_allgather(const rh_coll *c, const rh_group *g, const size_t *counts,
                              const size_t *offsets, int shift) {
-  return ring_phase(c, g, counts, offsets, g->me + shift, false);
+  rh__trace_phase(c->ctx, g, "allgather");
+  rh_status st = ring_phase(c, g, counts, offsets, g->me + shift, false);
+  rh__trace_end(c->ctx, RH_TRACK_COMM, NAN);
+  return st;
 }

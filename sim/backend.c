@@ -8,6 +8,9 @@
  * A world that a member abandons after a failure releases everyone blocked in it at once: its
  * rendezvous points are woken, and for every message still posted the complementary operation
  * is posted and cancelled at once, which wakes its waiter (as a closed connection would).
+ *
+ * With a timeline asked for, each worker records into a recorder of its own from the start of
+ * its training function, and the launch writes them with the job log's events at its end.
  */
 #include "platform.h"
 #include "sim.h"
@@ -101,19 +104,24 @@ static void sweep(sim_world *w, int dead) {
 #undef SWEPT
 }
 
+static void point_release(sim_world *w, audit_point *a);
+
 /* Wakes the members blocked on the world's rendezvous points, to look again at why.  Waking
  * lets them run, leave and free their point: what to release is gathered first. */
 static void wake_points(sim_world *w) {
   size_t n = 0;
   for (size_t i = 0; i < w->naudits; i++) n += (size_t)w->audits[i]->waiting;
   if (!n) return;
-  sg_sem_t *sems = calloc(n, sizeof *sems);
-  if (!sems) return;
+  audit_point **points = calloc(n, sizeof *points);
+  if (!points) return;
   size_t k = 0;
   for (size_t i = 0; i < w->naudits; i++)
-    for (int j = 0; j < w->audits[i]->waiting; j++) sems[k++] = w->audits[i]->all_came;
-  for (size_t i = 0; i < k; i++) sg_sem_release(sems[i]);
-  free(sems);
+    for (int j = 0; j < w->audits[i]->waiting; j++) {
+      points[k] = w->audits[i];
+      points[k++]->pins++;
+    }
+  for (size_t i = 0; i < k; i++) point_release(w, points[i]);
+  free(points);
 }
 
 void sim__abort_world(sim_world *w) {
@@ -327,14 +335,27 @@ static void point_free(audit_point *a) {
   free(a);
 }
 
-static void point_leave(sim_world *w, audit_point *a) {
-  if (++a->left < a->n) return;
+static void point_drop(sim_world *w, audit_point *a) {
+  if (a->left < a->n || a->pins > 0) return;
   for (size_t i = 0; i < w->naudits; i++)
     if (w->audits[i] == a) {
       w->audits[i] = w->audits[--w->naudits];
       break;
     }
   point_free(a);
+}
+
+static void point_leave(sim_world *w, audit_point *a) {
+  a->left++;
+  point_drop(w, a);
+}
+
+/* Releases one waiter of a pinned point, then unpins it: the release is a simcall during which
+ * the woken members may run and leave, so the point (and its semaphore) is freed only after. */
+static void point_release(sim_world *w, audit_point *a) {
+  sg_sem_release(a->all_came);
+  a->pins--;
+  point_drop(w, a);
 }
 
 /* Member `me` of an n-member rendezvous `key` of world w (members' world ranks in `ranks`) leaves
@@ -398,7 +419,8 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
   double deadline = timeout >= 0 ? simgrid_get_clock() + timeout : -1;
   if (++a->count == n) {
     /* the waiters leave as they wake, but the point stays until this member leaves too */
-    for (int k = a->waiting; k > 0; k--) sg_sem_release(a->all_came);
+    a->pins += a->waiting;
+    for (int k = a->waiting; k > 0; k--) point_release(w, a);
   } else {
     for (;;) {
       bool died = false; /* a member that is not there and never will be */
@@ -508,7 +530,10 @@ static void sim_abandon(rh_ctx *ctx) { sim__abort_world(worker_of(ctx)->world); 
 
 static rh_status sim_rendezvous(rh_ctx *ctx) {
   sim_worker *wk = worker_of(ctx);
-  return sim__driver_rendezvous(wk->job, wk);
+  double since = simgrid_get_clock();
+  rh_status st = sim__driver_rendezvous(wk->job, wk);
+  rh__trace_world(ctx, since, st);
+  return st;
 }
 
 static void sim_host_updates(rh_ctx *ctx, double *stamp, int *kind) {
@@ -582,6 +607,18 @@ const rh_backend_ops sim__ops = {
 
 /* ---- workers ---------------------------------------------------------------------------------- */
 
+/* The launch's timeline (NULL: none asked for); the simulator runs one launch per process. */
+static rh_timeline *timeline;
+
+/* A worker records into its own recorder from the start of its training function. */
+static void trace_worker(sim_worker *wk) {
+  if (!timeline || wk->ctx.trace) return;
+  const rh_cluster *cl = wk->job->cluster;
+  int node = wk->job->node_of_slot[wk->slot];
+  wk->ctx.trace = rh__timeline_add(timeline, &wk->ctx, node, wk->slot,
+                                   wk->slot - rh_cluster_first_slot(cl, node));
+}
+
 static void worker_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -596,6 +633,7 @@ static void worker_main(int argc, char **argv) {
       return;
     }
   }
+  trace_worker(wk);
   wk->result = wk->job->fn(&wk->ctx, wk->job->arg);
   wk->done = true;
   double now = simgrid_get_clock();
@@ -641,6 +679,15 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   }
   launched = true;
   const rh_cluster *cl = cfg->cluster;
+  if (cfg->timeline) {
+    char err[1200];
+    if (!rh__timeline_path_ok(cfg->timeline, err, sizeof err)) {
+      fprintf(stderr, "rehearsal: %s\n", err);
+      return 2;
+    }
+    timeline = rh__timeline_new("simulator", true, rh_cluster_size(cl), cfg->timeline_events);
+    if (!timeline) return 1;
+  }
   rh_joblog *log = calloc(1, sizeof *log);
   sim_job job = {.cluster = cl, .settings = cfg->settings, .faults = cfg->faults,
                  .elastic = cfg->elastic, .restart = cfg->restart, .fn = fn, .arg = arg,
@@ -659,6 +706,8 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   if (!log || !f || rh_sim_platform_write(cl, cfg->faults, f) != RH_OK || fclose(f) != 0) {
     fprintf(stderr, "rehearsal: cannot write the platform file %s\n", path);
     free(log);
+    rh__timeline_free(timeline);
+    timeline = NULL;
     return 1;
   }
 
@@ -693,6 +742,14 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     }
   }
   int failed = job.last_failed;
+  if (timeline) { /* every actor is done: the recorders are whole */
+    size_t len = 0;
+    char *part = rh__timeline_part(timeline, cfg->faults, log, &len);
+    if (!part || rh__timeline_write(timeline, cfg->timeline, &part, &len, 1) != RH_OK) rc = 1;
+    free(part);
+    rh__timeline_free(timeline);
+    timeline = NULL;
+  }
   if (res)
     *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed, .rank = -1,
                               .target = "simulator", .log = log, .size = job.last_size};

@@ -35,6 +35,8 @@ typedef struct audit_point {
   const int *ranks; /* the members' world ranks (n entries) */
   sg_sem_t all_came;
   int waiting;      /* members blocked on all_came */
+  int pins;         /* releases of all_came under way: each yields, so the point must outlive
+                     * them even when its members leave meanwhile */
   double max_value; /* a meeting (model_sync): the largest value brought, and whether all were ok */
   bool all_ok;
 } audit_point;

@@ -1,16 +1,24 @@
 /*
- * collective.c: `rehearsal collective FILE`, an nccl-tests-style sweep over message sizes on the
- * scenario's cluster.  Every result carrying real numbers is checked against values computed
- * independently on each rank (#wrong); sizes whose buffers would not fit the memory limit run
- * timing-only and show N/A.  Time is the slowest rank's, from a common start after a barrier.
+ * collective.c: `rehearsal collective FILE`, nccl-tests on the scenario's cluster.  It takes
+ * nccl-tests' flags (-b/-e with -f or -i for the sizes, -n/-w, -c, -o, -d, -r, -g) beside its own
+ * long ones, and prints nccl-tests' table: for each size an out-of-place and an in-place run, each
+ * with its time, algbw, busbw and #wrong, then the algorithm the runtime's plan runs at that size.
+ *
+ * Every result carrying real numbers is checked against values each rank computes on its own
+ * (#wrong); sizes whose buffers would not fit the memory limit run timing-only and show N/A.
+ * Time is the slowest rank's, from a common start after a barrier, the mean over -n iterations
+ * after -w untimed ones.  On real processes the defaults are nccl-tests' (-w 1 -n 20); on the
+ * simulator a run is deterministic, so one iteration and no warm-up say all (-w 0 -n 1).
  */
+#include "cli.h"
 #include "commands.h"
+#include "progress.h"
 #include "scenario.h"
 #include "internal.h"
 
 #include <jansson.h>
 
-#include <getopt.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +28,25 @@
 typedef enum { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER } coll_kind;
 static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", NULL};
 static const rh_nccl_coll coll_models[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER};
+/* rh_op order; nccl-tests' names */
 static const char *const op_names[] = {"sum", "avg", "min", "max", NULL};
-static const char *const type_names[] = {"float", "double", "half", "int32", NULL};
+/* rh_dtype order, with the names nccl-tests and NCCL give the same types */
+static const struct { const char *name; rh_dtype type; } type_names[] = {
+    {"float", RH_FLOAT32},  {"float32", RH_FLOAT32}, {"double", RH_FLOAT64},
+    {"float64", RH_FLOAT64}, {"half", RH_FLOAT16},    {"float16", RH_FLOAT16},
+    {"int32", RH_INT32},    {"int", RH_INT32},       {NULL, 0}};
+
+enum { OUT_OF_PLACE, IN_PLACE, PLACES };
+static const char *const place_names[PLACES] = {"out-of-place", "in-place"};
+
+/* Rank 0's figures for one size. */
+typedef struct result {
+  double bytes;          /* the largest buffer, as nccl-tests prints it */
+  double count;          /* elements per rank */
+  double time[PLACES];   /* seconds per iteration, the slowest rank's */
+  long wrong[PLACES];    /* -1: not checked (timing-only, or -c 0) */
+  char algo[32];         /* what ran, by the plan the runtime follows ("ring/simple", ...) */
+} result;
 
 typedef struct bench {
   const rh_scenario *sc;
@@ -29,13 +54,17 @@ typedef struct bench {
   rh_dtype dtype;
   rh_op op;
   int root;
-  double min_bytes, max_bytes, mem_limit;
-  /* rank 0's results, one row per size */
+  double *sizes; /* bytes asked for, in order */
+  int nsizes;
+  double mem_limit;
+  int warmup, iters; /* < 0: the target's default */
+  int checks;        /* checked runs per size and placement; 0: none */
+  /* what rank 0 reports */
+  int warmup_used, iters_used;
   int rows;
-  double *size, *time;
-  long *wrong; /* -1: not checked (timing-only) */
-  char (*algo)[32]; /* what ran, by the plan the runtime follows ("ring/simple", ...) */
+  result *res;
   rh_status error;
+  rh_progress *progress;
 } bench;
 
 /* The value rank r contributes at element i, in double; exact in every type for <= 1024 ranks. */
@@ -116,70 +145,285 @@ static long check(const bench *b, const rh_ctx *ctx, const void *out, size_t cou
   return wrong;
 }
 
+/* Only simulators model time (model_sync is theirs alone): there a run is deterministic. */
+static bool simulated(const rh_ctx *ctx) {
+  return !rh_on_device(ctx) && ctx->ops->model_sync != NULL;
+}
+
+/* One size's buffers on one rank.  in/out: host memory (this rank's input; the result read
+ * back); tin/tout: tensor memory (the GPU's on the GPU target), what the collective runs on.
+ * All NULL when the size runs timing-only. */
+typedef struct buffers {
+  size_t count, out_count, esz;
+  void *in, *out, *tin, *tout;
+} buffers;
+
+/* Where a placement reads its input and writes its result, as nccl-tests places them.  The
+ * runtime's broadcast works in one buffer (as Horovod's does): out of place, the root sends from
+ * its input buffer and the others receive into their output buffer; in place, everyone's input
+ * buffer is the one broadcast. */
+typedef struct place {
+  void *send, *recv;
+  size_t recv_count;
+} place;
+
+static place place_of(const bench *b, int me, int where, const buffers *u) {
+  bool in_place = where == IN_PLACE;
+  switch (b->coll) {
+  case COLL_ALLREDUCE: return (place){in_place ? u->tout : u->tin, u->tout, u->count};
+  case COLL_ALLGATHER:
+    return (place){in_place && u->tout ? (char *)u->tout + (size_t)me * u->count * u->esz : u->tin,
+                   u->tout, u->out_count};
+  default:
+    return (place){u->tin, in_place || me == b->root ? u->tin : u->tout, u->count};
+  }
+}
+
+/* Runs the collective once on a placement (timing-only when the buffers are NULL). */
+static rh_status run_once(rh_ctx *ctx, const bench *b, const place *p, size_t count) {
+  if (b->coll == COLL_ALLREDUCE) return rh_allreduce(ctx, p->send, p->recv, count, b->dtype, b->op, NULL);
+  if (b->coll == COLL_BROADCAST) return rh_broadcast(ctx, p->recv, count, b->dtype, b->root);
+  return rh_allgather(ctx, p->send, count, p->recv, b->dtype);
+}
+
+/* Fills the result buffer with a value no collective gives (so a result that never arrived is
+ * counted wrong), then the input with this rank's values; untimed. */
+static rh_status prepare(rh_ctx *ctx, const bench *b, const buffers *u, const place *p) {
+  if (!u->tin) return RH_OK;
+  int me = rh_rank(ctx), n = rh_size(ctx);
+  for (size_t i = 0; i < p->recv_count; i++) store(u->out, i, b->dtype, -7);
+  for (size_t i = 0; i < u->count; i++) store(u->in, i, b->dtype, value(b, me, i, n));
+  rh_status st = rh_tensor_write(ctx, p->recv, u->out, p->recv_count * u->esz);
+  if (st == RH_OK) st = rh_tensor_write(ctx, p->send, u->in, u->count * u->esz);
+  return st;
+}
+
+/* Whether repeated runs leave a placement's result as one run does (then the timed runs' own
+ * result can be checked): everything but an in-place sum or average, which reduces its result
+ * again on each run. */
+static bool repeatable(const bench *b, int where) {
+  return !(where == IN_PLACE && b->coll == COLL_ALLREDUCE && (b->op == RH_SUM || b->op == RH_AVERAGE));
+}
+
+/* One placement of one size: warm-up, timed iterations, then the checks.  *seconds: this rank's
+ * mean per iteration; *wrong: wrong elements over the checked runs (-1: none checked). */
+static rh_status measure(rh_ctx *ctx, const bench *b, const buffers *u, int where, int warmup,
+                         int iters, double *seconds, long *wrong) {
+  place p = place_of(b, rh_rank(ctx), where, u);
+  rh_status st = prepare(ctx, b, u, &p);
+  for (int i = 0; i < warmup && st == RH_OK; i++) st = run_once(ctx, b, &p, u->count);
+  if (warmup > 0 && st == RH_OK) st = prepare(ctx, b, u, &p); /* warm-ups may have changed it */
+  if (st == RH_OK) st = rh_barrier(ctx);
+  double t0 = rh_time(ctx);
+  for (int i = 0; i < iters && st == RH_OK; i++) st = run_once(ctx, b, &p, u->count);
+  *seconds = (rh_time(ctx) - t0) / iters;
+  *wrong = -1;
+  if (!u->tin) return st;
+  for (int k = 0; k < b->checks && st == RH_OK; k++) {
+    if (k > 0 || (iters > 1 && !repeatable(b, where))) { /* a fresh, untimed run to check */
+      st = prepare(ctx, b, u, &p);
+      if (st == RH_OK) st = run_once(ctx, b, &p, u->count);
+    }
+    if (st == RH_OK) st = rh_tensor_read(ctx, u->out, p.recv, p.recv_count * u->esz);
+    if (st == RH_OK) *wrong = (*wrong < 0 ? 0 : *wrong) + check(b, ctx, u->out, u->count);
+  }
+  return st;
+}
+
+static void release(rh_ctx *ctx, buffers *u) {
+  rh_tensor_free(ctx, u->tin);
+  rh_tensor_free(ctx, u->tout);
+  free(u->in);
+  free(u->out);
+}
+
 static int bench_rank(rh_ctx *ctx, void *arg) {
   bench *b = arg;
   int n = rh_size(ctx), me = rh_rank(ctx);
+  bool sim = simulated(ctx);
+  int warmup = b->warmup >= 0 ? b->warmup : sim ? 0 : 1;
+  int iters = b->iters > 0 ? b->iters : sim ? 1 : 20;
   size_t esz = rh_dtype_size(b->dtype);
   rh_status st = RH_OK;
-  int row = 0;
-  for (double bytes = b->min_bytes; bytes <= b->max_bytes && st == RH_OK; bytes *= 2, row++) {
+  for (int row = 0; row < b->nsizes && st == RH_OK; row++) {
     /* count: elements per rank (allgather: the output holds n of them) */
-    size_t count = (size_t)(bytes / esz);
-    if (b->coll == COLL_ALLGATHER) count /= (size_t)n;
-    size_t out_count = b->coll == COLL_ALLGATHER ? count * (size_t)n : count;
-    bool real = (double)(count + out_count) * esz * n <= b->mem_limit;
-    double elapsed = 0;
-    /* the numbers are made on the host and run from tensor memory (the GPU's, on the GPU
-     * target), so what is timed is the collective alone */
-    void *in = NULL, *out = NULL, *tin = NULL, *tout = NULL;
+    buffers u = {.count = (size_t)(b->sizes[row] / esz), .esz = esz};
+    if (b->coll == COLL_ALLGATHER) u.count /= (size_t)n;
+    u.out_count = b->coll == COLL_ALLGATHER ? u.count * (size_t)n : u.count;
+    bool real = (double)(u.count + u.out_count) * esz * n <= b->mem_limit;
     if (real) {
-      in = malloc(count * esz + 1);
-      out = malloc(out_count * esz + 1);
-      tin = rh_tensor_alloc(ctx, count * esz + 1);
-      tout = rh_tensor_alloc(ctx, out_count * esz + 1);
-      if (!in || !out || !tin || !tout) st = RH_ERR_NOMEM;
-      for (size_t i = 0; st == RH_OK && i < count; i++) store(in, i, b->dtype, value(b, me, i, n));
-      if (st == RH_OK && b->coll == COLL_BROADCAST && me != b->root)
-        for (size_t i = 0; i < count; i++) store(in, i, b->dtype, -7);
+      /* the numbers are made on the host and run from tensor memory (the GPU's, on the GPU
+       * target), so what is timed is the collective alone */
+      u.in = malloc(u.count * esz + 1);
+      u.out = malloc(u.out_count * esz + 1);
+      u.tin = rh_tensor_alloc(ctx, u.count * esz + 1);
+      u.tout = rh_tensor_alloc(ctx, u.out_count * esz + 1);
+      if (!u.in || !u.out || !u.tin || !u.tout) st = RH_ERR_NOMEM;
     }
-    /* on real GPUs one untimed run first, as nccl-tests warm up, so that NCCL's setup of a size
-     * is not counted */
-    for (int pass = rh_on_device(ctx) ? 0 : 1; pass < 2 && st == RH_OK; pass++) {
-      if (real) st = rh_tensor_write(ctx, tin, in, count * esz);
-      if (st == RH_OK) st = rh_barrier(ctx);
-      double t0 = rh_time(ctx);
-      if (st == RH_OK) {
-        if (b->coll == COLL_ALLREDUCE) st = rh_allreduce(ctx, tin, tout, count, b->dtype, b->op, NULL);
-        else if (b->coll == COLL_BROADCAST) st = rh_broadcast(ctx, tin, count, b->dtype, b->root);
-        else st = rh_allgather(ctx, tin, count, tout, b->dtype);
+    double seconds[PLACES] = {0, 0};
+    long wrong[PLACES] = {-1, -1};
+    for (int where = 0; where < PLACES && st == RH_OK; where++) {
+      if (where == IN_PLACE && sim && !real) {
+        /* timing-only, the two placements are the same call on no buffers: one run says both */
+        seconds[IN_PLACE] = seconds[OUT_OF_PLACE];
+        break;
       }
-      elapsed = rh_time(ctx) - t0;
+      st = measure(ctx, b, &u, where, warmup, iters, &seconds[where], &wrong[where]);
     }
-    long wrong = -1;
-    if (st == RH_OK && real) {
-      bool bcast = b->coll == COLL_BROADCAST;
-      st = rh_tensor_read(ctx, bcast ? in : out, bcast ? tin : tout, (bcast ? count : out_count) * esz);
-      if (st == RH_OK) wrong = check(b, ctx, bcast ? in : out, count);
-    }
-    rh_tensor_free(ctx, tin);
-    rh_tensor_free(ctx, tout);
-    free(in);
-    free(out);
-    /* the slowest rank's time, and the wrong results of all ranks */
-    int32_t w = (int32_t)(wrong < 0 ? 0 : wrong);
-    if (st == RH_OK) st = rh_allreduce(ctx, &elapsed, &elapsed, 1, RH_FLOAT64, RH_MAX, NULL);
-    if (st == RH_OK) st = rh_allreduce(ctx, &w, &w, 1, RH_INT32, RH_SUM, NULL);
+    release(ctx, &u);
+    /* the slowest rank's times, and the wrong results of all ranks */
+    int32_t w[PLACES];
+    for (int k = 0; k < PLACES; k++) w[k] = (int32_t)(wrong[k] < 0 ? 0 : wrong[k]);
+    if (st == RH_OK) st = rh_allreduce(ctx, seconds, seconds, PLACES, RH_FLOAT64, RH_MAX, NULL);
+    if (st == RH_OK) st = rh_allreduce(ctx, w, w, PLACES, RH_INT32, RH_SUM, NULL);
     if (me == 0 && st == RH_OK) {
-      rh_plan plan = rh__plan(ctx, coll_models[b->coll], out_count * esz);
-      rh__plan_name(&plan, b->algo[row], sizeof b->algo[row]);
-      b->size[row] = (double)(out_count * esz);
-      b->time[row] = elapsed;
-      b->wrong[row] = real ? w : -1;
+      result *r = &b->res[row];
+      rh_plan plan = rh__plan(ctx, coll_models[b->coll], u.out_count * esz);
+      rh__plan_name(&plan, r->algo, sizeof r->algo);
+      r->bytes = (double)(u.out_count * esz);
+      r->count = (double)u.count;
+      for (int k = 0; k < PLACES; k++) {
+        r->time[k] = seconds[k];
+        r->wrong[k] = wrong[k] < 0 ? -1 : w[k];
+      }
       b->rows = row + 1;
+      b->warmup_used = warmup;
+      b->iters_used = iters;
+      rh_progress_update(b->progress, row + 1, sim ? rh_time(ctx) : NAN);
     }
   }
   if (st != RH_OK && b->error == RH_OK) b->error = st;
   return st == RH_OK ? 0 : 1;
+}
+
+/* ---- the cluster, in words and in the figure busbw is read against ------------------------ */
+
+/* "2 nodes x 4 GPUs, 20 GB/s intra-node, 25 Gb/s NIC" (one line, for tables and plot titles). */
+static void cluster_line(const rh_cluster *cl, char *buf, size_t len) {
+  size_t n = 0;
+  bool even = true;
+  for (int i = 1; i < cl->nodes; i++) even = even && cl->gpus_per_node[i] == cl->gpus_per_node[0];
+#define ADD(...)                                                                                   \
+  do {                                                                                             \
+    if (n < len) n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                             \
+  } while (0)
+  if (even) {
+    ADD("%d node%s x %d GPU%s", cl->nodes, cl->nodes == 1 ? "" : "s", cl->gpus_per_node[0],
+        cl->gpus_per_node[0] == 1 ? "" : "s");
+  } else {
+    ADD("%d nodes (", cl->nodes);
+    for (int i = 0; i < cl->nodes; i++) ADD("%s%d", i ? "+" : "", cl->gpus_per_node[i]);
+    ADD(" GPUs)");
+  }
+  ADD(", %.4g GB/s intra-node", cl->intra_bw / 1e9);
+  if (cl->nodes > 1 || cl->spares > 0) {
+    int nics = cl->nics_per_node > 0 ? cl->nics_per_node : 1;
+    if (nics > 1) ADD(", %d x %.4g Gb/s NICs", nics, cl->nic_bw * 8 / 1e9);
+    else ADD(", %.4g Gb/s NIC", cl->nic_bw * 8 / 1e9);
+  }
+  if (cl->spares > 0) ADD(", %d spare node%s", cl->spares, cl->spares == 1 ? "" : "s");
+#undef ADD
+}
+
+/* The bandwidth a busbw is read against: the bottleneck link of a ring over the job's ranks, by
+ * the model that times the job; `what` names it.  Under the NCCL model it is the figure that
+ * model prices (rh__nccl_bus_bound: a node's NVLink or PCIe under NCCL's ceiling inside a node;
+ * across nodes the node's NICs at the transport's achievable rate, over any leaf
+ * oversubscription).  Under the exact and realistic networks it is the links as the simulator
+ * builds them, as decision.c charges a ring: the GPU's link to its node's switch (intra_bw, or
+ * the node's shared backbone over its GPUs when that is smaller), and across nodes the node's
+ * uplink, nic_bw x nics_per_node, which the ring crosses once each way.  busbw is the bus
+ * bandwidth of a ring, so this is the figure a ring approaches at large sizes; Horovod's
+ * hierarchical allreduce, NCCL's tree and NVLS (which reduces in the switch) move fewer bytes
+ * over the bottleneck and may pass it. */
+static double line_rate(const rh_cluster *cl, int ranks, char *what, size_t len) {
+  int ppn = cl->nodes > 0 ? ranks / cl->nodes : ranks;
+  if (ranks < 2) {
+    snprintf(what, len, "none: one rank moves nothing");
+    return 0;
+  }
+  if (cl->net_model == RH_NET_NCCL) {
+    double bound = rh__nccl_bus_bound(cl, ranks, cl->nodes, RH_NA_RING);
+    double intra = ppn > 1 ? rh__nccl_bus_bound(cl, ppn, 1, RH_NA_RING) : INFINITY;
+    bool net = cl->nodes > 1 && bound < intra;
+    snprintf(what, len, "%s (NCCL model)",
+             net ? "the node's NICs at the transport's achievable rate" : "intra-node, per GPU");
+    return bound;
+  }
+  double intra = cl->intra_bw;
+  if (cl->intra_backbone_bw > 0 && ppn > 0) intra = fmin(intra, cl->intra_backbone_bw / ppn);
+  if (cl->nodes < 2) {
+    snprintf(what, len, "intra-node, per GPU");
+    return intra;
+  }
+  double nic = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
+  snprintf(what, len, nic < intra ? "the node's NICs" : "intra-node, per GPU");
+  return fmin(intra, nic);
+}
+
+/* ---- the command line ------------------------------------------------------------------------ */
+
+static const char usage_text[] =
+    "usage: rehearsal collective FILE [options]\n"
+    "nccl-tests on the scenario's cluster: for each message size an out-of-place and an in-place\n"
+    "run, with time, algbw, busbw and wrong elements (every result checked), and the algorithm.\n"
+    "  -b, --minbytes SIZE     smallest size (default 8 B; also --min)\n"
+    "  -e, --maxbytes SIZE     largest size (default 64 MiB; also --max)\n"
+    "  -f, --stepfactor N      multiply the size by N each row (default 2)\n"
+    "  -i, --stepbytes SIZE    add SIZE each row instead (give -f or -i, not both)\n"
+    "  -n, --iters N           timed iterations, the time is their mean (default 20 on real\n"
+    "                          GPUs and processes, 1 on the simulator, which is deterministic)\n"
+    "  -w, --warmup_iters N    untimed iterations first (default 1 on real targets, 0 simulated)\n"
+    "  -c, --check N           check the results of N runs per size (default 1; 0: no check)\n"
+    "  -o, --op OP             sum, avg, min or max (default sum)\n"
+    "  -d, --datatype TYPE     float, double, half or int32 (also float32, float64, float16,\n"
+    "                          int; --dtype)\n"
+    "  -r, --root R            the broadcast's root rank (default 0)\n"
+    "  -g, --ngpus 1           GPUs per process: always 1 (one process per GPU)\n"
+    "  -t, --nthreads 1        threads per process: always 1\n"
+    "      --coll C            allreduce, broadcast or allgather (default allreduce)\n"
+    "      --mem-limit SIZE    sizes whose buffers over all ranks pass it run timing-only, #wrong\n"
+    "                          N/A (default 2 GiB)\n"
+    "      --out DIR           write DIR/collective.txt and DIR/collective.json\n"
+    "      --set KEY=VALUE     override a scenario key (e.g. cluster.network.nic_Gbps=100)\n"
+    "      --help, --version\n"
+    "SIZE: bytes, with K, M, G as nccl-tests (powers of 1024), or B, KiB, MiB, GiB, KB, MB, GB.\n";
+
+enum { OPT_COLL = 0x200, OPT_MEM_LIMIT, OPT_OUT };
+
+typedef struct options {
+  bench *b;
+  double min_bytes, max_bytes, step_bytes;
+  long factor; /* 0: not given */
+  int ngpus, nthreads;
+  const char *out;
+  bool help;
+} options;
+
+/* A size as nccl-tests writes it (a number, then K, M or G in powers of 1024) or with the
+ * units the scenario files use; whole bytes, at least 1. */
+static bool parse_size(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end != s && !errno && end[0] && !end[1] && strchr("KkMmGg", end[0])) {
+    int shift = strchr("Kk", end[0]) ? 10 : strchr("Mm", end[0]) ? 20 : 30;
+    *out = floor(ldexp(v, shift));
+  } else if (rh_settings_parse(RH_SETTING_FUSION_THRESHOLD, s, out) == RH_OK) {
+    *out = floor(*out);
+  } else {
+    return false;
+  }
+  return isfinite(*out) && *out >= 1;
+}
+
+static bool parse_count(const char *s, long lo, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v < lo || v > 1000000000L) return false;
+  *out = v;
+  return true;
 }
 
 static int find(const char *const *names, const char *s) {
@@ -188,147 +432,291 @@ static int find(const char *const *names, const char *s) {
   return -1;
 }
 
-static int usage(void) {
-  fprintf(stderr,
-          "usage: rehearsal collective FILE [--coll allreduce|broadcast|allgather]\n"
-          "         [--op sum|avg|min|max] [--dtype float|double|half|int32] [--root R]\n"
-          "         [--min SIZE] [--max SIZE] [--mem-limit SIZE] [--out DIR]\n"
-          "SIZE takes a unit: B, KiB, MiB, GiB (default 8 B to 64 MiB; mem-limit 2 GiB)\n");
-  return 2;
+static int find_type(const char *s, rh_dtype *out) {
+  for (int i = 0; type_names[i].name; i++)
+    if (strcasecmp(type_names[i].name, s) == 0) {
+      *out = type_names[i].type;
+      return 1;
+    }
+  return 0;
 }
 
-static bool parse_size(const char *s, double *out) {
-  return rh_settings_parse(RH_SETTING_FUSION_THRESHOLD, s, out) == RH_OK && *out >= 1;
+/* One flag (rh_cli_parse's callback): 0 to go on, 2 when its value is refused. */
+static int option(int c, const char *v, void *arg) {
+  options *o = arg;
+  bench *b = o->b;
+  long k;
+  switch (c) {
+  case 'b': return parse_size(v, &o->min_bytes) ? 0 : 2;
+  case 'e': return parse_size(v, &o->max_bytes) ? 0 : 2;
+  case 'i': return parse_size(v, &o->step_bytes) ? 0 : 2;
+  case 'f': return parse_count(v, 2, &o->factor) ? 0 : 2;
+  case 'n': return parse_count(v, 1, &k) ? (b->iters = (int)k, 0) : 2;
+  case 'w': return parse_count(v, 0, &k) ? (b->warmup = (int)k, 0) : 2;
+  case 'c': return parse_count(v, 0, &k) ? (b->checks = (int)k, 0) : 2;
+  case 'r': return parse_count(v, 0, &k) ? (b->root = (int)k, 0) : 2;
+  case 'g': return parse_count(v, 0, &k) ? (o->ngpus = (int)k, 0) : 2;
+  case 't': return parse_count(v, 0, &k) ? (o->nthreads = (int)k, 0) : 2;
+  case 'o': return (k = find(op_names, v)) >= 0 ? (b->op = (rh_op)k, 0) : 2;
+  case 'd': return find_type(v, &b->dtype) ? 0 : 2;
+  case 'h': o->help = true; return 0;
+  case OPT_COLL: return (k = find(coll_names, v)) >= 0 ? (b->coll = (coll_kind)k, 0) : 2;
+  case OPT_MEM_LIMIT: return parse_size(v, &b->mem_limit) ? 0 : 2;
+  case OPT_OUT: o->out = v; return 0;
+  default: return 2;
+  }
+}
+
+/* The sizes, as nccl-tests steps them: from -b, times -f or plus -i, up to -e. */
+#define MAX_SIZES 10000
+static int size_list(const options *o, double **sizes) {
+  int n = 0;
+  double *list = malloc(MAX_SIZES * sizeof *list);
+  if (!list) return -1;
+  for (double s = o->min_bytes; s <= o->max_bytes && n < MAX_SIZES;
+       s = o->factor ? s * (double)o->factor : s + o->step_bytes)
+    list[n++] = s;
+  *sizes = list;
+  return n;
+}
+
+/* "8 B", "64 MiB": a size in its largest whole binary unit. */
+static void size_text(double bytes, char *buf, size_t len) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && bytes >= 1024 && fmod(bytes, 1024) == 0) bytes /= 1024, u++;
+  snprintf(buf, len, "%.0f %s", bytes, units[u]);
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+static void wrong_text(long wrong, char *buf, size_t len) {
+  if (wrong < 0) snprintf(buf, len, "N/A");
+  else snprintf(buf, len, "%ld", wrong);
+}
+
+/* The table (nccl-tests' columns, '#' header lines for gnuplot) and its JSON rows; returns the
+ * wrong elements over all rows. */
+static long report(const bench *b, const options *o, int n, const char *cluster, double rate,
+                   const char *rate_what, const char *target, char **table_out, json_t *jrows,
+                   double *avg_busbw) {
+  const rh_scenario *sc = b->sc;
+  double factor = rh__nccl_bus_factor(coll_models[b->coll], n);
+  size_t cap = 4096 + (size_t)b->rows * 256, len = 0;
+  char *table = malloc(cap);
+  if (!table) return -1;
+#define EMIT(...) len += (size_t)snprintf(table + len, cap - len, __VA_ARGS__)
+  char lo[32], hi[32], step[48];
+  size_text(o->min_bytes, lo, sizeof lo);
+  size_text(o->max_bytes, hi, sizeof hi);
+  if (o->factor) snprintf(step, sizeof step, "x%ld", o->factor);
+  else size_text(o->step_bytes, step + 1, sizeof step - 1), step[0] = '+';
+  EMIT("# rehearsal collective: %s on %s: %d ranks on %d node%s, network model %s\n",
+       coll_names[b->coll], sc->name, n, sc->cluster.nodes, sc->cluster.nodes > 1 ? "s" : "",
+       rh_net_model_names[sc->cluster.net_model]);
+  if (rate > 0) EMIT("# cluster: %s; line rate %.4g GB/s (%s)\n", cluster, rate / 1e9, rate_what);
+  else EMIT("# cluster: %s\n", cluster);
+  EMIT("# target %s; sizes %s to %s by %s; warmup iters: %d iters: %d check: %d\n", target, lo,
+       hi, step, b->warmup_used, b->iters_used, b->checks);
+  /* the placements' names centred over their four columns, as nccl-tests prints them */
+  char over[PLACES][48];
+  for (int k = 0; k < PLACES; k++) {
+    int w = (int)strlen(place_names[k]), pad = (40 - w) / 2;
+    snprintf(over[k], sizeof over[k], "%*s%s%*s", pad, "", place_names[k],
+             k == IN_PLACE ? 0 : 40 - w - pad, "");
+  }
+  EMIT("#%49s %s %s\n", "", over[OUT_OF_PLACE], over[IN_PLACE]);
+  EMIT("#%14s %12s %7s %6s %5s %12s %9s %9s %7s %12s %9s %9s %7s  %s\n", "size", "count", "type",
+       "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
+       "algorithm");
+  EMIT("#%14s %12s %7s %6s %5s %12s %9s %9s %7s %12s %9s %9s\n", "(B)", "(elements)", "", "",
+       "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)");
+  long total_wrong = 0;
+  double busbw_sum = 0;
+  for (int r = 0; r < b->rows; r++) {
+    const result *res = &b->res[r];
+    double algbw[PLACES], busbw[PLACES];
+    char wrong[PLACES][24];
+    for (int k = 0; k < PLACES; k++) {
+      algbw[k] = res->time[k] > 0 ? res->bytes / res->time[k] / 1e9 : 0;
+      busbw[k] = algbw[k] * factor;
+      wrong_text(res->wrong[k], wrong[k], sizeof wrong[k]);
+      if (res->wrong[k] > 0) total_wrong += res->wrong[k];
+      busbw_sum += busbw[k] / PLACES; /* nccl-tests averages both placements */
+    }
+    EMIT("%15.0f %12.0f %7s %6s %5d %12.3f %9.3f %9.3f %7s %12.3f %9.3f %9.3f %7s  %s\n",
+         res->bytes, res->count, rh_dtype_name(b->dtype),
+         b->coll == COLL_ALLREDUCE ? rh_op_name(b->op) : "none",
+         b->coll == COLL_BROADCAST ? b->root : -1, res->time[0] * 1e6, algbw[0], busbw[0],
+         wrong[0], res->time[1] * 1e6, algbw[1], busbw[1], wrong[1], res->algo);
+    json_array_append_new(
+        jrows, json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:I, s:s}", "bytes",
+                         res->bytes, "count", res->count, "time_us", res->time[0] * 1e6,
+                         "algbw_GBps", algbw[0], "busbw_GBps", busbw[0], "wrong",
+                         (json_int_t)res->wrong[0], "in_place_time_us", res->time[1] * 1e6,
+                         "in_place_algbw_GBps", algbw[1], "in_place_busbw_GBps", busbw[1],
+                         "in_place_wrong", (json_int_t)res->wrong[1], "algorithm", res->algo));
+  }
+  *avg_busbw = b->rows ? busbw_sum / b->rows : 0;
+  EMIT("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+  EMIT("# Avg bus bandwidth    : %.3f\n", *avg_busbw);
+#undef EMIT
+  *table_out = table;
+  return total_wrong;
+}
+
+static int write_outputs(const bench *b, const char *dir, const char *table, json_t *jrows,
+                         int n, const char *cluster, double rate, const char *rate_what,
+                         const char *target, long wrong, double avg_busbw) {
+  const rh_scenario *sc = b->sc;
+  json_t *root = json_pack(
+      "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:s, s:f, s:s, s:i, s:i, s:i, s:I, "
+      "s:f, s:O}",
+      "scenario", sc->name, "file", sc->path ? sc->path : "", "collective", coll_names[b->coll],
+      "type", rh_dtype_name(b->dtype), "op", rh_op_name(b->op), "ranks", n, "nodes",
+      sc->cluster.nodes, "cluster", cluster, "network_model",
+      rh_net_model_names[sc->cluster.net_model], "line_rate_GBps", rate > 0 ? json_real(rate / 1e9) : json_null(), "line_rate_link",
+      rate_what, "busbw_factor", rh__nccl_bus_factor(coll_models[b->coll], n), "target", target,
+      "warmup_iters", b->warmup_used, "iters", b->iters_used, "check", b->checks,
+      "out_of_bounds", (json_int_t)wrong, "avg_busbw_GBps", avg_busbw, "rows", jrows);
+  char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+  int rc = !text || rh_write_output(dir, "collective.txt", table) ||
+           rh_write_output(dir, "collective.json", text);
+  free(text);
+  json_decref(root);
+  return rc;
+}
+
+/* Checks what the flags say together; returns 0, or 2 after naming the problem. */
+static int check_options(options *o) {
+  static const char cmd[] = "collective";
+  if (o->ngpus != 1)
+    return rh_cli_error(cmd, "-g/--ngpus %d: each rank is one process with one GPU here, as under "
+                             "mpirun -np N with -g 1; give -g 1 or leave it out", o->ngpus);
+  if (o->nthreads != 1)
+    return rh_cli_error(cmd, "-t/--nthreads %d: each rank is one process with one thread here; "
+                             "give -t 1 or leave it out", o->nthreads);
+  if (o->factor && o->step_bytes > 0)
+    return rh_cli_error(cmd, "-f/--stepfactor and -i/--stepbytes both given: the sizes grow by a "
+                             "factor or by a step, give one");
+  if (!o->factor && !(o->step_bytes > 0)) o->factor = 2;
+  if (o->min_bytes > o->max_bytes)
+    return rh_cli_error(cmd, "-b/--minbytes %.0f is above -e/--maxbytes %.0f", o->min_bytes,
+                        o->max_bytes);
+  double rows = o->factor ? floor(log((o->max_bytes / o->min_bytes) * (1 + 1e-12)) /
+                                  log((double)o->factor)) + 1
+                          : floor((o->max_bytes - o->min_bytes) / o->step_bytes) + 1;
+  if (rows > MAX_SIZES)
+    return rh_cli_error(cmd, "-b, -e and -i give %.0f sizes; at most %d in one run", rows,
+                        MAX_SIZES);
+  return 0;
+}
+
+/* The command line into b and o; *file: the scenario.  Returns -1 to go on, or the exit code. */
+static int parse(int argc, char **argv, options *o, rh_scenario_opts *sopts, const char **file) {
+  static const struct option longopts[] = {
+      {"minbytes", required_argument, NULL, 'b'},   {"min", required_argument, NULL, 'b'},
+      {"maxbytes", required_argument, NULL, 'e'},   {"max", required_argument, NULL, 'e'},
+      {"stepfactor", required_argument, NULL, 'f'}, {"stepbytes", required_argument, NULL, 'i'},
+      {"iters", required_argument, NULL, 'n'},      {"warmup_iters", required_argument, NULL, 'w'},
+      {"check", required_argument, NULL, 'c'},      {"op", required_argument, NULL, 'o'},
+      {"datatype", required_argument, NULL, 'd'},   {"dtype", required_argument, NULL, 'd'},
+      {"root", required_argument, NULL, 'r'},       {"ngpus", required_argument, NULL, 'g'},
+      {"nthreads", required_argument, NULL, 't'},   {"coll", required_argument, NULL, OPT_COLL},
+      {"mem-limit", required_argument, NULL, OPT_MEM_LIMIT},
+      {"out", required_argument, NULL, OPT_OUT},    {NULL, 0, NULL, 0}};
+  int first = argc;
+  int rc = rh_cli_parse("collective", usage_text, argc, argv, "b:e:f:i:n:w:c:o:d:r:g:t:h",
+                        longopts, option, o, sopts, &first);
+  if (rc >= 0) return rc;
+  if (o->help) { /* -h, as nccl-tests takes it */
+    fputs(usage_text, stdout);
+    return 0;
+  }
+  if ((rc = check_options(o)) != 0) return rc;
+  if (argc - first != 1)
+    return argc == first ? rh_cli_error("collective", "a scenario FILE is needed")
+                         : rh_cli_error("collective", "one scenario FILE, not %d", argc - first);
+  *file = argv[first];
+  return -1;
 }
 
 int rh_cmd_collective(int argc, char **argv) {
-  bench b = {.coll = COLL_ALLREDUCE, .dtype = RH_FLOAT32, .op = RH_SUM, .min_bytes = 8,
-             .max_bytes = 64.0 * 1048576, .mem_limit = 2.0 * 1073741824, .error = RH_OK};
-  const char *file = NULL, *out = NULL;
-  static const struct option options[] = {
-      {"coll", required_argument, NULL, 'c'}, {"op", required_argument, NULL, 'o'},
-      {"dtype", required_argument, NULL, 't'}, {"root", required_argument, NULL, 'r'},
-      {"min", required_argument, NULL, 'a'},  {"max", required_argument, NULL, 'b'},
-      {"mem-limit", required_argument, NULL, 'm'}, {"out", required_argument, NULL, 'O'},
-      {NULL, 0, NULL, 0}};
-  char **args = calloc((size_t)argc + 2, sizeof *args); /* getopt wants the program name first */
-  if (!args) return 1;
-  args[0] = "rehearsal collective";
-  memcpy(args + 1, argv, (size_t)argc * sizeof *args);
-  optind = 1;
-  opterr = 0;
-  bool ok = true;
-  int which = 0;
-  for (int c, k; ok && (c = getopt_long(argc + 1, args, "", options, &which)) != -1;) {
-    char *end = NULL;
-    switch (c) {
-    case 'c': ok = (k = find(coll_names, optarg)) >= 0 && (b.coll = (coll_kind)k, true); break;
-    case 'o': ok = (k = find(op_names, optarg)) >= 0 && (b.op = (rh_op)k, true); break;
-    case 't': ok = (k = find(type_names, optarg)) >= 0 && (b.dtype = (rh_dtype)k, true); break;
-    case 'r': b.root = (int)strtol(optarg, &end, 10); ok = *optarg && !*end; break;
-    case 'a': ok = parse_size(optarg, &b.min_bytes); break;
-    case 'b': ok = parse_size(optarg, &b.max_bytes); break;
-    case 'm': ok = parse_size(optarg, &b.mem_limit); break;
-    case 'O': out = optarg; break;
-    default: ok = false;
-    }
-    if (!ok && c != '?' && c != ':')
-      fprintf(stderr, "rehearsal collective: cannot use --%s %s\n", options[which].name, optarg);
+  bench b = {.coll = COLL_ALLREDUCE, .dtype = RH_FLOAT32, .op = RH_SUM, .mem_limit = 2.0 * 1073741824,
+             .warmup = -1, .iters = -1, .checks = 1, .error = RH_OK};
+  options o = {.b = &b, .min_bytes = 8, .max_bytes = 64.0 * 1048576, .ngpus = 1, .nthreads = 1};
+  rh_scenario_opts sopts = {.cluster_only = true};
+  const char *file = NULL;
+  int rc = parse(argc, argv, &o, &sopts, &file);
+  if (rc >= 0) {
+    rh_cli_opts_free(&sopts);
+    return rc;
   }
-  if (ok && optind == argc) file = args[optind];
-  free(args);
-  if (!ok) return usage();
-  if (!file || b.min_bytes > b.max_bytes) return usage();
+
   rh_scenario sc;
   char err[1024];
-  if (rh_scenario_load(file, &sc, err, sizeof err) != RH_OK) {
+  rh_status lst = rh_scenario_load_opts(file, &sopts, &sc, err, sizeof err);
+  rh_cli_opts_free(&sopts);
+  if (lst != RH_OK) {
     fprintf(stderr, "rehearsal: %s\n", err);
     return 2;
   }
   int n = rh_scenario_size(&sc);
-  if (b.root < 0 || b.root >= n) {
+  if (b.root >= n) {
     fprintf(stderr, "rehearsal collective: --root %d is not a rank of %d\n", b.root, n);
     rh_scenario_free(&sc);
     return 2;
   }
   b.sc = &sc;
-  int rows = (int)floor(log2(b.max_bytes / b.min_bytes)) + 1;
-  b.size = calloc((size_t)rows, sizeof(double));
-  b.time = calloc((size_t)rows, sizeof(double));
-  b.wrong = calloc((size_t)rows, sizeof(long));
-  b.algo = calloc((size_t)rows, sizeof *b.algo);
+  b.nsizes = size_list(&o, &b.sizes);
+  b.res = calloc(b.nsizes > 0 ? (size_t)b.nsizes : 1, sizeof *b.res);
+  if (b.nsizes < 0 || !b.res) {
+    free(b.sizes);
+    free(b.res);
+    rh_scenario_free(&sc);
+    return 1;
+  }
+  b.progress = rh_progress_start("collective", b.nsizes, "sizes");
   rh_launch_config cfg = {.cluster = &sc.cluster, .settings = &sc.settings};
   rh_launch_result lres = {0};
-  int rc = rh__launch(&cfg, bench_rank, &b, &lres);
+  rc = rh__launch(&cfg, bench_rank, &b, &lres);
+  rh_progress_end(b.progress);
   if (lres.rank > 0 || rc == 2 || rc == 77) { /* under a launcher rank 0 reports */
-    free(b.size);
-    free(b.time);
-    free(b.wrong);
-    free(b.algo);
+    free(b.sizes);
+    free(b.res);
     rh_scenario_free(&sc);
     return rc;
   }
 
-  double factor = rh__nccl_bus_factor(coll_models[b.coll], n);
-  size_t cap = 4096 + (size_t)b.rows * 128;
-  char *table = malloc(cap);
-  size_t len = 0;
-#define EMIT(...) len += (size_t)snprintf(table + len, cap - len, __VA_ARGS__)
-  EMIT("# rehearsal collective: %s on %s: %d ranks on %d node%s, network model %s\n",
-       coll_names[b.coll], sc.name, n, sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "",
-       rh_net_model_names[sc.cluster.net_model]);
-  EMIT("#%14s %12s %7s %6s %5s %12s %9s %9s %7s  %s\n", "size", "count", "type", "redop", "root",
-       "time", "algbw", "busbw", "#wrong", "algorithm");
-  EMIT("#%14s %12s %7s %6s %5s %12s %9s %9s %7s\n", "(B)", "(elements)", "", "", "", "(us)",
-       "(GB/s)", "(GB/s)", "");
-  long total_wrong = 0;
-  double busbw_sum = 0;
+  char cluster[256], rate_what[128];
+  cluster_line(&sc.cluster, cluster, sizeof cluster);
+  double rate = line_rate(&sc.cluster, n, rate_what, sizeof rate_what);
+  const char *target = lres.target ? lres.target : "simulator";
+  char *table = NULL;
+  double avg_busbw = 0;
   json_t *jrows = json_array();
-  for (int r = 0; r < b.rows; r++) {
-    double algbw = b.size[r] / b.time[r] / 1e9, busbw = algbw * factor;
-    char wrong[24];
-    if (b.wrong[r] < 0) snprintf(wrong, sizeof wrong, "N/A");
-    else snprintf(wrong, sizeof wrong, "%ld", b.wrong[r]);
-    if (b.wrong[r] > 0) total_wrong += b.wrong[r];
-    busbw_sum += busbw;
-    EMIT("%15.0f %12.0f %7s %6s %5d %12.3f %9.3f %9.3f %7s  %s\n", b.size[r],
-         b.size[r] / rh_dtype_size(b.dtype), rh_dtype_name(b.dtype),
-         b.coll == COLL_ALLREDUCE ? rh_op_name(b.op) : "none",
-         b.coll == COLL_BROADCAST ? b.root : -1, b.time[r] * 1e6, algbw, busbw, wrong, b.algo[r]);
-    json_array_append_new(jrows, json_pack("{s:f, s:f, s:f, s:f, s:I, s:s}", "bytes", b.size[r],
-                                           "time_us", b.time[r] * 1e6, "algbw_GBps", algbw,
-                                           "busbw_GBps", busbw, "wrong",
-                                           (json_int_t)b.wrong[r], "algorithm", b.algo[r]));
-  }
-  EMIT("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-  EMIT("# Avg bus bandwidth    : %.3f\n", b.rows ? busbw_sum / b.rows : 0);
-#undef EMIT
-  fputs(table, stdout);
-  if (rc != 0 || b.error != RH_OK) {
-    fprintf(stderr, "rehearsal collective: failed: %s\n",
-            rh_status_string(b.error != RH_OK ? b.error : RH_ERR_BACKEND));
+  long wrong = report(&b, &o, n, cluster, rate, rate_what, target, &table, jrows, &avg_busbw);
+  if (!table) {
+    json_decref(jrows);
     rc = 1;
-  } else if (total_wrong) {
-    rc = 1;
-  }
-  if (out && rc == 0) {
-    json_t *root = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o}", "scenario", sc.name, "collective",
-                             coll_names[b.coll], "type", rh_dtype_name(b.dtype), "op",
-                             rh_op_name(b.op), "ranks", n, "rows", jrows);
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-    if (!text || rh_write_output(out, "collective.txt", table) ||
-        rh_write_output(out, "collective.json", text))
-      rc = 1;
-    free(text);
-    json_decref(root);
   } else {
+    fputs(table, stdout);
+    if (rc != 0 || b.error != RH_OK) {
+      fprintf(stderr, "rehearsal collective: failed: %s\n",
+              rh_status_string(b.error != RH_OK ? b.error : RH_ERR_BACKEND));
+      rc = 1;
+    } else if (wrong) {
+      rc = 1;
+    }
+    if (o.out && rc == 0 &&
+        write_outputs(&b, o.out, table, jrows, n, cluster, rate, rate_what, target, wrong,
+                      avg_busbw))
+      rc = 1;
     json_decref(jrows);
   }
   free(table);
-  free(b.size);
-  free(b.time);
-  free(b.wrong);
-  free(b.algo);
+  free(b.sizes);
+  free(b.res);
   rh_scenario_free(&sc);
   return rc;
 }

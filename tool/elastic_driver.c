@@ -398,7 +398,6 @@ int rh_cmd_elastic(int argc, char **argv) {
       return 0;
     }
   }
-  if (split >= argc - 1) return rh_cli_error("elastic", "needs FILE, then -- PROGRAM [ARGS...]");
   static const struct option options[] = {
       {"np", required_argument, NULL, 'n'},         {"dir", required_argument, NULL, 'd'},
       {"mpirun", required_argument, NULL, 'm'},     {"mpirun-arg", required_argument, NULL, 'a'},
@@ -440,10 +439,10 @@ int rh_cmd_elastic(int argc, char **argv) {
                       : usage();
     }
   }
-  if (optind != split) {
+  if (optind != split || split >= argc - 1) {
     free(extra);
     free(args);
-    return usage();
+    return rh_cli_error("elastic", "needs FILE, then -- PROGRAM [ARGS...]");
   }
   const char *file = args[optind];
   free(args);

@@ -54,5 +54,3 @@ int main(int argc, char **argv) {
   fprintf(stderr, "rehearsal: unknown command '%s'\n", cmd);
   return usage(stderr);
 }
-/* TEMP-PLOT-STUB */
-__attribute__((weak)) int rh_cmd_plot(int argc, char **argv) { (void)argc; (void)argv; return 2; }

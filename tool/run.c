@@ -433,6 +433,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     return rc;
   }
   in.cfg.progress = rh_progress_start("run", (double)res_steps_total(&sc, epochs_cap), "steps");
+  in.launch.config.timeline = fl->timeline;
   rh_train_job job = {.cfg = cfg, .result = &res};
   rh_launch_result lres = {0};
   int launch_rc = rh__launch(&in.launch.config, rh_train_rank, &job, &lres);

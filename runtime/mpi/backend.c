@@ -15,6 +15,9 @@
  * compute spends the FLOPs in cuBLAS GEMMs.  Audits, checks and timing-only messages stay on MPI.
  *
  * Elastic training (elastic.c) and scripted faults (faults.c) have files of their own.
+ *
+ * With a timeline asked for, each process records its rank's events (on wall time since rank 0's
+ * origin), and at the end rank 0 of the last world gathers them and writes the one file.
  */
 #include "mpi_backend.h"
 
@@ -447,6 +450,14 @@ static void mpi_abandon(rh_ctx *ctx) {
           ctx->last_error[0] ? ctx->last_error : "a collective failed");
 }
 
+/* The rendezvous of an elastic reset (elastic.c), on the rank's timeline. */
+static rh_status mpi_rendezvous(rh_ctx *ctx) {
+  double since = mpi_now(ctx);
+  rh_status st = mpi__rendezvous(ctx);
+  rh__trace_world(ctx, since, st);
+  return st;
+}
+
 static const rh_backend_ops mpi_ops = {
     .isend = mpi_isend,
     .irecv = mpi_irecv,
@@ -457,7 +468,7 @@ static const rh_backend_ops mpi_ops = {
     .join = mpi_join,
     .audit = mpi_audit,
     .abandon = mpi_abandon,
-    .rendezvous = mpi__rendezvous,
+    .rendezvous = mpi_rendezvous,
     .progress = mpi__progress,
 #ifdef RH_MPI_GPU
     .name = "nccl",
@@ -584,6 +595,92 @@ static bool agree_on_end(mpi_rank *me, double end, int failed, double *last, int
   return ok;
 }
 
+/* ---- the timeline ----------------------------------------------------------------------- */
+
+/* Whether rank 0 can write the timeline where it was asked (every rank learns it). */
+static bool timeline_path_ok(const char *path, int rank) {
+  char err[1200];
+  int ok = rank != 0 || rh__timeline_path_ok(path, err, sizeof err);
+  if (!ok) fprintf(stderr, "rehearsal: %s\n", err);
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return ok;
+}
+
+/* Gathers `bytes` of every rank of the world to its rank 0, waited for as every collective is
+ * (a peer gone must not hang the others).  lens and all: rank 0's, the others' NULL. */
+static rh_status gather_text(mpi_rank *me, const char *mine, int bytes, int *lens, char **all) {
+  mpi_job *job = me->job;
+  rh_ctx *ctx = &me->ctx;
+  double timeout = rh_setting(ctx, RH_SETTING_TIMEOUT);
+  int n = ctx->world.n, root = ctx->rank == 0;
+  MPI_Request req;
+  pthread_mutex_lock(&job->lock);
+  int err = MPI_Igather(&bytes, 1, MPI_INT, lens, 1, MPI_INT, 0, job->comms.end, &req);
+  pthread_mutex_unlock(&job->lock);
+  rh_status st = finish(ctx, err, &req, timeout);
+  int *displs = root ? calloc((size_t)n, sizeof(int)) : NULL;
+  size_t total = 0;
+  for (int r = 0; root && displs && r < n; r++) {
+    displs[r] = (int)total;
+    total += (size_t)lens[r];
+  }
+  if (root && (!displs || total > 0x7fffffff || !(*all = malloc(total + 1)))) st = RH_ERR_NOMEM;
+  /* every rank takes part in the second gather, whatever rank 0 found: none waits alone */
+  pthread_mutex_lock(&job->lock);
+  err = MPI_Igatherv(mine, bytes, MPI_CHAR, root ? *all : NULL, lens, displs, MPI_CHAR, 0,
+                     job->comms.end, &req);
+  pthread_mutex_unlock(&job->lock);
+  rh_status got = finish(ctx, err, &req, timeout);
+  free(displs);
+  return st == RH_OK ? got : st;
+}
+
+/* The timeline at the end of the launch: rank 0 of the last world writes every rank's events in
+ * one file; a rank whose peers did not finish with it writes its own beside it (FILE.rankN).
+ * False when rank 0 could not write it. */
+static bool write_timeline(mpi_rank *me, rh_timeline *tl, const char *path, bool agreed) {
+  size_t len = 0;
+  char *part = rh__timeline_part(tl, NULL, NULL, &len);
+  if (!part || len > 0x7fffffff) {
+    free(part);
+    return false;
+  }
+  bool ok = true;
+  if (!agreed) {
+    char own[1100];
+    snprintf(own, sizeof own, "%s.rank%d", path, me->job->world_rank);
+    ok = rh__timeline_write(tl, own, &part, &len, 1) == RH_OK;
+    if (ok) fprintf(stderr, "rehearsal: rank %d wrote its own timeline to %s\n", me->ctx.rank, own);
+    free(part);
+    return ok;
+  }
+  int n = me->ctx.world.n;
+  bool root = me->ctx.rank == 0;
+  int *lens = root ? calloc((size_t)n, sizeof(int)) : NULL;
+  char *all = NULL;
+  rh_status st = root && !lens ? RH_ERR_NOMEM : gather_text(me, part, (int)len, lens, &all);
+  if (root && st == RH_OK) {
+    char **parts = calloc((size_t)n, sizeof *parts);
+    size_t *sizes = calloc((size_t)n, sizeof *sizes);
+    st = parts && sizes ? RH_OK : RH_ERR_NOMEM;
+    for (int r = 0, off = 0; st == RH_OK && r < n; off += lens[r], r++) {
+      parts[r] = all + off;
+      sizes[r] = (size_t)lens[r];
+    }
+    if (st == RH_OK) st = rh__timeline_write(tl, path, parts, sizes, n);
+    free(parts);
+    free(sizes);
+  } else if (root) {
+    fprintf(stderr, "rehearsal: the timeline %s: the ranks' events did not all come: %s\n", path,
+            rh_status_string(st));
+  }
+  ok = !root || st == RH_OK;
+  free(all);
+  free(lens);
+  free(part);
+  return ok;
+}
+
 int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res) {
   int provided = 0, inited = 0;
   MPI_Initialized(&inited);
@@ -611,6 +708,10 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     MPI_Finalize();
     return 2;
   }
+  if (cfg->timeline && !timeline_path_ok(cfg->timeline, rank)) {
+    MPI_Finalize();
+    return 2;
+  }
   mpi_job job = {.world_rank = rank, .world_size = size, .elastic = cfg->elastic,
                  .elastic_dir = cfg->elastic ? getenv("RH_ELASTIC_DIR") : NULL};
   job.host_of = place_ranks(size);
@@ -633,9 +734,16 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   pthread_cond_init(&me.cv, NULL);
   rh_ctx_init(&me.ctx, rank, &job.topo, cfg->settings, cfg->cluster, &mpi_ops, &me);
   me.ctx.elastic = cfg->elastic;
+  rh_timeline *timeline = NULL;
+  if (cfg->timeline) { /* one recorder: this process's rank */
+    timeline = rh__timeline_new(mpi_ops.name, false, size, cfg->timeline_events);
+    me.ctx.trace = rh__timeline_add(timeline, &me.ctx, job.host_of[rank], rank,
+                                    job.topo.local_rank_of[rank]);
+  }
 #ifdef RH_MPI_GPU
   int gpu_failed = open_gpu(&job, &job.topo, rank, size, rh_setting(&me.ctx, RH_SETTING_TIMEOUT));
   if (gpu_failed) {
+    rh__timeline_free(timeline);
     if (job.nccl) rh_nccl_free(job.nccl);
     rh_gpu_close();
     rh_topology_free(&job.topo);
@@ -651,6 +759,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   MPI_Bcast(&job.t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   /* scripted faults hit processes by their place in the scenario's cluster: its slot numbering */
   if (mpi__faults_open(&job, cfg->faults, cfg->cluster, rank) != RH_OK) {
+    rh__timeline_free(timeline);
     MPI_Finalize();
     return 1;
   }
@@ -659,6 +768,11 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int failures = 0;
   bool agreed = !job.left && agree_on_end(&me, mpi__wall() - job.t0, result != 0, &last, &failures);
   mpi__faults_close(&job);
+  bool timeline_ok = true;
+  if (timeline && !job.left) timeline_ok = write_timeline(&me, timeline, cfg->timeline, agreed);
+  rh__timeline_free(timeline);
+  me.ctx.trace = NULL;
+  if (!timeline_ok) failures++;
   if (res)
     *res = (rh_launch_result){.end_time = last, .failed_ranks = failures, .rank = me.ctx.rank,
                               .target = mpi_ops.name, .size = me.ctx.world.n};

@@ -269,10 +269,18 @@ static double layer_charge(const rank_state *s, int i, long n, bool backward) {
 static rh_status forward(rank_state *s, long n) {
   const rh_train_config *cfg = s->cfg;
   rh_status st = RH_OK;
-  if (cfg->gpu.overhead > 0) st = rh_compute(s->ctx, rh_compute_charge(&cfg->gpu, cfg->gpu.overhead));
+  if (cfg->gpu.overhead > 0) {
+    rh_trace_begin(s->ctx, "layer", "framework overhead");
+    st = rh_compute(s->ctx, rh_compute_charge(&cfg->gpu, cfg->gpu.overhead));
+    rh_trace_end(s->ctx);
+  }
   if (cfg->real || !rh_compute_roofline(&cfg->gpu))
     return st == RH_OK ? rh_compute(s->ctx, cfg->forward_flops * (double)n) : st;
-  for (int i = 0; i < s->ntensors && st == RH_OK; i++) st = rh_compute(s->ctx, layer_charge(s, i, n, false));
+  for (int i = 0; i < s->ntensors && st == RH_OK; i++) {
+    rh_trace_begin(s->ctx, "layer", s->tensors[i].name);
+    st = rh_compute(s->ctx, layer_charge(s, i, n, false));
+    rh_trace_end(s->ctx);
+  }
   return st;
 }
 
@@ -350,6 +358,11 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     loss = rh_model_loss_grad(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct);
   }
   rh_status st = forward(s, n);
+  if (rh_trace_on(ctx)) { /* the step's compute goes on: backward */
+    double tf = rh_time(ctx);
+    rh_trace_end_at(ctx, tf);
+    rh_trace_begin_at(ctx, "compute", "backward", tf);
+  }
 
   /* backward, last layer first; a bucket closes when the next tensor would pass the threshold */
   int nt = s->ntensors;
@@ -371,7 +384,9 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   int *ends = cycle > 0 ? plan_rounds(s, order, n, threshold, cycle) : NULL;
   for (int i = 0; i < nt && st == RH_OK; i++) {
     const train_tensor *t = &s->tensors[order[i]];
+    rh_trace_begin(ctx, "layer", t->name);
     st = rh_compute(ctx, layer_charge(s, order[i], n, true));
+    rh_trace_end(ctx);
     if (ends) { /* Horovod's rounds decided where buckets end */
       cur.to = i + 1;
       cur.count += t->count;
@@ -452,6 +467,54 @@ static void record_pace(rank_state *s, int epoch, double start, double seconds, 
                                       .size = s->size, .epoch = epoch};
 }
 
+/* ---- the timeline ------------------------------------------------------------------------------ */
+
+/* A step on the rank's timeline, cut where the epoch's figures cut it: compute from t0 (the
+ * checks before the step included, as the compute figure counts them) to tc, forward then
+ * backward (train_step moves from one to the other); the wait for gradients from tc to t1. */
+static void trace_step_begin(rank_state *s, int epoch, long step, double t0) {
+  if (!rh_trace_on(s->ctx)) return;
+  char name[64];
+  snprintf(name, sizeof name, "epoch %d step %ld", epoch + 1, step + 1);
+  rh_trace_begin_at(s->ctx, "step", name, t0);
+  rh_trace_begin_at(s->ctx, "compute", "forward", t0);
+}
+
+static void trace_step_end(rank_state *s, double tc, double t1) {
+  if (!rh_trace_on(s->ctx)) return;
+  rh_trace_end_at(s->ctx, tc); /* forward, or backward once it began */
+  rh_trace_begin_at(s->ctx, "wait", "wait for gradients", tc);
+  rh_trace_end_at(s->ctx, t1);
+  rh_trace_end_at(s->ctx, t1);
+}
+
+/* Steps charged without running them (rh_repeat_steps), from `from` to now: one slice, with what
+ * they spent inside it, summed back to back: `done` times this rank's compute c and wait w of the
+ * step they repeat, and the commits charged among them. */
+static void trace_repeated(rank_state *s, int epoch, long first, long done, double from, double c,
+                           double w, long commits) {
+  rh_ctx *ctx = s->ctx;
+  if (!rh_trace_on(ctx)) return;
+  char name[96];
+  snprintf(name, sizeof name, "epoch %d steps %ld-%ld, repeated", epoch + 1, first + 1, first + done);
+  rh_trace_begin_at(ctx, "step", name, from);
+  rh_trace_arg(ctx, "steps", (double)done);
+  double at = from;
+  rh_trace_begin_at(ctx, "compute", "compute", at);
+  at += (double)done * c;
+  rh_trace_end_at(ctx, at);
+  rh_trace_begin_at(ctx, "wait", "wait for gradients", at);
+  at += (double)done * w;
+  rh_trace_end_at(ctx, at);
+  if (commits > 0) {
+    rh_trace_begin_at(ctx, "commit", "commits", at);
+    rh_trace_arg(ctx, "commits", (double)commits);
+    at += (double)commits * s->commit_dt;
+    rh_trace_end_at(ctx, at);
+  }
+  rh_trace_end_at(ctx, rh_time(ctx));
+}
+
 /* ---- end of epoch ------------------------------------------------------------------------------ */
 
 /* Averages a metric the way the program at hand does (or fails to). */
@@ -501,10 +564,12 @@ static rh_status validate(rank_state *s, rh_epoch_stats *es, int epoch) {
   free(y);
   free(idx);
   if (nomem) return RH_ERR_NOMEM;
+  rh_trace_begin(s->ctx, "validation", "validation");
   rh_status st = rh_compute(s->ctx, cfg->forward_flops * seen);
   double vl = loss / seen, va = correct / seen, local_vl = vl, local_va = va;
   if (st == RH_OK) st = average_metric(s, &vl, "avg_loss");
   if (st == RH_OK) st = average_metric(s, &va, "avg_accuracy");
+  rh_trace_end(s->ctx);
   if (st != RH_OK) return train__failed(s, st, RH_CHECK_METRICS);
   st = train__checks_after_metric(s, local_vl, vl, "avg_loss");
   if (st == RH_OK) st = train__checks_after_metric(s, local_va, va, "avg_accuracy");
@@ -533,9 +598,11 @@ static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch, bool co
              (epoch + 1) % cfg->checkpoint_every == 0 && s->recording;
   if (st == RH_OK && due) {
     double t0 = rh_time(s->ctx);
+    rh_trace_begin_at(s->ctx, "checkpoint", "checkpoint", t0);
     s->ev.checkpoint_writes++; /* counted first: the checkpoint holds its own count */
     st = train__write_checkpoint(s, true);
     es->checkpoint += rh_time(s->ctx) - t0;
+    rh_trace_end(s->ctx);
     if (st == RH_OK && cfg->real) {
       bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
       s->written[epoch + 1] = 1;
@@ -549,11 +616,11 @@ static rh_status end_epoch(rank_state *s, rh_epoch_stats *es, int epoch, bool co
 
 /* Where a failure left the position, for the elastic checks (the restore moves it back). */
 static rh_status note_failure(rank_state *s, rh_status st) {
-  if (st != RH_OK && s->cfg->progress && s->res->notes < 4) /* the first few, as they happen */
-    rh_progress_note(s->cfg->progress, "%s rank %d, epoch %d step %ld: %s: %s",
-                     s->res->notes++ == 3 ? "(further failures in the report) " : "", s->rank,
-                     (int)s->pos.epoch + 1, (long)s->pos.step + 1, rh_status_string(st),
-                     rh_last_error(s->ctx));
+  if (st != RH_OK && s->cfg->progress && s->res->notes < 3) /* the first few, as they happen */
+    rh_progress_note(s->cfg->progress, "rank %d, epoch %d step %ld: %s%s", s->rank,
+                     (int)s->pos.epoch + 1, (long)s->pos.step + 1,
+                     *rh_last_error(s->ctx) ? rh_last_error(s->ctx) : rh_status_string(st),
+                     ++s->res->notes == 3 ? " (more in the report at the end)" : "");
   if (train__peer_failure(st)) {
     s->failed_at = (long)s->pos.global_step;
     s->failed_epoch_start = (long)s->pos.epoch_start;
@@ -589,6 +656,7 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
   if (n <= 0) return RH_OK;
   /* steadiness is this rank's own: every rank asks, and none charges unless all are steady */
   rh_status st;
+  double charged_from = rh_time(s->ctx);
   long done = rh_repeat_steps(s->ctx, e, (long)s->pos.step, steady ? n : 0, d,
                               commits && s->commit_dt > 0 ? &cycle : NULL, &st);
   if (done <= 0) return done < 0 ? st : RH_OK;
@@ -599,6 +667,7 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
   /* the commits among them: their time, and the pace in runs between them */
   long every = cfg->commit_every;
   long ends = commits && s->commit_dt > 0 ? (g + done) / every - g / every : 0;
+  trace_repeated(s, e, (long)s->pos.step, done, charged_from, tc - t0, t1 - tc, ends > 1 ? ends - 1 : 0);
   double start = t1;
   for (long i = 0, left = done; left > 0; i++) {
     long run = i == 0 ? every - g % every : every;
@@ -658,9 +727,11 @@ rh_status train__run_epochs(rank_state *s, int to) {
       long step = (long)s->pos.step, n = k == s->seg_steps - 1 ? s->seg_last_batch : cfg->batch;
       rh_step_begin(s->ctx, e, step);
       double t0 = rh_time(s->ctx), tc = t0, lr = 0;
+      trace_step_begin(s, e, step, t0);
       st = train__checks_before_step(s);
       if (st == RH_OK) st = train_step(s, e, step, k, n, &tc, &lr);
       double t1 = rh_time(s->ctx);
+      trace_step_end(s, tc, t1);
       es->compute += tc - t0;
       es->exposed_comm += t1 - tc;
       if (es->steps == 0) es->lr_first = lr;
@@ -681,8 +752,10 @@ rh_status train__run_epochs(rank_state *s, int to) {
       if (st == RH_OK && cfg->checkpoint_every_steps > 0 && g % cfg->checkpoint_every_steps == 0 &&
           cfg->checkpoint_dir && s->recording) {
         double w0 = rh_time(s->ctx);
+        rh_trace_begin_at(s->ctx, "checkpoint", "checkpoint", w0);
         st = train__write_checkpoint(s, false);
         es->checkpoint += rh_time(s->ctx) - w0;
+        rh_trace_end(s->ctx);
       }
       if (st == RH_OK && !cfg->real) st = repeat(s, e, &k, t0, tc, t1);
     }

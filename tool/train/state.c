@@ -45,12 +45,14 @@ rh_status train__initialise(rank_state *s) {
   rh_model_init_params(&cfg->model, s->params, cfg->seed + (broadcast ? 0 : (uint64_t)s->rank));
   rh_status st = RH_OK;
   if (broadcast) { /* as it always was: the parameters and the optimizer, then the scalars */
+    rh_trace_begin(s->ctx, "setup", "broadcast the initial state");
     st = rh_broadcast(s->ctx, s->params, s->nparams, RH_FLOAT32, 0);
     if (st == RH_OK)
       st = rh_broadcast(s->ctx, s->opt.state, rh_optimizer_state_count(&s->opt), RH_FLOAT32, 0);
     double scalars[2] = {s->opt.steps, 0};
     if (st == RH_OK) st = rh_broadcast(s->ctx, scalars, 2, RH_FLOAT64, 0);
     if (st == RH_OK) s->opt.steps = scalars[0];
+    rh_trace_end(s->ctx);
   }
   if (st == RH_OK && s->sparams) memcpy(s->sparams, s->params, s->nparams * sizeof(float));
   return train__failed(s, st, RH_CHECK_COLLECTIVES);
@@ -333,7 +335,16 @@ static int read_checkpoint(rank_state *s, int epoch, double **rows, int *nrows) 
   return rc < 0 ? rc : h.epoch;
 }
 
+static rh_status restore(rank_state *s, int which, int *found);
+
 rh_status train__restore(rank_state *s, int which, int *found) {
+  rh_trace_begin(s->ctx, "checkpoint", "restore from the checkpoint");
+  rh_status st = restore(s, which, found);
+  rh_trace_end(s->ctx);
+  return st;
+}
+
+static rh_status restore(rank_state *s, int which, int *found) {
   train_position start = {0};
   double *rows = NULL;
   int nrows = 0;
@@ -401,8 +412,8 @@ static rh_status evidence_save(rh_ctx *ctx, void *obj) {
 static void count_commit(rank_state *s, double dt, int epoch, bool result);
 
 static rh_status evidence_restore(rh_ctx *ctx, void *obj) {
-  (void)ctx;
   evidence *ev = obj;
+  rh_trace_instant(ctx, "elastic", "restored the last commit");
   for (int i = 0; i < ev->n; i++) memcpy(ev->region[i].live, ev->region[i].saved, ev->region[i].bytes);
   /* the commit restored to took its time (rank 0's result kept it: it is not restored) */
   count_commit(ev->s, ev->s->commit_dt, ev->s->commit_epoch, false);
@@ -461,10 +472,12 @@ rh_status train__commit(rank_state *s, int epoch) {
   /* the mistake commits nothing; a replay after the run (the resume check) has no state */
   if ((s->cfg->mistakes & RH_MISTAKE_NO_COMMIT) || !s->state) return RH_OK;
   double t0 = rh_time(s->ctx);
+  rh_trace_begin_at(s->ctx, "commit", "commit", t0);
   if (s->cfg->real) s->commit_hash = train__fnv(s->params, s->nparams * sizeof(float));
   rh_status st = rh_state_commit(s->state);
   /* the saved state cannot hold its own commit's time: a restore adds it back */
   s->commit_dt = rh_time(s->ctx) - t0;
+  rh_trace_end_at(s->ctx, t0 + s->commit_dt);
   s->commit_epoch = epoch;
   count_commit(s, s->commit_dt, epoch, true);
   if (s->rank == 0) s->res->commits++;
