@@ -4,6 +4,8 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <stdbool.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -113,4 +115,40 @@ rh_settings rh_test_settings(double timeout) {
   for (int i = 0; i < RH_SETTING_COUNT; i++) s.value[i] = rh__setting_defs[i].default_value;
   s.value[RH_SETTING_TIMEOUT] = timeout;
   return s;
+}
+
+bool rh_test_png_ok(const char *path) {
+  static const unsigned char signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "no %s\n", path);
+    return false;
+  }
+  unsigned char head[8] = {0};
+  size_t got = fread(head, 1, 8, f);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fclose(f);
+  bool ok = got == 8 && memcmp(head, signature, 8) == 0 && size > 1024;
+  if (!ok) fprintf(stderr, "%s: not a PNG of more than 1 KiB (%ld bytes)\n", path, size);
+  return ok;
+}
+
+bool rh_test_svg_ok(const char *path) {
+  char *text = rh_test_slurp(path);
+  bool ok = text && (strncmp(text, "<?xml", 5) == 0 || strncmp(text, "<svg", 4) == 0) &&
+            strstr(text, "</svg>");
+  if (ok && system("command -v xmllint >/dev/null 2>&1") == 0) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "xmllint --noout '%s'", path);
+    ok = system(cmd) == 0;
+  } else if (ok) { /* without xmllint: the groups at least balance */
+    int open = 0, close = 0;
+    for (const char *p = text; (p = strstr(p, "<g")); p++) open += p[2] == ' ' || p[2] == '>';
+    for (const char *p = text; (p = strstr(p, "</g>")); p++) close++;
+    ok = open == close;
+  }
+  if (!ok) fprintf(stderr, "%s: not a well-formed SVG\n", path);
+  free(text);
+  return ok;
 }

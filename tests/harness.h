@@ -47,6 +47,11 @@ int rh_test_rmdir(const char *dir);
 /* "dir/name" in one of a few rotating static buffers (valid for the next three calls). */
 char *rh_test_path(const char *dir, const char *name);
 
+/* A file that is what it claims: a PNG (its signature, more than 1 KiB), an SVG that parses as XML
+ * (xmllint where there is one).  False with a message on stderr. */
+bool rh_test_png_ok(const char *path);
+bool rh_test_svg_ok(const char *path);
+
 /* Default settings (the environment ignored) with the given timeout in seconds. */
 rh_settings rh_test_settings(double timeout);
 

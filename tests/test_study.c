@@ -3,7 +3,8 @@
  * row, what the five runs give on their own, runs no point twice when asked again, and draws its
  * plots; --set overrides a key and names itself in errors; the settings report where each value
  * came from; steps.csv holds every step; the bottleneck section's what-if figures follow from the
- * run's own figures; --out creates its parents and writes files others can read.
+ * run's own figures; the progress line goes to stderr alone; --out creates its parents and
+ * writes files others can read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -148,6 +149,29 @@ static void test_sweep_rows_are_the_runs(void **state) {
   assert_true(after.st_mtime > before.st_mtime);
   free(t1);
   free(t2);
+
+  /* every figure of the sweep, and of one of its points, in both formats */
+  if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    print_message("gnuplot not found: the figures are not drawn\n");
+  } else {
+    assert_int_equal(RUN("/dev/null", NULL, "plot", dir), 0);
+    char *point = strdup(rh_test_path(dir, "points/002"));
+    assert_int_equal(RUN("/dev/null", NULL, "plot", point), 0);
+    static const char *const figures[][2] = {{"", "sweep-throughput"}, {"", "sweep-efficiency"},
+                                             {"", "sweep-step"}, {"points/002/", "run-epochs"},
+                                             {"points/002/", "run-lr"}};
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+      char name[128];
+      snprintf(name, sizeof name, "%splots/%s.png", figures[i][0], figures[i][1]);
+      assert_true(rh_test_png_ok(rh_test_path(dir, name)));
+      snprintf(name, sizeof name, "%splots/%s.svg", figures[i][0], figures[i][1]);
+      assert_true(rh_test_svg_ok(rh_test_path(dir, name)));
+      char *svg = rh_test_slurp(rh_test_path(dir, name));
+      assert_non_null(strstr(svg, "resnet50-p100-2x4")); /* the scenario in the title */
+      free(svg);
+    }
+    free(point);
+  }
   free(csv);
   free(log);
   free(log2);
@@ -313,6 +337,28 @@ static void test_bottleneck_what_if(void **state) {
   }
 }
 
+/* The progress line: on stderr when asked for (a terminal, or RH_PROGRESS=1), never on stdout,
+ * and absent otherwise. */
+static void test_progress_on_stderr_only(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "progress.out")), *err = strdup(rh_test_path(tmpdir, "progress.err"));
+  setenv("RH_PROGRESS", "1", 1);
+  int rc = RUN(out, err, "run", "scenarios/default.yaml", "--no-what-if");
+  unsetenv("RH_PROGRESS");
+  assert_int_equal(rc, 0);
+  char *o = rh_test_slurp(out), *e = rh_test_slurp(err);
+  assert_non_null(strstr(e, "run: 500/500 steps (100%)")); /* 2 epochs of 250 */
+  assert_null(strstr(o, "steps ("));
+  free(o);
+  free(e);
+  assert_int_equal(RUN(out, err, "run", "scenarios/default.yaml", "--no-what-if"), 0);
+  e = rh_test_slurp(err);
+  assert_string_equal(e, ""); /* stderr is a file here: nothing drawn */
+  free(e);
+  free(out);
+  free(err);
+}
+
 static void test_out_makes_parents_readable_files(void **state) {
   (void)state;
   char *dir = strdup(rh_test_path(tmpdir, "a/b/c"));
@@ -333,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_set_and_sources),
       cmocka_unit_test(test_steps_csv_and_epochs),
       cmocka_unit_test(test_bottleneck_what_if),
+      cmocka_unit_test(test_progress_on_stderr_only),
       cmocka_unit_test(test_out_makes_parents_readable_files),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

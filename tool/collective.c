@@ -131,8 +131,13 @@ static long check(const bench *b, const rh_ctx *ctx, const void *out, size_t cou
   int n = rh_size(ctx);
   long wrong = 0;
   if (b->coll == COLL_ALLREDUCE) {
+    /* value() depends on the element only through i % 1024 (sum, avg) or i % 6 (min, max):
+     * the expected results of one period, folded over the ranks once, serve every element */
+    size_t period = b->op == RH_SUM || b->op == RH_AVERAGE ? 1024 : 6;
+    double want[1024];
+    for (size_t j = 0; j < period && j < count; j++) want[j] = expected_reduce(b, j, n);
     for (size_t i = 0; i < count; i++)
-      if (!matches(b, load(out, i, b->dtype), expected_reduce(b, i, n))) wrong++;
+      if (!matches(b, load(out, i, b->dtype), want[i % period])) wrong++;
   } else if (b->coll == COLL_BROADCAST) {
     for (size_t i = 0; i < count; i++)
       if (load(out, i, b->dtype) != as_type(value(b, b->root, i, n), b->dtype)) wrong++;

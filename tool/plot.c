@@ -307,6 +307,10 @@ static const char *key_unit(const char *key) {
 
 /* "cluster.network.nic_Gbps (Gb/s)" */
 static void key_label(const char *key, char *buf, size_t len) {
+  if (strcmp(key, "gpus") == 0) { /* the sweep's axis of GPU counts */
+    snprintf(buf, len, "GPUs");
+    return;
+  }
   const char *unit = key_unit(key);
   if (unit) snprintf(buf, len, "%s (%s)", key, unit);
   else snprintf(buf, len, "%s", key);
@@ -809,10 +813,11 @@ static int plot_sweep_lines(plotter *pl, sweep *s, const char *source) {
     if (thr) {
       double most = 0;
       for (int i = 0; i < nok; i++) most = fmax(most, fmax(order[i]->thr, order[i]->ideal));
-      fprintf(f.g, "set ylabel 'throughput (samples/s)'\nset key top left box opaque\n");
-      /* on GPUs doubling from point to point, log-log: linear scaling is a straight line */
-      if (logx && gpus_x) fprintf(f.g, "set logscale y 10\n");
-      else fprintf(f.g, "set yrange [0:*]\n");
+      fprintf(f.g, "set ylabel 'throughput (samples/s)'\n");
+      /* on GPUs doubling from point to point, log-log: linear scaling is a straight line, and
+       * the top left is empty; on a linear axis from 0 the lines run high, the bottom is free */
+      if (logx && gpus_x) fprintf(f.g, "set logscale y 10\nset key top left box opaque\n");
+      else fprintf(f.g, "set yrange [0:*]\nset key bottom right box opaque\n");
       fprintf(f.g, "set format y '%s'\n", most >= 1e6 ? "%.1s%c" : "%.0f");
     } else {
       fprintf(f.g, "set ylabel 'scaling efficiency (%%, against the same GPUs with free "

@@ -316,11 +316,25 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
              "-", "-", status, json_string_value(json_object_get(row, "dir")));
   }
   if (fclose(f) != 0) return 1;
+  /* the cluster the points share: what an axis changes is not said (it is the x axis) */
   char cluster[256];
   const rh_cluster *cl = &sc->cluster;
-  snprintf(cluster, sizeof cluster, "%d node%s x %d GPUs (%.4g TFLOP/s), %.4g GB/s intra-node, "
-           "%d x %.4g Gb/s NIC", cl->nodes, cl->nodes == 1 ? "" : "s", cl->gpus_per_node[0],
-           cl->gpu_flops / 1e12, cl->intra_bw / 1e9, cl->nics_per_node, cl->nic_bw * 8 / 1e9);
+  bool by_nodes = false, by_gpus = false, by_nic = false;
+  for (int a = 0; a < naxes; a++) {
+    by_nodes = by_nodes || !strcmp(axes[a].key, "gpus") || !strcmp(axes[a].key, "cluster.nodes");
+    by_gpus = by_gpus || !strcmp(axes[a].key, "cluster.gpus_per_node");
+    by_nic = by_nic || !strncmp(axes[a].key, "cluster.network", 15);
+  }
+  int at = by_nodes && by_gpus ? snprintf(cluster, sizeof cluster, "GPUs")
+           : by_nodes ? snprintf(cluster, sizeof cluster, "nodes of %d GPUs", cl->gpus_per_node[0])
+           : by_gpus  ? snprintf(cluster, sizeof cluster, "%d node%s", cl->nodes, cl->nodes == 1 ? "" : "s")
+                      : snprintf(cluster, sizeof cluster, "%d node%s x %d GPUs", cl->nodes,
+                                 cl->nodes == 1 ? "" : "s", cl->gpus_per_node[0]);
+  at += snprintf(cluster + at, sizeof cluster - (size_t)at, " (%.4g TFLOP/s), %.4g GB/s intra-node",
+                 cl->gpu_flops / 1e12, cl->intra_bw / 1e9);
+  if (!by_nic)
+    snprintf(cluster + at, sizeof cluster - (size_t)at, ", %d x %.4g Gb/s NIC", cl->nics_per_node,
+             cl->nic_bw * 8 / 1e9);
   json_t *jaxes = json_array();
   for (int a = 0; a < naxes; a++) {
     json_t *vals = json_array();
