@@ -167,6 +167,23 @@ static void test_usage_errors(void **state) {
   assert_int_equal(run(path_in("help"), NULL, "--help", NULL, NULL, NULL, NULL, NULL, NULL, NULL), 0);
 }
 
+/* With the negotiation off nothing is compared: collectives_match says SKIP, not PASS. */
+static void test_collectives_match_skips_without_negotiation(void **state) {
+  (void)state;
+  char *out = path_in("noneg.txt");
+  assert_int_equal(run(out, NULL, "run", "scenarios/default.yaml", "--set",
+                       "collective.check_collectives=off", "--no-what-if", NULL, NULL, NULL), 0);
+  char *text = rh_test_slurp(out);
+  assert_non_null(strstr(text, "SKIP  collectives_match"));
+  assert_null(strstr(text, "PASS  collectives_match"));
+  free(text);
+  assert_int_equal(run(out, NULL, "run", "scenarios/default.yaml", "--no-what-if", NULL, NULL, NULL,
+                       NULL, NULL), 0);
+  text = rh_test_slurp(out);
+  assert_non_null(strstr(text, "PASS  collectives_match"));
+  free(text);
+}
+
 /* Every command and the program itself: --help on stdout with exit 0 and nothing on stderr,
  * --version, an unknown flag named on stderr with exit 2 and nothing on stdout. */
 static void test_conventions_of_every_command(void **state) {
@@ -280,6 +297,7 @@ int main(void) {
       cmocka_unit_test(test_bad_scenarios_exit_2_and_write_nothing),
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_conventions_of_every_command),
+      cmocka_unit_test(test_collectives_match_skips_without_negotiation),
       cmocka_unit_test(test_collective_sweep),
       cmocka_unit_test(test_timing_only_above_memory_limit),
   };

@@ -1,0 +1,112 @@
+/*
+ * bench_scale.c: how the simulation's cost grows with the job.  A data-parallel loop of 10 steps
+ * of 4 buckets (25 ms of backward, then a 25 MiB allreduce, each) on nodes of 8 GPUs (400 GB/s
+ * inside a node, 8 x 400 Gb/s NICs), exact network, grain auto.  For each GPU count it prints the
+ * wall time and peak memory of the simulation (a child process per count: SimGrid runs once per
+ * process), the simulated step, and the model check: the step the cost model predicts (four
+ * backward slices, then the last bucket's allreduce, the others hidden behind backward when
+ * they fit) against the simulated one.
+ *   ./build/tests/bench_scale [GPUS...]        (default 64 256 1024 4096)
+ *   RH_CHECK_COLLECTIVES=off ./build/tests/bench_scale ...   without the negotiation
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { STEPS = 10, BUCKETS = 4 };
+static const double backward_s = 0.025, bucket_bytes = 25.0 * 1048576, gpu_flops = 100e12;
+
+typedef struct figures {
+  double step, predicted; /* seconds */
+  int ok;
+} figures;
+
+static int loop_rank(rh_ctx *ctx, void *arg) {
+  figures *out = arg;
+  size_t count = (size_t)(bucket_bytes / sizeof(float));
+  double t0 = 0;
+  for (int s = 0; s < STEPS; s++) {
+    if (s == 1) t0 = rh_time(ctx); /* the first step sets things up */
+    rh_request *req[BUCKETS];
+    for (int b = 0; b < BUCKETS; b++) {
+      if (rh_compute(ctx, backward_s * gpu_flops) != RH_OK) return 1;
+      if (rh_iallreduce(ctx, NULL, NULL, count, RH_FLOAT32, RH_SUM, NULL, &req[b]) != RH_OK) return 1;
+    }
+    for (int b = 0; b < BUCKETS; b++)
+      if (rh_wait(req[b]) != RH_OK) return 1;
+  }
+  if (rh_rank(ctx) == 0) {
+    double a = rh_predict_allreduce(ctx, (size_t)bucket_bytes);
+    /* each allreduce runs behind the next backward slice when it fits; the last one is exposed */
+    double hidden = fmax(0, a - backward_s) * (BUCKETS - 1);
+    out->step = (rh_time(ctx) - t0) / (STEPS - 1);
+    out->predicted = BUCKETS * backward_s + hidden + a;
+    out->ok = 1;
+  }
+  return 0;
+}
+
+static double wall(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+  static const int defaults[] = {64, 256, 1024, 4096};
+  int n = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
+  printf("# bench_scale: %d steps x %d buckets (25 ms backward, 25 MiB allreduce each), nodes of 8 "
+         "GPUs, 400 GB/s intra, 8 x 400 Gb/s NICs, exact network, grain auto, negotiation %s\n",
+         STEPS, BUCKETS,
+         getenv("RH_CHECK_COLLECTIVES") && !strcmp(getenv("RH_CHECK_COLLECTIVES"), "off") ? "off" : "on");
+  printf("#%7s %10s %12s %14s %14s %12s\n", "gpus", "wall", "peak_rss", "step", "predicted", "error");
+  printf("#%7s %10s %12s %14s %14s %12s\n", "", "(s)", "(MiB)", "(ms)", "(ms)", "(relative)");
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    int gpus = argc > 1 ? atoi(argv[i + 1]) : defaults[i];
+    if (gpus < 8 || gpus % 8) {
+      fprintf(stderr, "bench_scale: %d: a multiple of 8 GPUs\n", gpus);
+      return 2;
+    }
+    figures *f = rh_test_shared(sizeof *f);
+    memset(f, 0, sizeof *f);
+    fflush(stdout); /* the child must not print the parent's lines again */
+    double t0 = wall();
+    pid_t pid = fork();
+    if (pid == 0) {
+      rh_cluster cl = rh_test_cluster(gpus / 8, 8, NULL);
+      cl.gpu_flops = gpu_flops;
+      cl.intra_bw = 400e9;
+      cl.nic_bw = 400e9 / 8;
+      cl.nics_per_node = 8;
+      cl.exact_network = true;
+      cl.net_model = RH_NET_EXACT;
+      rh_settings s;
+      char err[256];
+      if (rh_settings_init(&s, err, sizeof err) != RH_OK) _exit(2);
+      rh_launch_config cfg = {.cluster = &cl, .settings = &s};
+      _exit(rh__launch(&cfg, loop_rank, f, NULL));
+    }
+    int status = 0;
+    struct rusage ru;
+    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return 1;
+    double t = wall() - t0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !f->ok) {
+      printf("%8d %10.2f %12.0f %14s %14s %12s  (the simulation failed: status %d)\n", gpus, t,
+             (double)ru.ru_maxrss / 1024, "-", "-", "-", status);
+      rc = 1;
+      continue;
+    }
+    printf("%8d %10.2f %12.0f %14.6f %14.6f %12.2e\n", gpus, t, (double)ru.ru_maxrss / 1024,
+           1e3 * f->step, 1e3 * f->predicted, (f->step - f->predicted) / f->predicted);
+    fflush(stdout);
+  }
+  return rc;
+}
