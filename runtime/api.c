@@ -194,19 +194,40 @@ void rh__rank_list(const uint8_t *flags, int n, uint8_t value, char *buf, size_t
 static rh_status negotiate(rh_ctx *ctx, uint32_t seq, const coll_desc *d) {
   if (!ctx->ops->audit || (int)rh_setting(ctx, RH_SETTING_CHECK_COLLECTIVES) == 0) return RH_OK;
   int n = ctx->world.n;
-  coll_desc *all = calloc((size_t)n, sizeof *all);
-  uint8_t *arrived = calloc((size_t)n, 1), *group = calloc((size_t)n, 1);
-  if (!all || !arrived || !group) {
+  double timeout = rh_setting(ctx, RH_SETTING_TIMEOUT);
+  coll_desc *all = NULL;
+  uint8_t *arrived = NULL;
+  rh_status st;
+  /* on the simulator the audit takes no time of its own: what shows is the wait for the last rank */
+  rh__trace_begin(ctx, RH_TRACK_COMM, "negotiate", "negotiate", NAN, 0);
+  if (ctx->ops->audit_folded) {
+    /* folded where the target can: every rank's record is copied out only when they differ */
+    st = ctx->ops->audit_folded(ctx, RH_AUDIT_COLLECTIVE | seq, d, sizeof *d, (void **)&all,
+                                &arrived, timeout);
+    if (!all && st == RH_OK && !d->invalid) {
+      rh__trace_end(ctx, RH_TRACK_COMM, NAN);
+      return RH_OK;
+    }
+  } else {
+    all = calloc((size_t)n, sizeof *all);
+    arrived = calloc((size_t)n, 1);
+    st = all && arrived ? ctx->ops->audit(ctx, RH_AUDIT_COLLECTIVE | seq, d, sizeof *d, all, arrived, timeout)
+                        : RH_ERR_NOMEM;
+  }
+  rh__trace_end(ctx, RH_TRACK_COMM, NAN);
+  uint8_t *group = calloc((size_t)n, 1);
+  if (!all || !arrived || !group) { /* (all agreed, on invalid arguments: every rank's are) */
+    bool everyone_invalid = st == RH_OK && !all && d->invalid;
     free(all);
     free(arrived);
     free(group);
-    return RH_ERR_NOMEM;
+    if (!everyone_invalid) return st == RH_OK ? RH_ERR_NOMEM : st;
+    char what[160];
+    say(d, what, sizeof what);
+    snprintf(ctx->last_error, sizeof ctx->last_error,
+             "collective #%u %s: every rank passed invalid arguments", seq, what);
+    return RH_ERR_INVALID;
   }
-  double timeout = rh_setting(ctx, RH_SETTING_TIMEOUT);
-  /* on the simulator the audit takes no time of its own: what shows is the wait for the last rank */
-  rh__trace_begin(ctx, RH_TRACK_COMM, "negotiate", "negotiate", NAN, 0);
-  rh_status st = ctx->ops->audit(ctx, RH_AUDIT_COLLECTIVE | seq, d, sizeof *d, all, arrived, timeout);
-  rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   char what[160], ranks[160];
   say(d, what, sizeof what);
   bool any_invalid = false;

@@ -331,6 +331,13 @@ typedef struct rh_backend_ops {
                      uint8_t *arrived, double timeout);
   /* The audit honours RH_AUDIT_ROOT in its key: all then receives rank 0's record alone. */
   bool audit_root;
+  /* The audit folded as members arrive, as one coordinator compares what each worker brings
+   * (NULL: use audit).  When every record came and equals this rank's, nothing is copied and
+   * *all and *arrived stay NULL; otherwise (a record differs, or some did not come) they are
+   * allocated for the caller, who frees them, and filled as audit fills them.  O(bytes) per
+   * member when all agree, however large the world. */
+  rh_status (*audit_folded)(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void **all,
+                            uint8_t **arrived, double timeout);
   /* The backend's own collectives (MPI's, NCCL's), used when the `collectives` setting says
    * native; NULL: the runtime's algorithms over isend/irecv.  They work in place on buf (never
    * NULL: timing-only calls use the algorithms); op is SUM, MIN or MAX; a wait past `timeout` is

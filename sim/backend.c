@@ -369,9 +369,16 @@ typedef struct meeting {
   bool ok;
 } meeting;
 
+/* `folded` (audit_folded): all and arrived are left out unless a record differs or a member did
+ * not come; then *folded_all and *folded_arrived are allocated and filled. */
+typedef struct folded_out {
+  void **all;
+  uint8_t **arrived;
+} folded_out;
+
 static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int *ranks,
                             const void *mine, size_t bytes, void *all, uint8_t *arrived,
-                            meeting *meet, double timeout) {
+                            meeting *meet, double timeout, const folded_out *folded) {
   bool root_only = key & RH_AUDIT_ROOT; /* all takes rank 0's record alone */
   if (w->aborted) return RH_ERR_ABORTED;
   audit_point *a = NULL;
@@ -404,12 +411,18 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
     a->ranks = ranks;
     a->max_value = -INFINITY;
     a->all_ok = true;
+    a->first = -1;
     a->all_came = sg_sem_init(0);
     w->audits[w->naudits++] = a;
   }
   /* records of another size: still arrive (so nobody waits for this rank), but say so */
   bool same = a->bytes == bytes;
-  if (same && bytes) memcpy(a->records + (size_t)me * bytes, mine, bytes);
+  if (same && bytes) {
+    memcpy(a->records + (size_t)me * bytes, mine, bytes);
+    /* compared with the first record as it arrives: agreement is known without a copy per member */
+    if (a->first < 0) a->first = me;
+    else if (memcmp(a->records + (size_t)a->first * bytes, mine, bytes) != 0) a->differs = true;
+  }
   if (meet) {
     a->max_value = fmax(a->max_value, meet->value);
     a->all_ok = a->all_ok && meet->ok;
@@ -445,6 +458,20 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
       }
     }
   }
+  if (folded && (st != RH_OK || a->differs || !same)) {
+    *folded->all = calloc((size_t)n, bytes ? bytes : 1);
+    *folded->arrived = calloc((size_t)n, 1);
+    if (!*folded->all || !*folded->arrived) {
+      free(*folded->all);
+      free(*folded->arrived);
+      *folded->all = NULL;
+      *folded->arrived = NULL;
+      if (st == RH_OK) st = RH_ERR_NOMEM;
+    } else {
+      all = *folded->all;
+      arrived = *folded->arrived;
+    }
+  }
   if (same && all) memcpy(all, a->records, (size_t)(root_only ? 1 : n) * bytes);
   if (arrived) memcpy(arrived, a->arrived, (size_t)n);
   if (meet) {
@@ -460,7 +487,16 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
 static rh_status sim_audit(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void *all,
                            uint8_t *arrived, double timeout) {
   return rendezvous(worker_of(ctx)->world, key, ctx->world.n, ctx->rank, ctx->world.ranks, mine,
-                    bytes, all, arrived, NULL, timeout);
+                    bytes, all, arrived, NULL, timeout, NULL);
+}
+
+static rh_status sim_audit_folded(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes,
+                                  void **all, uint8_t **arrived, double timeout) {
+  *all = NULL;
+  *arrived = NULL;
+  folded_out out = {all, arrived};
+  return rendezvous(worker_of(ctx)->world, key, ctx->world.n, ctx->rank, ctx->world.ranks, mine,
+                    bytes, NULL, NULL, NULL, timeout, &out);
 }
 
 static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double *value,
@@ -469,7 +505,7 @@ static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double 
   /* folded as members arrive: O(1) memory per member, however large the group */
   meeting m = {value ? *value : -INFINITY, ok};
   rh_status st = rendezvous(worker_of(ctx)->world, key, g->n, g->me, g->ranks, NULL, 0, NULL,
-                            NULL, &m, timeout);
+                            NULL, &m, timeout, NULL);
   if (st == RH_OK && !m.ok) st = RH_ERR_ABORTED;
   if (st == RH_OK && value && m.value > *value) *value = m.value;
   return st;
@@ -595,6 +631,7 @@ const rh_backend_ops sim__ops = {
     .join = sim_join,
     .audit = sim_audit,
     .audit_root = true,
+    .audit_folded = sim_audit_folded,
     .abandon = sim_abandon,
     .rendezvous = sim_rendezvous,
     .host_updates = sim_host_updates,

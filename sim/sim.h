@@ -37,6 +37,8 @@ typedef struct audit_point {
   int waiting;      /* members blocked on all_came */
   int pins;         /* releases of all_came under way: each yields, so the point must outlive
                      * them even when its members leave meanwhile */
+  bool differs;     /* some record differs from the first that came */
+  int first;        /* the member whose record came first (-1: none yet) */
   double max_value; /* a meeting (model_sync): the largest value brought, and whether all were ok */
   bool all_ok;
 } audit_point;

@@ -191,7 +191,13 @@ static void run_all(const char *dir, const drill *list, size_t n, bool twice) {
     const drill *dr = &list[i];
     char file[200], out[200], again[220], *text, *text2;
     snprintf(file, sizeof file, "%s%s.yaml", dir, dr->name);
-    snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, dr->name));
+    /* the folder's name in the output's, as two folders hold drills of the same name (one
+     * would resume from the other's checkpoints) */
+    char tag[160];
+    const char *end = dir + strlen(dir) - 1, *start = end;
+    while (start > dir && start[-1] != '/') start--;
+    snprintf(tag, sizeof tag, "%.*s-%s", (int)(end - start), start, dr->name);
+    snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, tag));
     snprintf(again, sizeof again, "%s-again", out);
     int rc = run(file, out, false, &text);
     print_message("%-28s exit %d\n", dr->name, rc);

@@ -541,7 +541,7 @@ static void test_command_line(void **state) {
   (void)state;
   char out[128], file[128], summary_path[160];
   path_in(out, "cli");
-  path_in(file, "cli.json");
+  path_in(file, "nested/dirs/cli.json"); /* made as --out makes its directory */
   snprintf(summary_path, sizeof summary_path, "%s/summary.json", out);
   char *argv[] = {RH_BINARY, "run", "scenarios/default.yaml", "--out", out, "--timeline", file,
                   NULL};

@@ -40,7 +40,9 @@ static const char usage_text[] =
     "  --gemm TABLE      rows \"M N K TFLOPS\" of a GEMM sweep on one GPU\n"
     "  --step-ms MS      a measured training step of the scenario, in milliseconds\n"
     "  --out PRESET      where the fitted node preset goes (default: standard output)\n"
-    "  --set KEY=VALUE   override a scenario key (repeatable)\n";
+    "  --set KEY=VALUE   override a scenario key (repeatable)\n"
+    "  --help, --version\n"
+    "Exit status: 0 success, 1 the fit failed, 2 bad input.\n";
 
 static int usage(void) {
   return rh_cli_error("calibrate", "needs FILE and at least one of --nccl-tests, --gemm, --step-ms");

@@ -382,7 +382,9 @@ static int usage_to(FILE *to) {
           "  -np N             processes to start (default: the scenario's GPUs)\n"
           "  --dir DIR         the rendezvous files (default: a temporary directory)\n"
           "  --mpirun PATH     the launcher (default: mpirun)\n"
-          "  --mpirun-arg ARG  one more argument for it (repeatable)\n");
+          "  --mpirun-arg ARG  one more argument for it (repeatable)\n"
+          "  --help, --version\n"
+          "Exit status: that of rank 0 of the last world (130 when interrupted); 2 bad input.\n");
   return to == stdout ? 0 : 2;
 }
 

@@ -58,7 +58,10 @@ int rh_main(int argc, char **argv, rh_rank_fn fn, void *arg) {
 int rh_cmd_platform(int argc, char **argv) {
   static const char usage[] =
       "usage: rehearsal platform FILE [--set KEY=VALUE]...\n"
-      "Prints the SimGrid platform (XML) generated for the scenario's cluster.\n";
+      "Prints the SimGrid platform (XML) generated for the scenario's cluster.\n"
+      "  --set KEY=VALUE   override a scenario key (repeatable)\n"
+      "  --help, --version\n"
+      "Exit status: 0 success, 2 bad input.\n";
   rh_scenario_opts opts = {.cluster_only = true};
   int first = 0;
   int prc = rh_cli_parse("platform", usage, argc, argv, "", NULL, NULL, NULL, &opts, &first);

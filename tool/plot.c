@@ -845,13 +845,13 @@ static int plot_sweep_lines(plotter *pl, sweep *s, const char *source) {
         snprintf(title, sizeof title, "ideal (dashed): linear from each line's fewest GPUs");
       else
         snprintf(title, sizeof title, "ideal (dashed): no time spent communicating");
-      fprintf(f.g, ", \\\n     '' index %d using 1:3 with lines lw 1.5 dt 2 lc rgb '%s' ", k,
-              colours[k % NCOLOURS]);
-      if (k == 0) {
-        fprintf(f.g, "title ");
+      /* one line: dark grey, so that it shows over the measured one it may lie on; several:
+       * each in its line's colour, and the legend's sample in grey says "dashed" for all */
+      fprintf(f.g, ", \\\n     '' index %d using 1:3 with lines lw 2 dt 2 lc rgb '%s' notitle", k,
+              nseries == 1 ? "#303030" : colours[k % NCOLOURS]);
+      if (k == nseries - 1) {
+        fprintf(f.g, ", \\\n     NaN with lines lw 2 dt 2 lc rgb '#303030' title ");
         gq(f.g, title);
-      } else {
-        fprintf(f.g, "notitle");
       }
     }
     if (!thr) fprintf(f.g, ", \\\n     100 with lines lw 1 dt 3 lc rgb '#7f7f7f' title '100%%'");

@@ -425,6 +425,11 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   const rh_train_config *cfg = &in.cfg;
   int size = rh_scenario_size(&sc);
   int epochs_cap = rh_recipe_epochs((int)sc.recipe.epochs, cfg->epochs_divided, size);
+  if (rc == 0 && fl->timeline && strrchr(fl->timeline, '/')) { /* its directory, as --out makes its own */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(fl->timeline, '/') - fl->timeline), fl->timeline);
+    if (*dir && rh_make_dirs(dir) != 0) rc = 2;
+  }
   rh_train_result res;
   if (rc == 0 && rh_train_result_init(&res, epochs_cap) != RH_OK) rc = 1;
   if (rc != 0) {
@@ -582,9 +587,11 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
            total, lres.rank < 0 ? "simulated" : "measured", all_steps, 1e3 * step_s,
            1e3 * compute_step, 1e3 * exposed / (double)all_steps);
     /* the rest of a step's share: failures (detection, recovery), commits, checkpoints */
+    double rest = (total - compute - exposed) / (double)all_steps;
     if (failures)
-      printf(" + failures, commits and checkpoints %.4f ms",
-             1e3 * (total - compute - exposed) / (double)all_steps);
+      printf(" + failures, commits and checkpoints %.4f ms", 1e3 * rest);
+    else if (rest > 1e-9 * step_s) /* real models: validation and checkpoints between steps */
+      printf(" + validation and checkpoints %.4f ms", 1e3 * rest);
     printf("\n");
     printf("  throughput   %.1f samples/s; %d GPUs without communication: %.1f; scaling "
            "efficiency %.2f%%\n",
@@ -720,6 +727,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     free(steps);
   }
   free(table);
+  if (fl->timeline && lres.rank <= 0 && access(fl->timeline, F_OK) == 0)
+    printf("%swrote the timeline %s (open it in ui.perfetto.dev)\n", out ? "" : "\n", fl->timeline);
   json_decref(root);
   rh__joblog_free(lres.log);
   free(lres.log);

@@ -275,17 +275,23 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
   size_t len = 0;
   FILE *f = open_memstream(&csv, &len);
   if (!f) return 1;
+  /* an axis of GPU counts is the gpus column itself: one column of that name */
+  bool gpus_axis = false;
+  for (int i = 0; i < naxes; i++) gpus_axis = gpus_axis || strcmp(axes[i].key, "gpus") == 0;
   fprintf(f, "point");
   for (int i = 0; i < naxes; i++) fprintf(f, ",%s", axes[i].key);
-  for (int c = 0; columns[c]; c++) fprintf(f, ",%s", columns[c]);
+  for (int c = 0; columns[c]; c++)
+    if (!(gpus_axis && c == 0)) fprintf(f, ",%s", columns[c]);
   fprintf(f, ",status\n");
   printf("# rehearsal sweep: %s (%s), %zu points\n", sc->name, file, json_array_size(rows));
   printf("#%5s", "point");
-  for (int i = 0; i < naxes; i++) printf(" %18s", axes[i].key);
+  for (int i = 0; i < naxes; i++)
+    if (strcmp(axes[i].key, "gpus") != 0) printf(" %18s", axes[i].key); /* (the gpus column) */
   printf(" %6s %5s %11s %11s %11s %12s %11s %6s\n", "gpus", "nodes", "step", "compute", "wait",
          "throughput", "efficiency", "status");
   printf("#%5s", "");
-  for (int i = 0; i < naxes; i++) printf(" %18s", "");
+  for (int i = 0; i < naxes; i++)
+    if (strcmp(axes[i].key, "gpus") != 0) printf(" %18s", "");
   printf(" %6s %5s %11s %11s %11s %12s %11s\n", "", "", "(ms)", "(ms)", "(ms)", "(samples/s)", "(%)");
   size_t i;
   json_t *row;
@@ -297,9 +303,10 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
       const char *v = json_string_value(json_object_get(set, axes[a].key));
       bool quote = strchr(v, ',') || strchr(v, '"');
       fprintf(f, quote ? ",\"%s\"" : ",%s", v); /* a list value: one CSV field */
-      printf(" %18s", v);
+      if (strcmp(axes[a].key, "gpus") != 0) printf(" %18s", v);
     }
     for (int c = 0; columns[c]; c++) {
+      if (gpus_axis && c == 0) continue;
       json_t *v = json_object_get(row, columns[c]);
       if (json_is_integer(v)) fprintf(f, ",%lld", (long long)json_integer_value(v));
       else if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
