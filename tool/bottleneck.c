@@ -11,14 +11,12 @@
  *   program, with the NIC's (one node: NVLink's) bandwidth doubled by one more --set.
  */
 #include "bottleneck.h"
+#include "cli.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 /* The doubled link as an override, and the words for it. */
 static void doubled(const rh_scenario *sc, char *set, size_t len, const char **what) {
@@ -35,34 +33,7 @@ static void doubled(const rh_scenario *sc, char *set, size_t len, const char **w
 static double rerun_step(const rh_scenario *sc, const rh_scenario_opts *opts, const char *set) {
   char dir[] = "/tmp/rehearsal-whatif-XXXXXX";
   if (!mkdtemp(dir)) return NAN;
-  int n = 0;
-  char **argv = calloc((size_t)(2 * opts->nsets + 10), sizeof *argv);
-  if (!argv) return NAN;
-  argv[n++] = "rehearsal";
-  argv[n++] = "run";
-  argv[n++] = sc->path;
-  for (int i = 0; i < opts->nsets; i++) {
-    argv[n++] = "--set";
-    argv[n++] = (char *)opts->sets[i];
-  }
-  argv[n++] = "--set";
-  argv[n++] = (char *)set;
-  argv[n++] = "--out";
-  argv[n++] = dir;
-  argv[n] = NULL;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) {
-      dup2(null, 1);
-      dup2(null, 2);
-    }
-    setenv("RH_WHAT_IF", "0", 1); /* the child asks no what-if of its own */
-    setenv("RH_PROGRESS", "0", 1);
-    execv("/proc/self/exe", argv);
-    _exit(127);
-  }
-  free(argv);
+  pid_t pid = rh_cli_spawn_run(sc->path, opts, (char *const[]){(char *)set}, 1, dir);
   int status = 0;
   double step = NAN;
   if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) <= 1) {

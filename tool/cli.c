@@ -7,9 +7,11 @@
 
 #include <jansson.h>
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int rh_cli_error(const char *command, const char *fmt, ...) {
   fprintf(stderr, "rehearsal %s: ", command);
@@ -157,4 +159,37 @@ json_t *rh_cli_settings_json(const rh_scenario *sc) {
                                   "source", rh_setting_source_names[sc->settings.source[i]]));
   }
   return o;
+}
+
+pid_t rh_cli_spawn_run(const char *file, const rh_scenario_opts *opts, char *const *more,
+                       int nmore, const char *dir) {
+  int argc = 0;
+  char **argv = calloc((size_t)(2 * (opts->nsets + nmore) + 8), sizeof *argv);
+  if (!argv) return -1;
+  argv[argc++] = "rehearsal";
+  argv[argc++] = "run";
+  argv[argc++] = (char *)file;
+  for (int i = 0; i < opts->nsets + nmore; i++) {
+    argv[argc++] = "--set";
+    argv[argc++] = i < opts->nsets ? (char *)opts->sets[i] : more[i - opts->nsets];
+  }
+  argv[argc++] = "--out";
+  argv[argc++] = (char *)dir;
+  argv[argc++] = "--no-what-if";
+  pid_t pid = fork();
+  if (pid == 0) {
+    char out[4300], err[4300];
+    snprintf(out, sizeof out, "%s/stdout.txt", dir);
+    snprintf(err, sizeof err, "%s/stderr.txt", dir);
+    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fo < 0 || fe < 0) _exit(1);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    setenv("RH_PROGRESS", "0", 1);
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  free(argv);
+  return pid;
 }

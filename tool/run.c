@@ -625,9 +625,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     double per = (double)all_steps;
     rh_step_split split = {.step = (compute + exposed) / per, .compute = compute / per,
                            .wait = exposed / per, .buckets = predicted_all};
-    const char *env = getenv("RH_WHAT_IF");
-    bool what_if = fl->what_if && !failures && !(env && strcmp(env, "0") == 0);
-    rh_bottleneck_report(stdout, root, &sc, opts, &res, &split, what_if);
+    rh_bottleneck_report(stdout, root, &sc, opts, &res, &split, fl->what_if && !failures);
   }
 
   /* the failures: what each cost, and the verdicts that need the whole job */

@@ -18,7 +18,6 @@
 #include <jansson.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -189,41 +188,6 @@ static int finished_before(const point *p, json_t *identity) {
   }
   json_decref(old);
   return rc;
-}
-
-static pid_t start_point(const char *file, const rh_scenario_opts *common, const point *p) {
-  int argc = 0;
-  char **argv = calloc((size_t)(2 * (common->nsets + p->nruns) + 10), sizeof *argv);
-  if (!argv) return -1;
-  argv[argc++] = "rehearsal";
-  argv[argc++] = "run";
-  argv[argc++] = (char *)file;
-  for (int i = 0; i < common->nsets; i++) {
-    argv[argc++] = "--set";
-    argv[argc++] = (char *)common->sets[i];
-  }
-  for (int i = 0; i < p->nruns; i++) {
-    argv[argc++] = "--set";
-    argv[argc++] = p->runs[i];
-  }
-  argv[argc++] = "--out";
-  argv[argc++] = (char *)p->dir;
-  argv[argc++] = "--no-what-if";
-  pid_t pid = fork();
-  if (pid == 0) {
-    char out[4300], err[4300];
-    snprintf(out, sizeof out, "%s/stdout.txt", p->dir);
-    snprintf(err, sizeof err, "%s/stderr.txt", p->dir);
-    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0) _exit(1);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    setenv("RH_PROGRESS", "0", 1);
-    execv("/proc/self/exe", argv);
-    _exit(127);
-  }
-  free(argv);
-  return pid;
 }
 
 /* ---- the results ------------------------------------------------------------------------- */
@@ -431,7 +395,7 @@ static int run_points(const char *file, const rh_scenario_opts *common, point *p
         rc = 1;
         break;
       }
-      p->pid = start_point(file, common, p);
+      p->pid = rh_cli_spawn_run(file, common, p->runs, p->nruns, p->dir);
       if (p->pid < 0) {
         rc = 1;
         break;

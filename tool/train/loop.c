@@ -415,16 +415,18 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     buckets[i].waited = rh_time(ctx) - buckets[i].waited; /* what this bucket kept the step */
   }
   if (first == RH_OK && s->rank == 0) {
-    double *sizes = nb != s->res->buckets_per_step || !s->res->bucket_bytes
-                        ? realloc(s->res->bucket_bytes, (size_t)(nb ? nb : 1) * sizeof(double))
-                        : s->res->bucket_bytes;
-    double *waits = realloc(s->res->bucket_wait, (size_t)(nb ? nb : 1) * sizeof(double));
-    if (waits) s->res->bucket_wait = waits;
-    if (sizes && waits) {
-      s->res->bucket_bytes = sizes;
-      s->res->buckets_per_step = nb;
-      for (int i = 0; i < nb; i++) sizes[i] = buckets[i].count * 4.0;
-      for (int i = 0; i < nb; i++) waits[i] = buckets[i].waited;
+    rh_train_result *r = s->res;
+    if (nb != r->buckets_per_step || !r->bucket_bytes || !r->bucket_wait) {
+      /* resized only when the step's buckets change, not every step */
+      double *sizes = realloc(r->bucket_bytes, (size_t)(nb ? nb : 1) * sizeof(double));
+      if (sizes) r->bucket_bytes = sizes;
+      double *waits = realloc(r->bucket_wait, (size_t)(nb ? nb : 1) * sizeof(double));
+      if (waits) r->bucket_wait = waits;
+      r->buckets_per_step = sizes && waits ? nb : 0;
+    }
+    for (int i = 0; i < r->buckets_per_step; i++) {
+      r->bucket_bytes[i] = buckets[i].count * 4.0;
+      r->bucket_wait[i] = buckets[i].waited;
     }
     for (int i = 0; i < nb; i++)
       if (buckets[i].count * 4.0 > s->res->bucket_bytes_max)
