@@ -128,13 +128,62 @@ static bool coarse_for(const rh_ctx *ctx, bool timing_only, bool even) {
   return grain == RH_GRAIN_COARSE || even;
 }
 
+/* ---- running the algorithm ------------------------------------------------------------------ */
+
+typedef enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_BARRIER } coll_kind;
+
+/* One run of an algorithm over the world. */
+typedef struct algo_run {
+  rh_coll *c;
+  coll_kind kind;
+  rh_algo algo;
+  int root;             /* broadcast */
+  const size_t *counts; /* allgather */
+} algo_run;
+
+static rh_status run_algo(void *arg, bool symmetric) {
+  const algo_run *a = arg;
+  /* the default grain takes the ring's one-step shortcut only where every rank is alike: a
+   * collective the replay found asymmetric simulates every message */
+  if (!symmetric && (int)rh_setting(a->c->ctx, RH_SETTING_GRAIN) == RH_GRAIN_AUTO) a->c->coarse = false;
+  switch (a->kind) {
+  case K_ALLREDUCE:
+    return a->algo == RH_ALG_ALLREDUCE_HIERARCHICAL ? rh__allreduce_hierarchical(a->c)
+                                                     : rh__allreduce_ring(a->c);
+  case K_BROADCAST:
+    return a->algo == RH_ALG_BCAST_RING ? rh__bcast_ring(a->c, a->root) : rh__bcast_tree(a->c, a->root);
+  default: return rh__allgatherv_ring(a->c, a->counts);
+  }
+}
+
+static uint64_t fnv(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; i++, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+  return h;
+}
+
+/* Runs the algorithm.  A timing-only collective that the coarse grain may run (its ring steps
+ * all alike) is offered to the backend's replay first: the time of what it runs depends on the
+ * kind, the algorithm, the root and the bytes (the world and the settings being the same). */
+static rh_status run_algorithm(const algo_run *a, size_t bytes) {
+  rh_ctx *ctx = a->c->ctx;
+  if (!a->c->coarse || !ctx->ops->replay) return run_algo((void *)a, true);
+  uint64_t what = 14695981039346656037ull;
+  what = fnv(what, a->kind);
+  what = fnv(what, a->algo);
+  what = fnv(what, (uint64_t)a->root);
+  what = fnv(what, bytes);
+  what = fnv(what, a->c->count);
+  what = fnv(what, rh_dtype_size(a->c->dtype));
+  bool replayed;
+  return ctx->ops->replay(ctx, a->c->seq, what, run_algo, (void *)a, &replayed);
+}
+
 static bool valid_type(rh_dtype dtype) { return (int)dtype >= 0 && dtype < RH_DTYPE_COUNT; }
 
 const char *rh_last_error(const rh_ctx *ctx) { return ctx->last_error; }
 
 /* ---- negotiation -------------------------------------------------------------------------- */
 
-typedef enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_BARRIER } coll_kind;
 static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "barrier"};
 
 /* What a rank says it is about to run; compared byte for byte across ranks. */
@@ -486,7 +535,9 @@ static rh_status reduce_in_place(rh_request *r, void *work) {
     size_t unit = hier ? (size_t)ctx->node.n * (size_t)ctx->cross.n : (size_t)ctx->world.n;
     c.coarse = coarse_for(ctx, timing_only, count % unit == 0);
     rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", hier ? "hierarchical" : "ring");
-    st = hier ? rh__allreduce_hierarchical(&c) : rh__allreduce_ring(&c);
+    algo_run run = {.c = &c, .kind = K_ALLREDUCE,
+                    .algo = hier ? RH_ALG_ALLREDUCE_HIERARCHICAL : RH_ALG_ALLREDUCE_RING};
+    st = run_algorithm(&run, count * rh_dtype_size(wire_type));
   }
   if (wire != work) {
     if (st == RH_OK) st = m->from_half(ctx, work, wire, count, r->dtype);
@@ -571,7 +622,8 @@ static rh_status broadcast_run(rh_request *r) {
   bool ring = algo == RH_ALG_BCAST_RING;
   rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", ring ? "ring" : "tree");
   rh__trace_phase(ctx, &ctx->world, ring ? "chain broadcast" : "tree broadcast");
-  st = ring ? rh__bcast_ring(&c, r->root) : rh__bcast_tree(&c, r->root);
+  algo_run run = {.c = &c, .kind = K_BROADCAST, .algo = algo, .root = r->root};
+  st = run_algorithm(&run, bytes);
   rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   return st;
 }
@@ -611,7 +663,8 @@ static rh_status allgatherv_run(rh_request *r) {
   }
   c.coarse = coarse_for(ctx, !r->recv, even);
   rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", "ring");
-  return rh__allgatherv_ring(&c, r->counts);
+  algo_run run = {.c = &c, .kind = K_ALLGATHER, .counts = r->counts};
+  return run_algorithm(&run, r->counts[0] * esz * (size_t)ctx->world.n);
 }
 
 static const rh_phase kind_phases[] = {RH_PHASE_ALLREDUCE, RH_PHASE_BROADCAST, RH_PHASE_ALLGATHER,

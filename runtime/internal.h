@@ -317,6 +317,15 @@ typedef struct rh_backend_ops {
    * never comes within `timeout` gives RH_ERR_PEER_DEAD if its host died, else RH_ERR_TIMEOUT.
    * `value` (NULL: none): this rank's figure in, the largest of the group's out. */
   rh_status (*model_sync)(rh_ctx *ctx, const rh_group *g, bool ok, double *value, double timeout);
+  /* A timing-only collective of the world that the coarse grain may run, number `seq`, offered
+   * for replay (simulators; NULL elsewhere): when every rank comes at the same instant and the
+   * price of `what` (a digest of all its time depends on) was learnt earlier in an unchanged
+   * job, each rank waits that price and *replayed is set.  Otherwise run(arg, symmetric) runs
+   * it: symmetric when all ranks came together and nothing can change in the job meanwhile (its
+   * time may then become the price), false when something breaks the symmetry (a late rank, a
+   * fault in force or due, a world changing). */
+  rh_status (*replay)(rh_ctx *ctx, uint32_t seq, uint64_t what,
+                      rh_status (*run)(void *arg, bool symmetric), void *arg, bool *replayed);
   rh_status (*sleep)(rh_ctx *ctx, double seconds);
   /* Runs fn(arg) in the background on this rank; the tasks of one rank run one at a time in
    * spawn order.  join waits for it (timeout in seconds, negative: no limit) and releases the
@@ -465,6 +474,16 @@ struct rh_ctx {
   uint32_t seq;              /* collectives issued by this rank so far */
   uint32_t audits;           /* audits (negotiations and checks) issued so far */
   uint32_t syncs;            /* coarse-grain rendezvous taken so far */
+  /* decision.c: the pace of the rings priced in this world so far (O(ranks) to find, asked for
+   * by every collective) */
+  struct rh_pace {
+    const rh_group *g;
+    int streams;
+    uint32_t generation;
+    double cluster[6]; /* the numbers it was found from */
+    double a, b;
+  } paces[4];
+  int npaces;
   uint32_t inflight;         /* requests issued and not yet waited */
   double round;              /* Horovod's cycle: when this rank's last round of collectives began */
   char last_error[1024];      /* detail of the last failure, for rh_last_error */
@@ -503,6 +522,7 @@ typedef struct rh_launch_result {
   const char *target; /* the backend's name: "simulator", "mpi", "nccl" */
   rh_joblog *log;   /* what happened; the caller frees it with rh__joblog_free and free */
   int size;         /* ranks of the last world */
+  long replayed;    /* collectives replayed at their price (simulator: sim/replay.c) */
 } rh_launch_result;
 
 /* Runs fn on every rank of the target selected at build time.  Returns 0 when every rank

@@ -106,6 +106,7 @@ void rh__ctx_set_world(rh_ctx *ctx, int rank, const rh_topology *topo, uint32_t 
   ctx->topo = topo;
   ctx->generation = generation;
   ctx->seq = ctx->audits = ctx->syncs = 0;
+  ctx->npaces = 0; /* the paces were the old world's */
   ctx->broken = false;
   int node = topo->node_of[rank], local = topo->local_rank_of[rank];
   ctx->world = (rh_group){.n = topo->size, .me = rank, .ranks = topo->identity, .id = 0};

@@ -33,10 +33,8 @@ struct rh_task {
   rh_status (*fn)(void *);
   void *arg;
   rh_status status;
-  sg_sem_t done;      /* released when fn returned */
-  sg_sem_t turn;      /* released when this task may start (its predecessor finished) */
-  sg_sem_t next_turn; /* the successor's turn, if one was spawned before this one finished */
-  sim_worker *owner;
+  sg_sem_t done;       /* released when fn returned */
+  struct rh_task *next; /* the next queued task of the same worker */
 };
 
 static sim_worker *worker_of(const rh_ctx *ctx) { return (sim_worker *)ctx->backend; }
@@ -57,6 +55,16 @@ void sim__host_name(int slot, char *buf, size_t len) { snprintf(buf, len, "gpu%d
 bool sim__member_dead(const sim_world *w, int rank) {
   const sim_worker *m = w->members[rank];
   return w->dead[rank] || !m || m->dead || !sg_host_is_on(m->host);
+}
+
+bool sim__world_may_have_dead(const sim_world *w) { return w->job->losses > 0; }
+
+/* Whether some member of w is dead. */
+static bool any_dead(const sim_world *w) {
+  if (!sim__world_may_have_dead(w)) return false;
+  for (int r = 0; r < w->topo.size; r++)
+    if (sim__member_dead(w, r)) return true;
+  return false;
 }
 
 /* ---- the world's posted messages ---------------------------------------------------------- */
@@ -104,7 +112,6 @@ static void sweep(sim_world *w, int dead) {
 #undef SWEPT
 }
 
-static void point_release(sim_world *w, audit_point *a);
 
 /* Wakes the members blocked on the world's rendezvous points, to look again at why.  Waking
  * lets them run, leave and free their point: what to release is gathered first. */
@@ -120,7 +127,7 @@ static void wake_points(sim_world *w) {
       points[k] = w->audits[i];
       points[k++]->pins++;
     }
-  for (size_t i = 0; i < k; i++) point_release(w, points[i]);
+  for (size_t i = 0; i < k; i++) sim__point_release(w, points[i]);
   free(points);
 }
 
@@ -303,15 +310,12 @@ static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
   nap->comm = sg_mailbox_get_async(sg_mailbox_by_name(nap->box), (void **)&nap->payload);
   list_add(w, nap);
   double end = simgrid_get_clock() + seconds;
-  bool missed = w->aborted; /* a sweep while the nap was posted */
-  for (int r = 0; r < w->topo.size && !missed; r++) missed = sim__member_dead(w, r);
+  bool missed = w->aborted || any_dead(w); /* a sweep while the nap was posted */
   sg_comm_wait_for(nap->comm, missed ? 0 : seconds);
   list_remove(nap);
   free(nap);
   if (simgrid_get_clock() >= end) return RH_OK;
-  for (int r = 0; r < w->topo.size; r++)
-    if (sim__member_dead(w, r)) return RH_ERR_PEER_DEAD;
-  return RH_ERR_ABORTED;
+  return any_dead(w) ? RH_ERR_PEER_DEAD : RH_ERR_ABORTED;
 }
 
 static rh_status sim_charge(rh_ctx *ctx, double seconds) {
@@ -345,24 +349,55 @@ static void point_drop(sim_world *w, audit_point *a) {
   point_free(a);
 }
 
-static void point_leave(sim_world *w, audit_point *a) {
+void sim__point_leave(sim_world *w, audit_point *a) {
   a->left++;
   point_drop(w, a);
 }
 
 /* Releases one waiter of a pinned point, then unpins it: the release is a simcall during which
  * the woken members may run and leave, so the point (and its semaphore) is freed only after. */
-static void point_release(sim_world *w, audit_point *a) {
+void sim__point_release(sim_world *w, audit_point *a) {
   sg_sem_release(a->all_came);
   a->pins--;
   point_drop(w, a);
 }
 
-/* Member `me` of an n-member rendezvous `key` of world w (members' world ranks in `ranks`) leaves
- * its record and waits for the others (no simulated time passes); all and arrived receive what
- * came.  RH_ERR_TIMEOUT when some member did not come within `timeout` seconds (negative: no
- * limit), RH_ERR_PEER_DEAD when one that did not come died, RH_ERR_ABORTED when the world was
- * abandoned. */
+/* The world's point `key`, made on first use for n members bringing `bytes` each. */
+audit_point *sim__point_get(sim_world *w, uint64_t key, int n, size_t bytes, const int *ranks) {
+  for (size_t i = 0; i < w->naudits; i++)
+    if (w->audits[i]->key == key) return w->audits[i];
+  if (w->naudits == w->capaudits) {
+    size_t cap = w->capaudits ? 2 * w->capaudits : 16;
+    audit_point **grown = realloc(w->audits, cap * sizeof *grown);
+    if (!grown) return NULL;
+    w->audits = grown;
+    w->capaudits = cap;
+  }
+  audit_point *a = calloc(1, sizeof *a);
+  if (a) {
+    a->records = calloc((size_t)n, bytes ? bytes : 1);
+    a->arrived = calloc((size_t)n, 1);
+  }
+  if (!a || !a->records || !a->arrived) {
+    if (a) {
+      free(a->records);
+      free(a->arrived);
+    }
+    free(a);
+    return NULL;
+  }
+  a->key = key;
+  a->n = n;
+  a->bytes = bytes;
+  a->ranks = ranks;
+  a->max_value = -INFINITY;
+  a->all_ok = true;
+  a->first = -1;
+  a->all_came = sg_sem_init(0);
+  w->audits[w->naudits++] = a;
+  return a;
+}
+
 /* A meeting's record: folded into the point as members arrive (no copy per member). */
 typedef struct meeting {
   double value;
@@ -376,45 +411,18 @@ typedef struct folded_out {
   uint8_t **arrived;
 } folded_out;
 
+/* Member `me` of an n-member rendezvous `key` of world w (members' world ranks in `ranks`) leaves
+ * its record and waits for the others (no simulated time passes); all and arrived receive what
+ * came.  RH_ERR_TIMEOUT when some member did not come within `timeout` seconds (negative: no
+ * limit), RH_ERR_PEER_DEAD when one that did not come died, RH_ERR_ABORTED when the world was
+ * abandoned. */
 static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int *ranks,
                             const void *mine, size_t bytes, void *all, uint8_t *arrived,
                             meeting *meet, double timeout, const folded_out *folded) {
   bool root_only = key & RH_AUDIT_ROOT; /* all takes rank 0's record alone */
   if (w->aborted) return RH_ERR_ABORTED;
-  audit_point *a = NULL;
-  for (size_t i = 0; i < w->naudits && !a; i++)
-    if (w->audits[i]->key == key) a = w->audits[i];
-  if (!a) {
-    if (w->naudits == w->capaudits) {
-      size_t cap = w->capaudits ? 2 * w->capaudits : 16;
-      audit_point **grown = realloc(w->audits, cap * sizeof *grown);
-      if (!grown) return RH_ERR_NOMEM;
-      w->audits = grown;
-      w->capaudits = cap;
-    }
-    a = calloc(1, sizeof *a);
-    if (a) {
-      a->records = calloc((size_t)n, bytes ? bytes : 1);
-      a->arrived = calloc((size_t)n, 1);
-    }
-    if (!a || !a->records || !a->arrived) {
-      if (a) {
-        free(a->records);
-        free(a->arrived);
-      }
-      free(a);
-      return RH_ERR_NOMEM;
-    }
-    a->key = key;
-    a->n = n;
-    a->bytes = bytes;
-    a->ranks = ranks;
-    a->max_value = -INFINITY;
-    a->all_ok = true;
-    a->first = -1;
-    a->all_came = sg_sem_init(0);
-    w->audits[w->naudits++] = a;
-  }
+  audit_point *a = sim__point_get(w, key, n, bytes, ranks);
+  if (!a) return RH_ERR_NOMEM;
   /* records of another size: still arrive (so nobody waits for this rank), but say so */
   bool same = a->bytes == bytes;
   if (same && bytes) {
@@ -433,11 +441,12 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
   if (++a->count == n) {
     /* the waiters leave as they wake, but the point stays until this member leaves too */
     a->pins += a->waiting;
-    for (int k = a->waiting; k > 0; k--) point_release(w, a);
+    for (int k = a->waiting; k > 0; k--) sim__point_release(w, a);
   } else {
     for (;;) {
       bool died = false; /* a member that is not there and never will be */
-      for (int i = 0; i < n && !died; i++) died = !a->arrived[i] && sim__member_dead(w, ranks[i]);
+      for (int i = 0; i < n && !died && sim__world_may_have_dead(w); i++)
+        died = !a->arrived[i] && sim__member_dead(w, ranks[i]);
       if (died) {
         st = RH_ERR_PEER_DEAD;
         break;
@@ -480,7 +489,7 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
     for (int i = 0; i < n && st == RH_ERR_TIMEOUT; i++)
       if (!a->arrived[i] && sim__member_dead(w, ranks[i])) st = RH_ERR_PEER_DEAD;
   }
-  point_leave(w, a);
+  sim__point_leave(w, a);
   return same ? st : RH_ERR_MISMATCH;
 }
 
@@ -513,34 +522,43 @@ static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double 
 
 /* ---- background tasks ----------------------------------------------------------------------- */
 
-static void task_main(int argc, char **argv) {
+/* A worker's background tasks run one at a time, in spawn order, on one runner actor beside it
+ * (made on the first spawn): a task is a collective, thousands per rank in a long job, and an
+ * actor per task would cost a stack each.  The runner is a daemon: it ends with the job. */
+static void runner_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
-  rh_task *t = sg_actor_self_get_data();
-  sg_sem_acquire(t->turn);
-  sg_sem_destroy(t->turn);
-  t->status = t->fn(t->arg);
-  if (t->next_turn) sg_sem_release(t->next_turn);
-  if (t->owner->last_task == t) t->owner->last_task = NULL;
-  sg_sem_release(t->done);
+  sim_worker *wk = sg_actor_self_get_data();
+  for (;;) {
+    sg_sem_acquire(wk->queued);
+    rh_task *t = wk->queue;
+    wk->queue = t->next;
+    if (!wk->queue) wk->queue_tail = NULL;
+    t->status = t->fn(t->arg);
+    sg_sem_release(t->done);
+  }
 }
 
 static rh_status sim_spawn(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_task **out) {
+  sim_worker *wk = worker_of(ctx);
   rh_task *t = calloc(1, sizeof *t);
   if (!t) return RH_ERR_NOMEM;
   t->fn = fn;
   t->arg = arg;
   t->done = sg_sem_init(0);
-  t->owner = worker_of(ctx);
-  rh_task *prev = t->owner->last_task;
-  t->turn = sg_sem_init(prev ? 0 : 1);
-  if (prev) prev->next_turn = t->turn;
-  t->owner->last_task = t;
-  char name[32];
-  snprintf(name, sizeof name, "rank%d-bg", ctx->rank);
-  sg_actor_t a = sg_actor_init(name, t->owner->host);
-  sg_actor_set_data(a, t);
-  sg_actor_start(a, task_main, 0, NULL);
+  if (!wk->runner) {
+    char name[32];
+    snprintf(name, sizeof name, "rank%d-bg", ctx->rank);
+    wk->queued = sg_sem_init(0);
+    wk->runner = sg_actor_init(name, wk->host);
+    sg_actor_set_data(wk->runner, wk);
+    sg_actor_start(wk->runner, runner_main, 0, NULL);
+    sg_actor_daemonize(wk->runner);
+  }
+  if (wk->queue_tail) wk->queue_tail->next = t;
+  else wk->queue = t;
+  wk->queue_tail = t;
+  sg_sem_release(wk->queued);
   *out = t;
   return RH_OK;
 }
@@ -640,6 +658,7 @@ const rh_backend_ops sim__ops = {
     .links = sim_links,
     .occupy = sim_occupy,
     .repeat_bound = sim_repeat_bound,
+    .replay = sim__replay,
 };
 
 /* ---- workers ---------------------------------------------------------------------------------- */
@@ -748,11 +767,23 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     return 1;
   }
 
+  /* Each actor (a worker and its task runner per GPU) has a stack, and a guard page makes two
+   * memory mappings of it: past 4,096 GPUs that would pass the kernel's default limit on
+   * mappings (vm.max_map_count, 65,530), so big jobs go without the guard page. */
+  int slots = 0;
+  for (int n = 0; n < cl->nodes + cl->spares; n++) slots += cl->gpus_per_node[n];
   char a0[] = "rehearsal", a1[] = "--log=root.thres:critical",
-       a2[] = "--cfg=contexts/stack-size:1024", a3[] = "--cfg=network/model:CM02",
-       a4[] = "--cfg=network/crosstraffic:0", a5[] = "--cfg=network/TCP-gamma:0";
-  char *argv[] = {a0, a1, a2, a3, a4, a5, NULL};
-  int argc = cl->exact_network ? 6 : 3;
+       a2[] = "--cfg=contexts/stack-size:1024", a3[] = "--cfg=contexts/guard-size:0",
+       a4[] = "--cfg=network/model:CM02", a5[] = "--cfg=network/crosstraffic:0",
+       a6[] = "--cfg=network/TCP-gamma:0";
+  char *argv[8] = {a0, a1, a2};
+  int argc = 3;
+  if (slots > 4096) argv[argc++] = a3;
+  if (cl->exact_network) {
+    argv[argc++] = a4;
+    argv[argc++] = a5;
+    argv[argc++] = a6;
+  }
   argv[argc] = NULL;
   simgrid_init(&argc, argv);
   simgrid_load_platform(path);
@@ -789,7 +820,8 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   }
   if (res)
     *res = (rh_launch_result){.end_time = job.end_time, .failed_ranks = failed, .rank = -1,
-                              .target = "simulator", .log = log, .size = job.last_size};
+                              .target = "simulator", .log = log, .size = job.last_size,
+                              .replayed = job.replayed};
   else {
     rh__joblog_free(log);
     free(log);
@@ -803,6 +835,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   for (sim_worker *wk = job.workers, *next; wk; wk = next) {
     next = wk->next_worker;
     sg_sem_destroy(wk->wake);
+    if (wk->runner) sg_sem_destroy(wk->queued);
     free(wk);
   }
   free(job.hosts);

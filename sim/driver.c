@@ -103,6 +103,8 @@ static sim_world *new_world(sim_job *job, const int *nodes, int k, int max_np) {
     w->slots[r] = rh_cluster_first_slot(cl, node_of[r]) + w->topo.local_rank_of[r];
   free(node_of);
   free(topo_node);
+  w->job = job;
+  w->last_meeting = -1; /* no collective yet */
   w->generation = job->generations++;
   w->next_world = job->worlds;
   job->worlds = w;
@@ -172,6 +174,7 @@ static rh_status launch(sim_job *job, const int *nodes, int k) {
   }
   for (int r = 0; r < w->topo.size; r++) sim__start_worker(job, w->members[r]);
   job->world = w;
+  job->changes++;
   job->last_size = w->topo.size;
   int *copy = malloc((size_t)k * sizeof(int));
   if (!copy) return RH_ERR_NOMEM;
@@ -206,9 +209,9 @@ static void kill_actors_on(sg_host_t host) {
 /* A hung worker is let go: its actors are killed (the launcher kills the process). */
 static void kill_hung(sim_job *job, sim_worker *wk) {
   if (!wk->hung || wk->dead || wk->done) return;
+  job->losses++;
   kill_actors_on(wk->host);
   wk->dead = true;
-  (void)job;
 }
 
 /* A node leaves the job (Horovod blacklists a failing worker's host; discovery removes one). */
@@ -288,6 +291,10 @@ double sim__driver_next_change(const sim_job *job) {
   const sim_driver *d = job->driver;
   if (!job->elastic || !d || d->next_change >= job->elastic->nchanges) return INFINITY;
   return notice_time(job, job->elastic->changes[d->next_change].at);
+}
+
+bool sim__driver_quiet(const sim_job *job, const sim_world *w, double until) {
+  return job->world == w && job->driver->phase == RDV_NONE && sim__driver_next_change(job) > until;
 }
 
 void sim__driver_host_updates(sim_job *job, double *stamp, int *kind) {
@@ -398,6 +405,7 @@ static void close_rendezvous(sim_job *job) {
   for (int r = 0; r < w->topo.size; r++)
     if (w->members[r]->joining && !w->members[r]->actor) sim__start_worker(job, w->members[r]);
   d->forming = w;
+  job->changes++;
   d->phase = RDV_FORMED;
   d->release_at = now() + job->elastic->rendezvous;
   d->change_stamp = 0; /* the new world holds every change seen so far */
@@ -419,6 +427,7 @@ static void release(sim_job *job) {
     if (gone(w->members[r])) w->dead[r] = 1; /* died while the world formed */
   }
   job->world = w;
+  job->changes++;
   job->last_size = w->topo.size;
   d->forming = NULL;
   d->phase = RDV_NONE;
@@ -568,6 +577,7 @@ void sim__driver_worker_done(sim_job *job, sim_worker *wk) {
 
 void sim__driver_worker_died(sim_job *job, sim_worker *wk) {
   if (wk->dead) return;
+  job->losses++;
   wk->dead = true;
   if (wk->world) sim__member_died(wk->world, wk->ctx.rank);
   sim__driver_poke(job);

@@ -209,6 +209,7 @@ static void log_fault(sim_job *job, rh_event_kind kind, const rh_fault *f, int i
 }
 
 static void crash(sim_job *job, int first, int n) {
+  job->losses++;
   for (int s = first; s < first + n; s++) sg_host_turn_off(job->hosts[s]);
   for (int s = first; s < first + n; s++) {
     sim_worker *wk = job->slot_worker[s];
@@ -230,6 +231,7 @@ static void hang(sim_job *job, int slot) {
 /* The fault `f` (scripted fault `index`, or a random one: index < -1) takes effect. */
 static void apply(sim_job *job, const rh_fault *f, int index) {
   int first, n = fault_slots(job, f, &first);
+  job->changes++;
   log_fault(job, RH_EV_FAULT, f, index);
   switch (f->kind) {
   case RH_FAULT_HOST_CRASH:
@@ -254,6 +256,7 @@ static void apply(sim_job *job, const rh_fault *f, int index) {
 
 static void heal(sim_job *job, int index) {
   const rh_fault *f = &job->faults->faults[index];
+  job->changes++;
   job->injector->armed[index].active = false;
   int first, n = fault_slots(job, f, &first);
   if (f->kind == RH_FAULT_STRAGGLER) {
@@ -461,6 +464,17 @@ double sim__injector_next(const sim_job *job, int epoch, long first, long *steps
       *steps = f->step - first;
   }
   return next_due(job);
+}
+
+bool sim__injector_quiet(const sim_job *job, double until) {
+  const sim_injector *in = job->injector;
+  if (!in) return true;
+  for (int i = 0; i < job->faults->nfaults; i++) {
+    const armed *a = &in->armed[i];
+    if (a->active || a->state == ARM_PHASE) return false;
+    if (a->state == ARM_WAIT && job->faults->faults[i].epoch >= 0) return false; /* a step's */
+  }
+  return next_due(job) > until;
 }
 
 void sim__injector_free(sim_job *job) {

@@ -41,6 +41,10 @@ typedef struct audit_point {
   int first;        /* the member whose record came first (-1: none yet) */
   double max_value; /* a meeting (model_sync): the largest value brought, and whether all were ok */
   bool all_ok;
+  int decision;     /* a replay's meeting (replay.c): what its members do, once decided */
+  uint64_t what;    /* ... the collective's digest, as the first member brought it */
+  double price, since; /* ... the price to wait, or when the run it measures began */
+  long changes;     /* ... the job's changes when it began */
 } audit_point;
 
 /* A posted point-to-point message, listed in its world until it is waited. */
@@ -63,10 +67,15 @@ struct sim_world {
   int *slots;           /* by rank: the GPU slot it runs on */
   sim_worker **members; /* by rank */
   uint8_t *dead;        /* by rank: the member's process died */
+  const sim_job *job;
   bool aborted;         /* a member gave up on it after a failed collective */
   audit_point **audits; /* entries are heap-allocated: waiters keep pointers while it grows */
   size_t naudits, capaudits;
   struct rh_p2p *pending; /* posted messages not yet waited */
+  struct sim_price *prices; /* what replayed collectives cost in this world (replay.c) */
+  size_t nprices, capprices;
+  double last_meeting;  /* replay.c: when the world's last collective began (negative: none yet) */
+  double longest_gap;   /* and the longest time between two collectives' beginnings */
   sim_world *next_world;  /* the job's list of worlds (freed at the end) */
 };
 
@@ -79,7 +88,9 @@ struct sim_worker {
   sg_host_t host;
   sg_actor_t actor;
   sim_world *world;      /* current world; NULL while it waits to join one */
-  struct rh_task *last_task; /* the newest background task not yet finished */
+  struct rh_task *queue, *queue_tail; /* background tasks not yet started, in spawn order */
+  sg_sem_t queued;       /* counts them: the runner takes one at a time */
+  sg_actor_t runner;     /* runs the worker's background tasks (made on the first spawn) */
   int launch;            /* which launch started it (0: the first) */
   int result;
   bool done;             /* its function returned */
@@ -125,11 +136,30 @@ struct sim_job {
   double end_time;
   int last_failed;       /* workers of the last launch that failed */
   int last_size;
+  long changes;          /* faults applied and healed, worlds formed: a run that saw none ran in
+                          * an unchanged job */
+  long replayed;         /* collectives replayed at their price (replay.c) */
+  long losses;           /* workers killed and hosts turned off so far, each counted before it
+                          * happens: while none, no member of any world is dead */
 };
 
 sim_worker *sim__worker_self(void);
 /* The world's member of `rank` is dead or its host is off. */
 bool sim__member_dead(const sim_world *w, int rank);
+/* The world's rendezvous points (backend.c): got by key (made on first use for n members of
+ * `bytes` records), left by each member (the last one frees it), and one waiter released. */
+audit_point *sim__point_get(sim_world *w, uint64_t key, int n, size_t bytes, const int *ranks);
+void sim__point_leave(sim_world *w, audit_point *a);
+void sim__point_release(sim_world *w, audit_point *a);
+/* A symmetric timing-only collective at its price (replay.c; the backend's replay op). */
+rh_status sim__replay(rh_ctx *ctx, uint32_t seq, uint64_t what,
+                      rh_status (*run)(void *arg, bool symmetric), void *arg, bool *replayed);
+/* Whether nothing can change in the job's faults before `until` (faults.c), and in its world
+ * (driver.c): no fault in force, none waiting for a step or a phase, none due, no host change. */
+bool sim__injector_quiet(const sim_job *job, double until);
+bool sim__driver_quiet(const sim_job *job, const sim_world *w, double until);
+/* Whether some member of w may be dead (O(1): false while the job has lost nothing). */
+bool sim__world_may_have_dead(const sim_world *w);
 
 /* ---- backend (backend.c) ------------------------------------------------------------------ */
 extern const rh_backend_ops sim__ops;

@@ -8,6 +8,7 @@
  * they fit) against the simulated one.
  *   ./build/tests/bench_scale [GPUS...]        (default 64 256 1024 4096)
  *   RH_CHECK_COLLECTIVES=off ./build/tests/bench_scale ...   without the negotiation
+ *   BENCH_STEPS=2 ./build/tests/bench_scale ...               2 steps (the cost of the first step)
  */
 #include "harness.h"
 
@@ -20,19 +21,21 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { STEPS = 10, BUCKETS = 4 };
+static int steps = 10; /* BENCH_steps in the environment: another count */
+enum { BUCKETS = 4 };
 static const double backward_s = 0.025, bucket_bytes = 25.0 * 1048576, gpu_flops = 100e12;
 
 typedef struct figures {
   double step, predicted; /* seconds */
   int ok;
+  long replayed; /* collectives replayed at their price */
 } figures;
 
 static int loop_rank(rh_ctx *ctx, void *arg) {
   figures *out = arg;
   size_t count = (size_t)(bucket_bytes / sizeof(float));
   double t0 = 0;
-  for (int s = 0; s < STEPS; s++) {
+  for (int s = 0; s < steps; s++) {
     if (s == 1) t0 = rh_time(ctx); /* the first step sets things up */
     rh_request *req[BUCKETS];
     for (int b = 0; b < BUCKETS; b++) {
@@ -46,7 +49,7 @@ static int loop_rank(rh_ctx *ctx, void *arg) {
     double a = rh_predict_allreduce(ctx, (size_t)bucket_bytes);
     /* each allreduce runs behind the next backward slice when it fits; the last one is exposed */
     double hidden = fmax(0, a - backward_s) * (BUCKETS - 1);
-    out->step = (rh_time(ctx) - t0) / (STEPS - 1);
+    out->step = (rh_time(ctx) - t0) / (steps - 1);
     out->predicted = BUCKETS * backward_s + hidden + a;
     out->ok = 1;
   }
@@ -60,14 +63,17 @@ static double wall(void) {
 }
 
 int main(int argc, char **argv) {
+  if (getenv("BENCH_steps")) steps = atoi(getenv("BENCH_steps"));
   static const int defaults[] = {64, 256, 1024, 4096};
   int n = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
   printf("# bench_scale: %d steps x %d buckets (25 ms backward, 25 MiB allreduce each), nodes of 8 "
          "GPUs, 400 GB/s intra, 8 x 400 Gb/s NICs, exact network, grain auto, negotiation %s\n",
-         STEPS, BUCKETS,
+         steps, BUCKETS,
          getenv("RH_CHECK_COLLECTIVES") && !strcmp(getenv("RH_CHECK_COLLECTIVES"), "off") ? "off" : "on");
-  printf("#%7s %10s %12s %14s %14s %12s\n", "gpus", "wall", "peak_rss", "step", "predicted", "error");
-  printf("#%7s %10s %12s %14s %14s %12s\n", "", "(s)", "(MiB)", "(ms)", "(ms)", "(relative)");
+  printf("#%7s %10s %12s %14s %14s %12s %10s\n", "gpus", "wall", "peak_rss", "step", "predicted",
+         "error", "replayed");
+  printf("#%7s %10s %12s %14s %14s %12s %10s\n", "", "(s)", "(MiB)", "(ms)", "(ms)", "(relative)",
+         "(of all)");
   int rc = 0;
   for (int i = 0; i < n; i++) {
     int gpus = argc > 1 ? atoi(argv[i + 1]) : defaults[i];
@@ -92,7 +98,10 @@ int main(int argc, char **argv) {
       char err[256];
       if (rh_settings_init(&s, err, sizeof err) != RH_OK) _exit(2);
       rh_launch_config cfg = {.cluster = &cl, .settings = &s};
-      _exit(rh__launch(&cfg, loop_rank, f, NULL));
+      rh_launch_result res = {0};
+      int code = rh__launch(&cfg, loop_rank, f, &res);
+      f->replayed = res.replayed;
+      _exit(code);
     }
     int status = 0;
     struct rusage ru;
@@ -104,8 +113,10 @@ int main(int argc, char **argv) {
       rc = 1;
       continue;
     }
-    printf("%8d %10.2f %12.0f %14.6f %14.6f %12.2e\n", gpus, t, (double)ru.ru_maxrss / 1024,
-           1e3 * f->step, 1e3 * f->predicted, (f->step - f->predicted) / f->predicted);
+    char replayed[32];
+    snprintf(replayed, sizeof replayed, "%ld/%d", f->replayed, steps * BUCKETS);
+    printf("%8d %10.2f %12.0f %14.6f %14.6f %12.2e %10s\n", gpus, t, (double)ru.ru_maxrss / 1024,
+           1e3 * f->step, 1e3 * f->predicted, (f->step - f->predicted) / f->predicted, replayed);
     fflush(stdout);
   }
   return rc;

@@ -28,8 +28,9 @@ void *rh_test_shared(size_t bytes) {
 int rh_test_simulate_job(const rh_cluster *cl, const rh_settings *s, const rh_test_job *job,
                          rh_rank_fn fn, void *arg, double *end_time, rh_event *events, int max,
                          int *nevents) {
-  double *shared = rh_test_shared(sizeof(double) + sizeof(int));
-  int *count = (int *)(shared + 1);
+  double *shared = rh_test_shared(sizeof(double) + sizeof(long) + sizeof(int));
+  long *replayed = (long *)(shared + 1);
+  int *count = (int *)(replayed + 1);
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
@@ -42,6 +43,7 @@ int rh_test_simulate_job(const rh_cluster *cl, const rh_settings *s, const rh_te
     rh_launch_result res = {0};
     int rc = rh__launch(&cfg, fn, arg, &res);
     *shared = res.end_time;
+    *replayed = res.replayed;
     for (size_t i = 0; res.log && events && i < res.log->n && (int)i < max; i++) {
       events[i] = res.log->events[i];
       *count = (int)i + 1;
@@ -53,7 +55,8 @@ int rh_test_simulate_job(const rh_cluster *cl, const rh_settings *s, const rh_te
   waitpid(pid, &status, 0);
   if (end_time) *end_time = *shared;
   if (nevents) *nevents = *count;
-  munmap(shared, sizeof(double) + sizeof(int));
+  if (job && job->replayed) *job->replayed = *replayed;
+  munmap(shared, sizeof(double) + sizeof(long) + sizeof(int));
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

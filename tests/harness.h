@@ -22,6 +22,7 @@ typedef struct rh_test_job {
   const rh_fault_plan *faults;
   const rh_elastic_config *elastic;
   const rh_restart_config *restart;
+  long *replayed; /* out (may be NULL): collectives the simulator replayed at their price */
 } rh_test_job;
 
 /* As rh_test_simulate, with job's additions; the job log's events are copied into events (up to
