@@ -164,9 +164,9 @@ static uint64_t fnv(uint64_t h, uint64_t v) {
 /* Runs the algorithm.  A timing-only collective that the coarse grain may run (its ring steps
  * all alike) is offered to the backend's replay first: the time of what it runs depends on the
  * kind, the algorithm, the root and the bytes (the world and the settings being the same). */
-static rh_status run_algorithm(const algo_run *a, size_t bytes) {
+static rh_status run_algorithm(algo_run *a, size_t bytes) {
   rh_ctx *ctx = a->c->ctx;
-  if (!a->c->coarse || !ctx->ops->replay) return run_algo((void *)a, true);
+  if (!a->c->coarse || !ctx->ops->replay) return run_algo(a, true);
   uint64_t what = 14695981039346656037ull;
   what = fnv(what, a->kind);
   what = fnv(what, a->algo);
@@ -175,7 +175,7 @@ static rh_status run_algorithm(const algo_run *a, size_t bytes) {
   what = fnv(what, a->c->count);
   what = fnv(what, rh_dtype_size(a->c->dtype));
   bool replayed;
-  return ctx->ops->replay(ctx, a->c->seq, what, run_algo, (void *)a, &replayed);
+  return ctx->ops->replay(ctx, a->c->seq, what, run_algo, a, &replayed);
 }
 
 static bool valid_type(rh_dtype dtype) { return (int)dtype >= 0 && dtype < RH_DTYPE_COUNT; }

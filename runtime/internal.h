@@ -475,11 +475,10 @@ struct rh_ctx {
   uint32_t audits;           /* audits (negotiations and checks) issued so far */
   uint32_t syncs;            /* coarse-grain rendezvous taken so far */
   /* decision.c: the pace of the rings priced in this world so far (O(ranks) to find, asked for
-   * by every collective) */
+   * by every collective); emptied when the world changes */
   struct rh_pace {
     const rh_group *g;
     int streams;
-    uint32_t generation;
     double cluster[6]; /* the numbers it was found from */
     double a, b;
   } paces[4];

@@ -59,8 +59,7 @@ bool sim__member_dead(const sim_world *w, int rank) {
 
 bool sim__world_may_have_dead(const sim_world *w) { return w->job->losses > 0; }
 
-/* Whether some member of w is dead. */
-static bool any_dead(const sim_world *w) {
+bool sim__world_any_dead(const sim_world *w) {
   if (!sim__world_may_have_dead(w)) return false;
   for (int r = 0; r < w->topo.size; r++)
     if (sim__member_dead(w, r)) return true;
@@ -310,12 +309,12 @@ static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
   nap->comm = sg_mailbox_get_async(sg_mailbox_by_name(nap->box), (void **)&nap->payload);
   list_add(w, nap);
   double end = simgrid_get_clock() + seconds;
-  bool missed = w->aborted || any_dead(w); /* a sweep while the nap was posted */
+  bool missed = w->aborted || sim__world_any_dead(w); /* a sweep while the nap was posted */
   sg_comm_wait_for(nap->comm, missed ? 0 : seconds);
   list_remove(nap);
   free(nap);
   if (simgrid_get_clock() >= end) return RH_OK;
-  return any_dead(w) ? RH_ERR_PEER_DEAD : RH_ERR_ABORTED;
+  return sim__world_any_dead(w) ? RH_ERR_PEER_DEAD : RH_ERR_ABORTED;
 }
 
 static rh_status sim_charge(rh_ctx *ctx, double seconds) {

@@ -61,22 +61,16 @@ static void keep_price(sim_world *w, uint64_t what, double seconds) {
 /* Whether nothing can change in the job or in world w before `until`. */
 static bool quiet(const sim_world *w, double until) {
   const sim_job *job = w->job;
-  if (w->aborted || !sim__injector_quiet(job, until) || !sim__driver_quiet(job, w, until))
-    return false;
-  for (int r = 0; r < w->topo.size && sim__world_may_have_dead(w); r++)
-    if (sim__member_dead(w, r)) return false;
-  return true;
+  return !w->aborted && sim__injector_quiet(job, until) && sim__driver_quiet(job, w, until) &&
+         !sim__world_any_dead(w);
 }
 
-/* Member `me` of the world's meeting `key` on collective `what`, within the current instant.  The
- * last of the members to come calls decide(a) and releases the others; a member whose
- * zero-second wait ends first expires the meeting.  Returns the point, decided (NULL: no memory,
- * run it); the caller leaves it. */
-static audit_point *meet(sim_world *w, uint64_t key, int me, uint64_t what,
-                         void (*decide)(sim_world *, audit_point *)) {
+/* Member `me` of the world's meeting point a on collective `what`, within the current instant.
+ * The last of the members to come calls decide(a) and releases the others; a member whose wait
+ * ends first expires the meeting.  On return a is decided; the caller leaves it. */
+static void meet(sim_world *w, audit_point *a, int me, uint64_t what,
+                 void (*decide)(sim_world *, audit_point *)) {
   int n = w->topo.size;
-  audit_point *a = sim__point_get(w, key, n, 0, NULL);
-  if (!a) return NULL;
   if (a->first < 0) {
     a->first = me;
     a->what = what;
@@ -95,7 +89,6 @@ static audit_point *meet(sim_world *w, uint64_t key, int me, uint64_t what,
     a->waiting--;
     if (a->decision == OPEN) a->decision = EXPIRED;
   }
-  return a;
 }
 
 /* A replayed collective ends on every rank at once, where the fine grain lets a rank whose links
@@ -103,7 +96,6 @@ static audit_point *meet(sim_world *w, uint64_t key, int me, uint64_t what,
  * again.  So nothing may change until the next collective begins either: the horizon is the
  * price and the longest time yet between two collectives' beginnings. */
 static void decide_start(sim_world *w, audit_point *a) {
-  sim_job *job = (sim_job *)w->job; /* the world's job, whose counts a decision keeps */
   double now = simgrid_get_clock();
   if (w->last_meeting >= 0 && now - w->last_meeting > w->longest_gap)
     w->longest_gap = now - w->last_meeting;
@@ -111,10 +103,10 @@ static void decide_start(sim_world *w, audit_point *a) {
   const struct sim_price *p = find_price(w, a->what);
   a->since = now;
   a->changes = w->job->changes;
-  if (p && w->last_meeting >= 0 && quiet(w, now + p->seconds + w->longest_gap)) {
+  if (p && quiet(w, now + p->seconds + w->longest_gap)) {
     a->decision = REPLAY;
     a->price = p->seconds;
-    job->replayed++;
+    w->job->replayed++;
   } else {
     a->decision = p || !quiet(w, now) ? RUN : MEASURE;
   }
@@ -136,8 +128,9 @@ rh_status sim__replay(rh_ctx *ctx, uint32_t seq, uint64_t what,
   *replayed = false;
   if (!w || w->aborted) return run(arg, false);
   uint64_t key = RH_AUDIT_REPLAY | seq;
-  audit_point *a = meet(w, key, ctx->rank, what, decide_start);
+  audit_point *a = sim__point_get(w, key, w->topo.size, 0, NULL);
   if (!a) return run(arg, false);
+  meet(w, a, ctx->rank, what, decide_start);
   int how = a->decision;
   double price = a->price, since = a->since;
   long changes = a->changes;
@@ -160,6 +153,7 @@ rh_status sim__replay(rh_ctx *ctx, uint32_t seq, uint64_t what,
     end->changes = changes;
   }
   if (st != RH_OK) end->all_ok = false;
-  if (meet(w, key | (1ull << 32), ctx->rank, what, decide_end)) sim__point_leave(w, end);
+  meet(w, end, ctx->rank, what, decide_end);
+  sim__point_leave(w, end);
   return st;
 }

@@ -67,7 +67,7 @@ struct sim_world {
   int *slots;           /* by rank: the GPU slot it runs on */
   sim_worker **members; /* by rank */
   uint8_t *dead;        /* by rank: the member's process died */
-  const sim_job *job;
+  sim_job *job;
   bool aborted;         /* a member gave up on it after a failed collective */
   audit_point **audits; /* entries are heap-allocated: waiters keep pointers while it grows */
   size_t naudits, capaudits;
@@ -160,6 +160,8 @@ bool sim__injector_quiet(const sim_job *job, double until);
 bool sim__driver_quiet(const sim_job *job, const sim_world *w, double until);
 /* Whether some member of w may be dead (O(1): false while the job has lost nothing). */
 bool sim__world_may_have_dead(const sim_world *w);
+/* Whether some member of w is dead (a scan of the members only once the job lost one). */
+bool sim__world_any_dead(const sim_world *w);
 
 /* ---- backend (backend.c) ------------------------------------------------------------------ */
 extern const rh_backend_ops sim__ops;
