@@ -11,6 +11,8 @@
 #include "internal.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,21 +52,88 @@ static void ring_flows(const rh_ctx *ctx, const rh_group *g, int streams, int *f
   }
 }
 
-/* Latency and seconds per byte of the slowest edge of a ring over g (a ring's steps advance at
- * the pace of its slowest edge), with `streams` such rings at once; kept in the rank's context
- * for the world's groups. */
-static void ring_pace(const rh_ctx *ctx, const rh_group *g, int streams, double *a, double *b) {
-  rh_ctx *mine = (rh_ctx *)ctx; /* the cache is the rank's own */
-  const rh_cluster *cl = ctx->cluster;
-  double key[6] = {cl->intra_bw, cl->intra_lat, cl->intra_backbone_bw, cl->nic_bw,
-                   cl->nics_per_node, cl->nic_lat};
-  for (int i = 0; i < ctx->npaces; i++) {
-    const struct rh_pace *p = &ctx->paces[i];
-    if (p->g == g && p->streams == streams && !memcmp(p->cluster, key, sizeof key)) {
-      *a = p->a;
-      *b = p->b;
-      return;
+/* A topology's ring paces, found once for all the ranks that share it: an open-addressing table
+ * by group and stream count, with room for every group of the topology several times over.
+ * Real targets run a rank's collectives on threads of their own, hence the lock. */
+enum { PACE_PROBES = 8 };
+struct rh_pace_cache {
+  pthread_mutex_t lock;
+  size_t mask; /* slots - 1, slots a power of two */
+  struct rh_pace {
+    const int *ranks; /* the group: one of the topology's own lists; NULL: an empty slot */
+    int n, streams;
+    double cluster[6]; /* the numbers it was found from */
+    double a, b;
+  } slot[];
+};
+
+struct rh_pace_cache *rh__pace_cache_new(size_t groups) {
+  size_t slots = 16;
+  while (slots < 4 * groups) slots *= 2;
+  struct rh_pace_cache *c = calloc(1, sizeof *c + slots * sizeof c->slot[0]);
+  if (c && pthread_mutex_init(&c->lock, NULL) != 0) {
+    free(c);
+    c = NULL;
+  }
+  if (c) c->mask = slots - 1;
+  return c;
+}
+
+void rh__pace_cache_free(struct rh_pace_cache *c) {
+  if (!c) return;
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+static size_t pace_home(const struct rh_pace_cache *c, const struct rh_pace *k) {
+  uint64_t h = ((uint64_t)(uintptr_t)k->ranks >> 3) * 0x9E3779B97F4A7C15ull;
+  return (size_t)((h >> 17) ^ (uint64_t)k->streams * 0x85EBCA6Bull) & c->mask;
+}
+
+/* Looks key up (found: its a and b filled in) or, with `store`, keeps it. */
+static bool pace_cached(struct rh_pace_cache *c, struct rh_pace *key, bool store) {
+  bool found = false;
+  size_t home = pace_home(c, key);
+  pthread_mutex_lock(&c->lock);
+  for (size_t i = 0; i < PACE_PROBES && !found; i++) {
+    struct rh_pace *p = &c->slot[(home + i) & c->mask];
+    if (store && (!p->ranks || i == PACE_PROBES - 1)) { /* the last probe: evicted */
+      *p = *key;
+      found = true;
+    } else if (!p->ranks) {
+      break;
+    } else if (!store && p->ranks == key->ranks && p->n == key->n &&
+               p->streams == key->streams && !memcmp(p->cluster, key->cluster, sizeof key->cluster)) {
+      key->a = p->a;
+      key->b = p->b;
+      found = true;
     }
+  }
+  pthread_mutex_unlock(&c->lock);
+  return found;
+}
+
+/* Whether g's ranks are one of t's own lists (the world, a node, a local rank across nodes),
+ * which live as long as t does. */
+static bool topology_group(const rh_topology *t, const rh_group *g) {
+  if (!t->paces || g->n < 1 || g->ranks[0] < 0 || g->ranks[0] >= t->size) return false;
+  int r = g->ranks[0];
+  return g->ranks == t->identity || g->ranks == t->node_ranks[t->node_of[r]] ||
+         g->ranks == t->cross_ranks[t->local_rank_of[r]];
+}
+
+/* Latency and seconds per byte of the slowest edge of a ring over g (a ring's steps advance at
+ * the pace of its slowest edge), with `streams` such rings at once. */
+static void ring_pace(const rh_ctx *ctx, const rh_group *g, int streams, double *a, double *b) {
+  const rh_cluster *cl = ctx->cluster;
+  struct rh_pace_cache *cache = topology_group(ctx->topo, g) ? ctx->topo->paces : NULL;
+  struct rh_pace key = {.ranks = g->ranks, .n = g->n, .streams = streams,
+                        .cluster = {cl->intra_bw, cl->intra_lat, cl->intra_backbone_bw, cl->nic_bw,
+                                    cl->nics_per_node, cl->nic_lat}};
+  if (cache && pace_cached(cache, &key, false)) {
+    *a = key.a;
+    *b = key.b;
+    return;
   }
   int nodes = ctx->topo->nodes;
   int *flows = calloc((size_t)nodes * 2, sizeof(int));
@@ -79,9 +148,10 @@ static void ring_pace(const rh_ctx *ctx, const rh_group *g, int streams, double 
     if (spb > *b) *b = spb;
   }
   free(flows);
-  int slot = ctx->npaces < 4 ? mine->npaces++ : 0;
-  mine->paces[slot] = (struct rh_pace){.g = g, .streams = streams, .a = *a, .b = *b};
-  memcpy(mine->paces[slot].cluster, key, sizeof key);
+  if (!cache) return;
+  key.a = *a;
+  key.b = *b;
+  pace_cached(cache, &key, true);
 }
 
 /* Ring allreduce over g, `streams` of them side by side: 2(p-1) steps of n/p bytes. */

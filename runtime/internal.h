@@ -208,6 +208,10 @@ typedef struct rh_topology {
   int *cross_size_of;  /* max_local_size entries: hosts that have this local rank */
   int **cross_ranks;   /* max_local_size lists: world ranks with this local rank, host order */
   int *identity;       /* size entries: 0..size-1 */
+  bool uniform;        /* every node has the same number of ranks */
+  /* decision.c: the pace of the rings over the groups above (O(ranks) to find, asked for by
+   * every collective of every rank), shared by the ranks that hold the topology */
+  struct rh_pace_cache *paces;
 } rh_topology;
 
 /* Builds the topology for `nodes` hosts with the given slot counts (each >= 1), ranks filling
@@ -219,6 +223,9 @@ rh_status rh_topology_init_map(rh_topology *t, const int *node_of, int size);
 void rh_topology_free(rh_topology *t);
 /* True when every node has the same number of ranks. */
 bool rh_topology_uniform(const rh_topology *t);
+/* decision.c: a topology's cache of ring paces, for about `groups` groups. */
+struct rh_pace_cache *rh__pace_cache_new(size_t groups);
+void rh__pace_cache_free(struct rh_pace_cache *c);
 
 /* ---- settings ---------------------------------------------------------------------------- */
 
@@ -474,15 +481,6 @@ struct rh_ctx {
   uint32_t seq;              /* collectives issued by this rank so far */
   uint32_t audits;           /* audits (negotiations and checks) issued so far */
   uint32_t syncs;            /* coarse-grain rendezvous taken so far */
-  /* decision.c: the pace of the rings priced in this world so far (O(ranks) to find, asked for
-   * by every collective); emptied when the world changes */
-  struct rh_pace {
-    const rh_group *g;
-    int streams;
-    double cluster[6]; /* the numbers it was found from */
-    double a, b;
-  } paces[4];
-  int npaces;
   uint32_t inflight;         /* requests issued and not yet waited */
   double round;              /* Horovod's cycle: when this rank's last round of collectives began */
   char last_error[1024];      /* detail of the last failure, for rh_last_error */

@@ -59,6 +59,12 @@ rh_status rh_topology_init_map(rh_topology *t, const int *node_of, int size) {
     }
   }
   for (int r = 0; r < size; r++) t->cross_ranks[t->local_rank_of[r]][t->cross_rank_of[r]] = r;
+  t->uniform = true;
+  for (int n = 1; n < nodes; n++) t->uniform = t->uniform && t->node_size[n] == t->node_size[0];
+  if (!(t->paces = rh__pace_cache_new(1 + (size_t)nodes + (size_t)t->max_local_size))) {
+    rh_topology_free(t);
+    return RH_ERR_NOMEM;
+  }
   return RH_OK;
 }
 
@@ -92,21 +98,17 @@ void rh_topology_free(rh_topology *t) {
   free(t->identity);
   free(t->node_size);
   free(t->cross_size_of);
+  rh__pace_cache_free(t->paces);
   *t = (rh_topology){0};
 }
 
-bool rh_topology_uniform(const rh_topology *t) {
-  for (int n = 1; n < t->nodes; n++)
-    if (t->node_size[n] != t->node_size[0]) return false;
-  return true;
-}
+bool rh_topology_uniform(const rh_topology *t) { return t->uniform; }
 
 void rh__ctx_set_world(rh_ctx *ctx, int rank, const rh_topology *topo, uint32_t generation) {
   ctx->rank = rank;
   ctx->topo = topo;
   ctx->generation = generation;
   ctx->seq = ctx->audits = ctx->syncs = 0;
-  ctx->npaces = 0; /* the paces were the old world's */
   ctx->broken = false;
   int node = topo->node_of[rank], local = topo->local_rank_of[rank];
   ctx->world = (rh_group){.n = topo->size, .me = rank, .ranks = topo->identity, .id = 0};

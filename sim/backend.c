@@ -33,7 +33,9 @@ struct rh_task {
   rh_status (*fn)(void *);
   void *arg;
   rh_status status;
-  sg_sem_t done;       /* released when fn returned */
+  bool finished;        /* fn returned */
+  bool joined;          /* someone waits for it: done is released when fn returns */
+  sg_sem_t done;
   struct rh_task *next; /* the next queued task of the same worker */
 };
 
@@ -85,23 +87,29 @@ static void list_remove(rh_p2p *r) {
 }
 
 /* Wakes the waiters of the posted messages (all, or the naps and those with rank `dead`): the
- * complementary operation is posted on each mailbox and cancelled at once. */
+ * complementary operation is posted on each mailbox and cancelled at once; a nap's semaphore is
+ * released. */
 static void sweep(sim_world *w, int dead) {
   size_t n = 0;
 #define SWEPT(r) (dead < 0 || (r)->nap || (r)->peer == dead)
   for (rh_p2p *r = w->pending; r; r = r->next) n += SWEPT(r);
   if (!n) return;
   /* copied first: waking a waiter lets it run and unlist its message while this loop goes on */
-  struct { char box[64]; bool recv; } *todo = calloc(n, sizeof *todo);
+  struct { char box[64]; bool recv; sg_sem_t nap; } *todo = calloc(n, sizeof *todo);
   if (!todo) return;
   size_t k = 0;
   for (rh_p2p *r = w->pending; r && k < n; r = r->next)
     if (SWEPT(r)) {
       memcpy(todo[k].box, r->box, sizeof r->box);
+      todo[k].nap = r->nap ? r->nap_sem : NULL; /* a worker's: it lasts as long as the job */
       todo[k++].recv = r->is_recv;
     }
   static char nothing; /* what a cancelled message carries: it is never delivered */
   for (size_t i = 0; i < k; i++) {
+    if (todo[i].nap) {
+      sg_sem_release(todo[i].nap);
+      continue;
+    }
     void *ignored = NULL;
     sg_mailbox_t mb = sg_mailbox_by_name(todo[i].box);
     sg_comm_t c = todo[i].recv ? sg_mailbox_put_async(mb, &nothing, 0) : sg_mailbox_get_async(mb, &ignored);
@@ -286,8 +294,10 @@ static rh_status sim_compute(rh_ctx *ctx, double flops) {
   return RH_OK;
 }
 
-/* A sleep inside a world that its abandonment interrupts: a receive nobody sends to, waited for
- * the duration (the coarse grain charges ring steps this way). */
+/* A sleep inside a world that its abandonment interrupts (the coarse grain charges ring steps
+ * this way): a timed wait on the worker's nap semaphore, listed in the world so that a sweep
+ * releases it.  A release meant for an earlier nap that ended by itself wakes a later one too
+ * early: it then waits out the rest. */
 static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
   sim_worker *wk = worker_of(ctx);
   sim_world *w = wk->world;
@@ -300,21 +310,20 @@ static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
   /* on the heap: the nap stays listed if the host dies under it, and a dead actor's stack goes */
   rh_p2p *nap = calloc(1, sizeof *nap);
   if (!nap) return RH_ERR_NOMEM;
-  nap->is_recv = true;
   nap->nap = true;
-  /* one box per GPU: a nap waits for nothing that comes, and a sweep posts one wake-up per nap
-   * listed, so naps sharing a box are all woken; a name per actor would leave a mailbox behind
-   * for every background task (SimGrid never frees one) */
-  snprintf(nap->box, sizeof nap->box, "nap:%d", wk->slot);
-  nap->comm = sg_mailbox_get_async(sg_mailbox_by_name(nap->box), (void **)&nap->payload);
+  nap->nap_sem = wk->nap;
   list_add(w, nap);
   double end = simgrid_get_clock() + seconds;
-  bool missed = w->aborted || sim__world_any_dead(w); /* a sweep while the nap was posted */
-  sg_comm_wait_for(nap->comm, missed ? 0 : seconds);
+  rh_status st = RH_OK;
+  for (;;) {
+    if (w->aborted) st = RH_ERR_ABORTED;
+    else if (sim__world_any_dead(w)) st = RH_ERR_PEER_DEAD;
+    if (st != RH_OK || simgrid_get_clock() >= end) break;
+    sg_sem_acquire_timeout(wk->nap, end - simgrid_get_clock());
+  }
   list_remove(nap);
   free(nap);
-  if (simgrid_get_clock() >= end) return RH_OK;
-  return sim__world_any_dead(w) ? RH_ERR_PEER_DEAD : RH_ERR_ABORTED;
+  return st;
 }
 
 static rh_status sim_charge(rh_ctx *ctx, double seconds) {
@@ -438,6 +447,11 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
   rh_status st = RH_OK;
   double deadline = timeout >= 0 ? simgrid_get_clock() + timeout : -1;
   if (++a->count == n) {
+    if ((key >> 32) == 0 && same && !a->differs) { /* a negotiation (RH_AUDIT_COLLECTIVE) */
+      w->agreed = true;
+      w->agreed_seq = (uint32_t)key;
+      w->agreed_at = simgrid_get_clock();
+    }
     /* the waiters leave as they wake, but the point stays until this member leaves too */
     a->pins += a->waiting;
     for (int k = a->waiting; k > 0; k--) sim__point_release(w, a);
@@ -523,18 +537,24 @@ static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double 
 
 /* A worker's background tasks run one at a time, in spawn order, on one runner actor beside it
  * (made on the first spawn): a task is a collective, thousands per rank in a long job, and an
- * actor per task would cost a stack each.  The runner is a daemon: it ends with the job. */
+ * actor per task would cost a stack each.  The runner is a daemon: it ends with the job.  The
+ * semaphores are released only for an actor that waits on them (the runner with nothing queued,
+ * a join before the task ended): most hand-overs then cost no simcall. */
 static void runner_main(int argc, char **argv) {
   (void)argc;
   (void)argv;
   sim_worker *wk = sg_actor_self_get_data();
   for (;;) {
-    sg_sem_acquire(wk->queued);
+    while (!wk->queue) {
+      wk->runner_idle = true; /* cleared by the spawn that releases `queued` */
+      sg_sem_acquire(wk->queued);
+    }
     rh_task *t = wk->queue;
     wk->queue = t->next;
     if (!wk->queue) wk->queue_tail = NULL;
     t->status = t->fn(t->arg);
-    sg_sem_release(t->done);
+    t->finished = true;
+    if (t->joined) sg_sem_release(t->done);
   }
 }
 
@@ -544,7 +564,6 @@ static rh_status sim_spawn(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_t
   if (!t) return RH_ERR_NOMEM;
   t->fn = fn;
   t->arg = arg;
-  t->done = sg_sem_init(0);
   if (!wk->runner) {
     char name[32];
     snprintf(name, sizeof name, "rank%d-bg", ctx->rank);
@@ -557,22 +576,27 @@ static rh_status sim_spawn(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_t
   if (wk->queue_tail) wk->queue_tail->next = t;
   else wk->queue = t;
   wk->queue_tail = t;
-  sg_sem_release(wk->queued);
+  if (wk->runner_idle) {
+    wk->runner_idle = false;
+    sg_sem_release(wk->queued);
+  }
   *out = t;
   return RH_OK;
 }
 
 static rh_status sim_join(rh_ctx *ctx, rh_task *t, double timeout) {
   (void)ctx;
-  rh_status st;
-  if (timeout < 0) {
-    sg_sem_acquire(t->done);
-    st = t->status;
-  } else {
-    st = sg_sem_acquire_timeout(t->done, timeout) ? RH_ERR_TIMEOUT : t->status;
+  if (!t->finished) {
+    if (!t->joined) {
+      t->joined = true;
+      t->done = sg_sem_init(0);
+    }
+    if (timeout < 0) sg_sem_acquire(t->done);
+    else if (sg_sem_acquire_timeout(t->done, timeout))
+      return RH_ERR_TIMEOUT; /* the task still runs and owns its state */
   }
-  if (st == RH_ERR_TIMEOUT) return st; /* the task still runs and owns its state */
-  sg_sem_destroy(t->done);
+  rh_status st = t->status;
+  if (t->joined) sg_sem_destroy(t->done);
   free(t);
   return st;
 }
@@ -700,6 +724,7 @@ void sim__start_worker(sim_job *job, sim_worker *wk) {
   char name[32];
   snprintf(name, sizeof name, "worker%d", wk->slot);
   wk->wake = sg_sem_init(0);
+  wk->nap = sg_sem_init(0);
   wk->next_worker = job->workers;
   job->workers = wk;
   job->slot_worker[wk->slot] = wk;
@@ -834,6 +859,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   for (sim_worker *wk = job.workers, *next; wk; wk = next) {
     next = wk->next_worker;
     sg_sem_destroy(wk->wake);
+    sg_sem_destroy(wk->nap);
     if (wk->runner) sg_sem_destroy(wk->queued);
     free(wk);
   }

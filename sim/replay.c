@@ -91,6 +91,15 @@ static void meet(sim_world *w, audit_point *a, int me, uint64_t what,
   }
 }
 
+/* Whether every member is sure to come to collective seq's replay within this instant, so that
+ * none need wait for the others: its negotiation ended now with all of them agreeing, and nothing
+ * between the two takes time (Horovod's cycle may: then they meet).  Their digests agree too, as
+ * a digest follows from the negotiated collective, the world and the job's settings alone. */
+static bool all_coming(const rh_ctx *ctx, const sim_world *w, uint32_t seq) {
+  return w->agreed && w->agreed_seq == seq && w->agreed_at == simgrid_get_clock() &&
+         !(rh_setting(ctx, RH_SETTING_CYCLE_TIME) > 0);
+}
+
 /* A replayed collective ends on every rank at once, where the fine grain lets a rank whose links
  * are faster finish a little earlier; the next collective's negotiation brings them together
  * again.  So nothing may change until the next collective begins either: the horizon is the
@@ -130,7 +139,15 @@ rh_status sim__replay(rh_ctx *ctx, uint32_t seq, uint64_t what,
   uint64_t key = RH_AUDIT_REPLAY | seq;
   audit_point *a = sim__point_get(w, key, w->topo.size, 0, NULL);
   if (!a) return run(arg, false);
-  meet(w, a, ctx->rank, what, decide_start);
+  if (all_coming(ctx, w, seq)) {
+    if (a->decision == OPEN) { /* the first member decides for all */
+      a->first = ctx->rank;
+      a->what = what;
+      decide_start(w, a);
+    }
+  } else {
+    meet(w, a, ctx->rank, what, decide_start);
+  }
   int how = a->decision;
   double price = a->price, since = a->since;
   long changes = a->changes;

@@ -54,7 +54,8 @@ struct rh_p2p {
   void *dst;               /* recv: where the payload goes; NULL for timing-only */
   size_t bytes;
   bool is_recv;
-  bool nap;                /* an interruptible sleep: a receive nobody answers */
+  bool nap;                /* an interruptible sleep: a timed wait on its worker's semaphore */
+  sg_sem_t nap_sem;        /* ... that semaphore, which a sweep releases */
   char box[64];            /* the mailbox, for the abort sweep */
   int peer;                /* the other rank */
   sim_world *world;
@@ -76,6 +77,10 @@ struct sim_world {
   size_t nprices, capprices;
   double last_meeting;  /* replay.c: when the world's last collective began (negative: none yet) */
   double longest_gap;   /* and the longest time between two collectives' beginnings */
+  /* the last negotiation that every member came to with the same collective (backend.c) */
+  bool agreed;
+  uint32_t agreed_seq;
+  double agreed_at;     /* when it ended: every member left it then */
   sim_world *next_world;  /* the job's list of worlds (freed at the end) */
 };
 
@@ -89,7 +94,8 @@ struct sim_worker {
   sg_actor_t actor;
   sim_world *world;      /* current world; NULL while it waits to join one */
   struct rh_task *queue, *queue_tail; /* background tasks not yet started, in spawn order */
-  sg_sem_t queued;       /* counts them: the runner takes one at a time */
+  sg_sem_t queued;       /* released to wake the runner when it waits with nothing queued */
+  bool runner_idle;      /* ... which it does */
   sg_actor_t runner;     /* runs the worker's background tasks (made on the first spawn) */
   int launch;            /* which launch started it (0: the first) */
   int result;
@@ -102,6 +108,7 @@ struct sim_worker {
   bool joining;          /* a new worker: its world is assigned, it waits to be released */
   rh_status answer;
   sg_sem_t wake;
+  sg_sem_t nap;          /* released to end this worker's naps early (sim_sleep) */
   sim_worker *next_worker; /* the job's list of workers (freed at the end) */
 };
 

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int steps = 10; /* BENCH_steps in the environment: another count */
+static int steps = 10; /* BENCH_STEPS in the environment: another count (2 or more) */
 enum { BUCKETS = 4 };
 static const double backward_s = 0.025, bucket_bytes = 25.0 * 1048576, gpu_flops = 100e12;
 
@@ -63,7 +63,16 @@ static double wall(void) {
 }
 
 int main(int argc, char **argv) {
-  if (getenv("BENCH_steps")) steps = atoi(getenv("BENCH_steps"));
+  const char *env = getenv("BENCH_STEPS");
+  if (env) {
+    char *end;
+    long k = strtol(env, &end, 10);
+    if (*end || k < 2 || k > 100000) {
+      fprintf(stderr, "bench_scale: BENCH_STEPS=%s: a whole number of steps from 2 to 100000\n", env);
+      return 2;
+    }
+    steps = (int)k;
+  }
   static const int defaults[] = {64, 256, 1024, 4096};
   int n = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
   printf("# bench_scale: %d steps x %d buckets (25 ms backward, 25 MiB allreduce each), nodes of 8 "
