@@ -190,8 +190,31 @@ static rh_status refuse(rh_ctx *ctx, int peer) {
  * and a mailbox matches in that order: the tag is not needed to tell them apart.  SimGrid never
  * frees a mailbox, and a name per tag would keep 256 of them per pair (gigabytes at 4096 ranks
  * after a few resets). */
+/* Writes v's decimal digits at p; returns the end. */
+static char *digits(char *p, unsigned long v) {
+  char tmp[24];
+  int k = 0;
+  do tmp[k++] = (char)('0' + v % 10);
+  while ((v /= 10) > 0);
+  while (k > 0) *p++ = tmp[--k];
+  return p;
+}
+
+/* "g<generation>:<src>><dst>", written by hand: a fine-grain ring names two boxes per message,
+ * and snprintf was a tenth of its cost. */
 static void box_name(const rh_ctx *ctx, int src, int dst, char *buf, size_t len) {
-  snprintf(buf, len, "g%u:%d>%d", ctx->generation, src, dst);
+  char name[80], *p = name;
+  *p++ = 'g';
+  p = digits(p, ctx->generation);
+  *p++ = ':';
+  p = digits(p, (unsigned long)src);
+  *p++ = '>';
+  p = digits(p, (unsigned long)dst);
+  *p = 0;
+  size_t n = (size_t)(p - name);
+  if (n >= len) n = len - 1;
+  memcpy(buf, name, n);
+  buf[n] = 0;
 }
 
 static rh_status sim_isend(rh_ctx *ctx, int peer, uint32_t tag, const void *buf, size_t bytes,
@@ -288,9 +311,19 @@ static double sim_now(const rh_ctx *ctx) {
   return simgrid_get_clock();
 }
 
+/* A rank's computation is an execution on its GPU's host, shared by SimGrid's CPU model with
+ * what else runs there (NCCL's share while a collective runs) and slowed by a straggler.  Alone
+ * on the GPU, at a speed that no fault will change before it ends, it takes flops / speed: a
+ * timer then does what the execution would, without a variable in the CPU model to solve. */
 static rh_status sim_compute(rh_ctx *ctx, double flops) {
-  (void)ctx;
-  if (flops > 0) sg_actor_execute(flops);
+  sim_worker *wk = worker_of(ctx);
+  if (flops <= 0) return RH_OK;
+  double seconds = flops / sg_host_get_speed(wk->host);
+  if (!wk->nccl_load && wk->job->cluster->nccl_slowdown <= 0 && isfinite(seconds) &&
+      sim__injector_quiet(wk->job, simgrid_get_clock() + seconds))
+    sg_actor_sleep_for(seconds);
+  else
+    sg_actor_execute(flops);
   return RH_OK;
 }
 
@@ -342,18 +375,59 @@ static rh_status sim_reduce_cost(rh_ctx *ctx, size_t bytes) {
 
 static void point_free(audit_point *a) {
   sg_sem_destroy(a->all_came);
+  free(a->first_record);
   free(a->records);
   free(a->arrived);
   free(a);
 }
 
+/* splitmix64's finalizer: every bit of the key (a group's id sits in the high half) moves the
+ * bucket. */
+static size_t bucket_of(uint64_t key, size_t nbuckets) {
+  key = (key ^ (key >> 30)) * 0xBF58476D1CE4E5B9ull;
+  key = (key ^ (key >> 27)) * 0x94D049BB133111EBull;
+  return (size_t)(key ^ (key >> 31)) & (nbuckets - 1);
+}
+
+/* Lists a in the world's index, grown to twice as many buckets as points. */
+static bool index_add(sim_world *w, audit_point *a) {
+  if (2 * (w->naudits + 1) > w->nbuckets) {
+    size_t nb = w->nbuckets ? 2 * w->nbuckets : 64;
+    audit_point **grown = calloc(nb, sizeof *grown);
+    if (!grown) return false;
+    for (size_t i = 0; i < w->naudits; i++) {
+      audit_point *p = w->audits[i];
+      size_t b = bucket_of(p->key, nb);
+      p->hnext = grown[b];
+      grown[b] = p;
+    }
+    free(w->index);
+    w->index = grown;
+    w->nbuckets = nb;
+  }
+  size_t b = bucket_of(a->key, w->nbuckets);
+  a->hnext = w->index[b];
+  w->index[b] = a;
+  return true;
+}
+
+static void index_remove(sim_world *w, audit_point *a) {
+  for (audit_point **p = &w->index[bucket_of(a->key, w->nbuckets)]; *p; p = &(*p)->hnext)
+    if (*p == a) {
+      *p = a->hnext;
+      return;
+    }
+}
+
 static void point_drop(sim_world *w, audit_point *a) {
   if (a->left < a->n || a->pins > 0) return;
-  for (size_t i = 0; i < w->naudits; i++)
-    if (w->audits[i] == a) {
-      w->audits[i] = w->audits[--w->naudits];
-      break;
-    }
+  index_remove(w, a);
+  w->audits[a->slot] = w->audits[--w->naudits];
+  w->audits[a->slot]->slot = a->slot;
+  if (a->n == w->topo.size && w->nspare < (int)(sizeof w->spare_arrived / sizeof w->spare_arrived[0])) {
+    w->spare_arrived[w->nspare++] = a->arrived;
+    a->arrived = NULL;
+  }
   point_free(a);
 }
 
@@ -372,8 +446,9 @@ void sim__point_release(sim_world *w, audit_point *a) {
 
 /* The world's point `key`, made on first use for n members bringing `bytes` each. */
 audit_point *sim__point_get(sim_world *w, uint64_t key, int n, size_t bytes, const int *ranks) {
-  for (size_t i = 0; i < w->naudits; i++)
-    if (w->audits[i]->key == key) return w->audits[i];
+  if (w->nbuckets)
+    for (audit_point *p = w->index[bucket_of(key, w->nbuckets)]; p; p = p->hnext)
+      if (p->key == key) return p;
   if (w->naudits == w->capaudits) {
     size_t cap = w->capaudits ? 2 * w->capaudits : 16;
     audit_point **grown = realloc(w->audits, cap * sizeof *grown);
@@ -382,14 +457,17 @@ audit_point *sim__point_get(sim_world *w, uint64_t key, int n, size_t bytes, con
     w->capaudits = cap;
   }
   audit_point *a = calloc(1, sizeof *a);
-  if (a) {
-    a->records = calloc((size_t)n, bytes ? bytes : 1);
+  if (a && n == w->topo.size && w->nspare > 0) {
+    a->arrived = w->spare_arrived[--w->nspare];
+    memset(a->arrived, 0, (size_t)n);
+  } else if (a) {
     a->arrived = calloc((size_t)n, 1);
   }
-  if (!a || !a->records || !a->arrived) {
+  if (a && bytes) a->first_record = malloc(bytes);
+  if (!a || !a->arrived || (bytes && !a->first_record)) {
     if (a) {
-      free(a->records);
       free(a->arrived);
+      free(a->first_record);
     }
     free(a);
     return NULL;
@@ -402,6 +480,11 @@ audit_point *sim__point_get(sim_world *w, uint64_t key, int n, size_t bytes, con
   a->all_ok = true;
   a->first = -1;
   a->all_came = sg_sem_init(0);
+  if (!index_add(w, a)) {
+    point_free(a);
+    return NULL;
+  }
+  a->slot = w->naudits;
   w->audits[w->naudits++] = a;
   return a;
 }
@@ -434,10 +517,19 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
   /* records of another size: still arrive (so nobody waits for this rank), but say so */
   bool same = a->bytes == bytes;
   if (same && bytes) {
-    memcpy(a->records + (size_t)me * bytes, mine, bytes);
-    /* compared with the first record as it arrives: agreement is known without a copy per member */
-    if (a->first < 0) a->first = me;
-    else if (memcmp(a->records + (size_t)a->first * bytes, mine, bytes) != 0) a->differs = true;
+    /* compared with the first record as it arrives: agreement is known without a copy per
+     * member, and every member's record is kept only once one differs */
+    if (a->first < 0) {
+      a->first = me;
+      memcpy(a->first_record, mine, bytes);
+    } else if (!a->differs && memcmp(a->first_record, mine, bytes) != 0) {
+      a->differs = true;
+      a->records = calloc((size_t)n, bytes);
+      a->lost = !a->records;
+      for (int i = 0; i < n && a->records; i++)
+        if (a->arrived[i]) memcpy(a->records + (size_t)i * bytes, a->first_record, bytes);
+    }
+    if (a->records) memcpy(a->records + (size_t)me * bytes, mine, bytes);
   }
   if (meet) {
     a->max_value = fmax(a->max_value, meet->value);
@@ -494,8 +586,15 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
       arrived = *folded->arrived;
     }
   }
-  if (same && all) memcpy(all, a->records, (size_t)(root_only ? 1 : n) * bytes);
+  if (same && all && a->records) {
+    memcpy(all, a->records, (size_t)(root_only ? 1 : n) * bytes);
+  } else if (same && all) { /* all that came brought the first record */
+    for (int i = 0; i < (root_only ? 1 : n); i++)
+      if (a->arrived[i]) memcpy((uint8_t *)all + (size_t)i * bytes, a->first_record, bytes);
+      else memset((uint8_t *)all + (size_t)i * bytes, 0, bytes);
+  }
   if (arrived) memcpy(arrived, a->arrived, (size_t)n);
+  if (a->lost && st == RH_OK) st = RH_ERR_NOMEM;
   if (meet) {
     meet->value = a->max_value;
     meet->ok = a->all_ok;
@@ -741,7 +840,9 @@ void sim__free_world(sim_world *w) {
     free(r);
   }
   for (size_t i = 0; i < w->naudits; i++) point_free(w->audits[i]); /* left by absent members */
+  for (int i = 0; i < w->nspare; i++) free(w->spare_arrived[i]);
   free(w->audits);
+  free(w->index);
   free(w->members);
   free(w->dead);
   rh_topology_free(&w->topo);

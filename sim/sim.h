@@ -28,9 +28,14 @@ typedef struct sim_worker sim_worker;
  * records gathered in shared memory, in no simulated time. */
 typedef struct audit_point {
   uint64_t key;
+  size_t slot;                /* its place in the world's list */
+  struct audit_point *hnext; /* the next point of its bucket in the world's index */
   int n, count, left;
   size_t bytes;
-  uint8_t *records; /* n * bytes */
+  uint8_t *first_record; /* bytes: the first member's record */
+  uint8_t *records; /* n * bytes, made when a record differs from the first (until then each
+                     * member that came brought first_record) */
+  bool lost;        /* ... and could not be made */
   uint8_t *arrived; /* n flags */
   const int *ranks; /* the members' world ranks (n entries) */
   sg_sem_t all_came;
@@ -72,6 +77,9 @@ struct sim_world {
   bool aborted;         /* a member gave up on it after a failed collective */
   audit_point **audits; /* entries are heap-allocated: waiters keep pointers while it grows */
   size_t naudits, capaudits;
+  audit_point **index;  /* the same by key: buckets (a power of two) of chained points; a
+                         * coarse-grain step opens one point per node at once */
+  size_t nbuckets;
   struct rh_p2p *pending; /* posted messages not yet waited */
   struct sim_price *prices; /* what replayed collectives cost in this world (replay.c) */
   size_t nprices, capprices;
@@ -81,6 +89,10 @@ struct sim_world {
   bool agreed;
   uint32_t agreed_seq;
   double agreed_at;     /* when it ended: every member left it then */
+  /* arrival flags of world-wide points, kept for the next: an allocation of thousands of bytes
+   * per collective makes glibc consolidate every free chunk of the process (backend.c) */
+  uint8_t *spare_arrived[8];
+  int nspare;
   sim_world *next_world;  /* the job's list of worlds (freed at the end) */
 };
 
