@@ -319,6 +319,28 @@ static void test_cluster_only_scenario(void **state) {
   free(text);
 }
 
+/* --mem-limit counts every buffer a rank holds: its input and its result, each in host memory
+ * and in tensor memory.  On 2 x 2 GPUs an allreduce of S bytes holds 4 x S per rank, 16 x S over
+ * the job: 512 KiB at 32 KiB, 1 MiB at 64 KiB, so a 768 KiB limit checks the first and runs the
+ * second timing-only. */
+static void test_mem_limit_counts_all_buffers(void **state) {
+  (void)state;
+  char *file = rh_test_path(tmpdir, "mem-limit.yaml");
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fprintf(f, "name: two-nodes\ncluster:\n  nodes: 2\n  gpus_per_node: 2\n  gpu:\n    tflops: 10\n"
+             "  intra:\n    bandwidth_GBps: 50\n  network:\n    nic_Gbps: 100\n");
+  fclose(f);
+  assert_int_equal(collective(file, "-b", "32K", "-e", "64K", "--mem-limit", "768KiB", NULL), 0);
+  row rows[4];
+  assert_int_equal(table(rows, 4), 2);
+  assert_true(rows[0].size == 32768 && rows[1].size == 65536);
+  assert_string_equal(rows[0].wrong[0], "0");
+  assert_string_equal(rows[0].wrong[1], "0");
+  assert_string_equal(rows[1].wrong[0], "N/A");
+  assert_string_equal(rows[1].wrong[1], "N/A");
+}
+
 /* The progress line: on stderr when asked for (RH_PROGRESS=1), never on stdout, and absent
  * when stderr is not a terminal and nobody asked. */
 static void test_progress(void **state) {
@@ -344,6 +366,7 @@ int main(void) {
       cmocka_unit_test(test_refused),             cmocka_unit_test(test_help),
       cmocka_unit_test(test_in_place_checked),    cmocka_unit_test(test_json),
       cmocka_unit_test(test_cluster_only_scenario), cmocka_unit_test(test_progress),
+      cmocka_unit_test(test_mem_limit_counts_all_buffers),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
