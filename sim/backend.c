@@ -52,7 +52,6 @@ static rh_status map_error(sg_error_t e) {
   }
 }
 
-void sim__host_name(int slot, char *buf, size_t len) { snprintf(buf, len, "gpu%d", slot); }
 
 bool sim__member_dead(const sim_world *w, int rank) {
   const sim_worker *m = w->members[rank];
@@ -923,13 +922,22 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int rc = 1;
   if (job.hosts && job.node_of_slot && job.slot_worker && job.node_state) {
     for (int n = 0, s = 0; n < job.nnodes; n++)
-      for (int l = 0; l < cl->gpus_per_node[n]; l++, s++) {
-        char name[32];
-        sim__host_name(s, name, sizeof name);
-        job.hosts[s] = sg_host_by_name(name);
-        job.node_of_slot[s] = n;
-      }
-    if (sim__driver_start(&job) == RH_OK && sim__injector_start(&job) == RH_OK) {
+      for (int l = 0; l < cl->gpus_per_node[n]; l++, s++) job.node_of_slot[s] = n;
+    /* each slot's host by its name, gpu<slot>, from one list: a lookup by name searches every
+     * zone (one per node), hosts x nodes in all */
+    size_t count = sg_host_count();
+    sg_host_t *all = sg_host_list();
+    for (size_t i = 0; all && i < count; i++) {
+      const char *name = sg_host_get_name(all[i]);
+      char *end = NULL;
+      long s = strncmp(name, "gpu", 3) == 0 ? strtol(name + 3, &end, 10) : -1;
+      if (s >= 0 && s < job.nslots && end && *end == 0) job.hosts[s] = all[i];
+    }
+    free(all);
+    bool found = true;
+    for (int s = 0; s < job.nslots && found; s++)
+      if (!(found = job.hosts[s] != NULL)) fprintf(stderr, "rehearsal: the platform has no host gpu%d\n", s);
+    if (found && sim__driver_start(&job) == RH_OK && sim__injector_start(&job) == RH_OK) {
       simgrid_run();
       rc = job.last_failed ? 1 : 0;
     }

@@ -226,7 +226,5 @@ bool sim__injector_links(const sim_job *job, const int *slots, int n, bool acros
                          double *factor, double *extra);
 void sim__injector_free(sim_job *job);
 
-/* The name of a slot's host ("gpu<slot>"), of a node's uplink, of a slot's GPU link. */
-void sim__host_name(int slot, char *buf, size_t len);
 
 #endif

@@ -296,15 +296,22 @@ static void test_json(void **state) {
   json_decref(root);
 }
 
-/* A scenario of a name and a cluster: all a collective needs. */
-static void test_cluster_only_scenario(void **state) {
-  (void)state;
-  char *file = rh_test_path(tmpdir, "cluster-only.yaml");
+/* Writes a scenario of a name and a cluster of 2 x 2 GPUs (all a collective needs) to the
+ * temporary directory's `name`; returns its path. */
+static char *two_nodes_scenario(const char *name) {
+  char *file = rh_test_path(tmpdir, name);
   FILE *f = fopen(file, "w");
   assert_non_null(f);
   fprintf(f, "name: two-nodes\ncluster:\n  nodes: 2\n  gpus_per_node: 2\n  gpu:\n    tflops: 10\n"
              "  intra:\n    bandwidth_GBps: 50\n  network:\n    nic_Gbps: 100\n");
   fclose(f);
+  return file;
+}
+
+/* A scenario of a name and a cluster: all a collective needs. */
+static void test_cluster_only_scenario(void **state) {
+  (void)state;
+  char *file = two_nodes_scenario("cluster-only.yaml");
   int rc = collective(file, "-b", "1K", "-e", "64K", NULL);
   if (rc != 0) {
     char *err = err_text();
@@ -325,12 +332,7 @@ static void test_cluster_only_scenario(void **state) {
  * second timing-only. */
 static void test_mem_limit_counts_all_buffers(void **state) {
   (void)state;
-  char *file = rh_test_path(tmpdir, "mem-limit.yaml");
-  FILE *f = fopen(file, "w");
-  assert_non_null(f);
-  fprintf(f, "name: two-nodes\ncluster:\n  nodes: 2\n  gpus_per_node: 2\n  gpu:\n    tflops: 10\n"
-             "  intra:\n    bandwidth_GBps: 50\n  network:\n    nic_Gbps: 100\n");
-  fclose(f);
+  char *file = two_nodes_scenario("mem-limit.yaml");
   assert_int_equal(collective(file, "-b", "32K", "-e", "64K", "--mem-limit", "768KiB", NULL), 0);
   row rows[4];
   assert_int_equal(table(rows, 4), 2);
