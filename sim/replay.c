@@ -10,10 +10,12 @@
  * of a ring's messages and rendezvous.
  *
  * The ranks meet at no cost and only within one instant: a rank waits for the others with a
- * timer too short to move the clock, which SimGrid fires once no actor can run at the current
- * time.  If they
- * did not all come then, the meeting expires and every rank runs the collective as if nothing
- * had met, so a straggler, a late rank or a dead one changes nothing to what the grain does.
+ * timer of 1e-300 s, which SimGrid fires once no actor can run at the current time.  If they did
+ * not all come then, the meeting expires and every rank runs the collective as if nothing had
+ * met, so a straggler, a late rank or a dead one changes nothing to what the grain does, but for
+ * one thing: SimGrid rounds an expiring timer up to its timing precision (1e-9 s), so the ranks
+ * that waited start that collective 1 ns late.  With the negotiation on (the default) nobody
+ * waits: a negotiation every rank came to ends for all of them at one instant (all_coming).
  *
  *   all came at t, price p known, quiet until t + p   ->  each rank waits p          (replayed)
  *   all came at t, quiet, no price yet                 ->  run, meet again at the end:
@@ -83,8 +85,8 @@ static void meet(sim_world *w, audit_point *a, int me, uint64_t what,
     for (int k = a->waiting; k > 0; k--) sim__point_release(w, a);
   } else if (a->decision == OPEN) {
     a->waiting++;
-    /* a timeout of zero would wait for good; one this small ends the instant without moving
-     * the clock (t + 1e-300 == t) */
+    /* a timeout of zero would wait for good; this one ends with the instant, and if it
+     * expires SimGrid has moved this rank's clock by its precision, 1e-9 s */
     sg_sem_acquire_timeout(a->all_came, 1e-300);
     a->waiting--;
     if (a->decision == OPEN) a->decision = EXPIRED;
