@@ -922,11 +922,18 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int rc = 1;
   if (job.hosts && job.node_of_slot && job.slot_worker && job.node_state) {
     for (int n = 0, s = 0; n < job.nnodes; n++)
-      for (int l = 0; l < cl->gpus_per_node[n]; l++, s++) job.node_of_slot[s] = n;
-    /* each slot's host by its name, gpu<slot>, from one list: a lookup by name searches every
-     * zone (one per node), hosts x nodes in all */
-    size_t count = sg_host_count();
-    sg_host_t *all = sg_host_list();
+      for (int l = 0; l < cl->gpus_per_node[n]; l++, s++) {
+        job.node_of_slot[s] = n;
+        if (slots <= 4096) {
+          char name[32];
+          snprintf(name, sizeof name, "gpu%d", s);
+          job.hosts[s] = sg_host_by_name(name);
+        }
+      }
+    /* past 4,096 GPUs, each slot's host by its name, gpu<slot>, from one list: a lookup by name
+     * searches every zone (one per node), hosts x nodes in all */
+    size_t count = slots > 4096 ? sg_host_count() : 0;
+    sg_host_t *all = count ? sg_host_list() : NULL;
     for (size_t i = 0; all && i < count; i++) {
       const char *name = sg_host_get_name(all[i]);
       char *end = NULL;
