@@ -86,10 +86,7 @@ void rh__pace_cache_free(struct rh_pace_cache *c) {
 }
 
 static size_t pace_home(const struct rh_pace_cache *c, const struct rh_pace *k) {
-  uint64_t h = (uint64_t)(uintptr_t)k->ranks ^ ((uint64_t)k->streams << 48); /* splitmix64's mix */
-  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
-  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
-  return (size_t)(h ^ (h >> 31)) & c->mask;
+  return (size_t)rh__mix64((uint64_t)(uintptr_t)k->ranks ^ ((uint64_t)k->streams << 48)) & c->mask;
 }
 
 /* Looks key up (found: its a and b filled in) or, with `store`, keeps it. */

@@ -223,6 +223,12 @@ rh_status rh_topology_init_map(rh_topology *t, const int *node_of, int size);
 void rh_topology_free(rh_topology *t);
 /* True when every node has the same number of ranks. */
 bool rh_topology_uniform(const rh_topology *t);
+/* splitmix64's finalizer: every bit of x moves every bit of the result (hash tables' buckets). */
+static inline uint64_t rh__mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
 /* decision.c: a topology's cache of ring paces, for about `groups` groups. */
 struct rh_pace_cache *rh__pace_cache_new(size_t groups);
 void rh__pace_cache_free(struct rh_pace_cache *c);

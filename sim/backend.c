@@ -52,7 +52,6 @@ static rh_status map_error(sg_error_t e) {
   }
 }
 
-
 bool sim__member_dead(const sim_world *w, int rank) {
   const sim_worker *m = w->members[rank];
   return w->dead[rank] || !m || m->dead || !sg_host_is_on(m->host);
@@ -90,7 +89,7 @@ static void list_remove(rh_p2p *r) {
  * released. */
 static void sweep(sim_world *w, int dead) {
   size_t n = 0;
-#define SWEPT(r) (dead < 0 || (r)->nap || (r)->peer == dead)
+#define SWEPT(r) (dead < 0 || (r)->nap_sem || (r)->peer == dead)
   for (rh_p2p *r = w->pending; r; r = r->next) n += SWEPT(r);
   if (!n) return;
   /* copied first: waking a waiter lets it run and unlist its message while this loop goes on */
@@ -100,7 +99,7 @@ static void sweep(sim_world *w, int dead) {
   for (rh_p2p *r = w->pending; r && k < n; r = r->next)
     if (SWEPT(r)) {
       memcpy(todo[k].box, r->box, sizeof r->box);
-      todo[k].nap = r->nap ? r->nap_sem : NULL; /* a worker's: it lasts as long as the job */
+      todo[k].nap = r->nap_sem; /* a worker's: it lasts as long as the job */
       todo[k++].recv = r->is_recv;
     }
   static char nothing; /* what a cancelled message carries: it is never delivered */
@@ -117,7 +116,6 @@ static void sweep(sim_world *w, int dead) {
   free(todo);
 #undef SWEPT
 }
-
 
 /* Wakes the members blocked on the world's rendezvous points, to look again at why.  Waking
  * lets them run, leave and free their point: what to release is gathered first. */
@@ -184,11 +182,6 @@ static rh_status refuse(rh_ctx *ctx, int peer) {
   return w && w->dead[peer] ? RH_ERR_PEER_DEAD : RH_OK;
 }
 
-/* One mailbox per world and ordered pair of ranks.  A rank runs its collectives one at a time in
- * issue order, so two ranks post their messages to each other in the same order on both sides,
- * and a mailbox matches in that order: the tag is not needed to tell them apart.  SimGrid never
- * frees a mailbox, and a name per tag would keep 256 of them per pair (gigabytes at 4096 ranks
- * after a few resets). */
 /* Writes v's decimal digits at p; returns the end. */
 static char *digits(char *p, unsigned long v) {
   char tmp[24];
@@ -199,8 +192,12 @@ static char *digits(char *p, unsigned long v) {
   return p;
 }
 
-/* "g<generation>:<src>><dst>", written by hand: a fine-grain ring names two boxes per message,
- * and snprintf was a tenth of its cost. */
+/* One mailbox per world and ordered pair of ranks.  A rank runs its collectives one at a time in
+ * issue order, so two ranks post their messages to each other in the same order on both sides,
+ * and a mailbox matches in that order: the tag is not needed to tell them apart.  SimGrid never
+ * frees a mailbox, and a name per tag would keep 256 of them per pair (gigabytes at 4096 ranks
+ * after a few resets).  The name, "g<generation>:<src>><dst>", is written by hand: a fine-grain
+ * ring names two boxes per message, and snprintf was a tenth of its cost. */
 static void box_name(const rh_ctx *ctx, int src, int dst, char *buf, size_t len) {
   char name[80], *p = name;
   *p++ = 'g';
@@ -342,7 +339,6 @@ static rh_status sim_sleep(rh_ctx *ctx, double seconds) {
   /* on the heap: the nap stays listed if the host dies under it, and a dead actor's stack goes */
   rh_p2p *nap = calloc(1, sizeof *nap);
   if (!nap) return RH_ERR_NOMEM;
-  nap->nap = true;
   nap->nap_sem = wk->nap;
   list_add(w, nap);
   double end = simgrid_get_clock() + seconds;
@@ -380,12 +376,9 @@ static void point_free(audit_point *a) {
   free(a);
 }
 
-/* splitmix64's finalizer: every bit of the key (a group's id sits in the high half) moves the
- * bucket. */
+/* A key's bucket: mixed, as a group's id sits in the key's high half. */
 static size_t bucket_of(uint64_t key, size_t nbuckets) {
-  key = (key ^ (key >> 30)) * 0xBF58476D1CE4E5B9ull;
-  key = (key ^ (key >> 27)) * 0x94D049BB133111EBull;
-  return (size_t)(key ^ (key >> 31)) & (nbuckets - 1);
+  return (size_t)rh__mix64(key) & (nbuckets - 1);
 }
 
 /* Lists a in the world's index, grown to twice as many buckets as points. */
@@ -538,7 +531,7 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
   rh_status st = RH_OK;
   double deadline = timeout >= 0 ? simgrid_get_clock() + timeout : -1;
   if (++a->count == n) {
-    if ((key >> 32) == 0 && same && !a->differs) { /* a negotiation (RH_AUDIT_COLLECTIVE) */
+    if ((key & ~0xffffffffull) == RH_AUDIT_COLLECTIVE && same && !a->differs) { /* a negotiation */
       w->agreed = true;
       w->agreed_seq = (uint32_t)key;
       w->agreed_at = simgrid_get_clock();
@@ -913,8 +906,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   simgrid_load_platform(path);
   if (!cfg->platform_file) unlink(path);
 
-  for (int n = 0; n < job.nnodes; n++) job.nslots += cl->gpus_per_node[n];
-  if (job.nslots < 1) job.nslots = 1;
+  job.nslots = slots > 0 ? slots : 1;
   job.hosts = calloc((size_t)job.nslots, sizeof *job.hosts);
   job.node_of_slot = calloc((size_t)job.nslots, sizeof *job.node_of_slot);
   job.slot_worker = calloc((size_t)job.nslots, sizeof *job.slot_worker);
@@ -922,18 +914,11 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int rc = 1;
   if (job.hosts && job.node_of_slot && job.slot_worker && job.node_state) {
     for (int n = 0, s = 0; n < job.nnodes; n++)
-      for (int l = 0; l < cl->gpus_per_node[n]; l++, s++) {
-        job.node_of_slot[s] = n;
-        if (slots <= 4096) {
-          char name[32];
-          snprintf(name, sizeof name, "gpu%d", s);
-          job.hosts[s] = sg_host_by_name(name);
-        }
-      }
-    /* past 4,096 GPUs, each slot's host by its name, gpu<slot>, from one list: a lookup by name
-     * searches every zone (one per node), hosts x nodes in all */
-    size_t count = slots > 4096 ? sg_host_count() : 0;
-    sg_host_t *all = count ? sg_host_list() : NULL;
+      for (int l = 0; l < cl->gpus_per_node[n]; l++, s++) job.node_of_slot[s] = n;
+    /* each slot's host by its name, gpu<slot>, from one list: a lookup by name searches every
+     * zone (one per node), hosts x nodes in all */
+    size_t count = sg_host_count();
+    sg_host_t *all = sg_host_list();
     for (size_t i = 0; all && i < count; i++) {
       const char *name = sg_host_get_name(all[i]);
       char *end = NULL;

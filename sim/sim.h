@@ -59,8 +59,8 @@ struct rh_p2p {
   void *dst;               /* recv: where the payload goes; NULL for timing-only */
   size_t bytes;
   bool is_recv;
-  bool nap;                /* an interruptible sleep: a timed wait on its worker's semaphore */
-  sg_sem_t nap_sem;        /* ... that semaphore, which a sweep releases */
+  sg_sem_t nap_sem;        /* an interruptible sleep (not a message): the worker's semaphore it
+                            * waits on with a timeout, which a sweep releases */
   char box[64];            /* the mailbox, for the abort sweep */
   int peer;                /* the other rank */
   sim_world *world;
