@@ -23,6 +23,14 @@ rh_status rh_compute(rh_ctx *ctx, double flops) {
   return ctx->ops->compute(ctx, flops);
 }
 
+rh_status rh_compute_priced(rh_ctx *ctx, double flops, double seconds) {
+  if (!(flops >= 0) || !(seconds >= 0)) return RH_ERR_INVALID;
+  if (ctx->ops->priced) return ctx->ops->priced(ctx, flops, seconds);
+  /* the backend spends FLOPs at the cluster's GPU rate: the seconds' worth of them */
+  double rate = ctx->cluster ? ctx->cluster->gpu_flops : 0;
+  return rate > 0 ? ctx->ops->compute(ctx, seconds * rate) : ctx->ops->compute(ctx, flops);
+}
+
 int rh_restarts(const rh_ctx *ctx) { return ctx->restarts; }
 
 rh_status rh_storage_io(rh_ctx *ctx, double bytes, bool write) {

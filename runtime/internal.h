@@ -322,6 +322,10 @@ typedef struct rh_backend_ops {
   rh_status (*waitall)(rh_ctx *ctx, rh_p2p **reqs, size_t n, double timeout);
   double (*now)(const rh_ctx *ctx);
   rh_status (*compute)(rh_ctx *ctx, double flops);
+  /* Work the caller has priced: `flops` that the timing model says take `seconds`.  NULL: the
+   * backend's compute at the cluster's GPU rate spends the seconds (the simulator, the CPU
+   * processes).  A target that runs FLOPs for real runs the flops: their time is the measure. */
+  rh_status (*priced)(rh_ctx *ctx, double flops, double seconds);
   /* Charges the time of reducing `bytes` locally; NULL when reduction time is not modelled. */
   rh_status (*reduce_cost)(rh_ctx *ctx, size_t bytes);
   /* Zero-cost rendezvous of the group's ranks in modelled time (simulators only; NULL

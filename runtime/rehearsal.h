@@ -87,6 +87,12 @@ double rh_time(const rh_ctx *ctx);
  * rate; real: a synthetic kernel).  Blocks until done. */
 rh_status rh_compute(rh_ctx *ctx, double flops);
 
+/* Spends work whose time a model gives: `flops` floating-point operations that take `seconds`
+ * by the model (a roofline's layer; a framework's overhead, with flops 0).  Simulated, and on
+ * processes without a GPU: `seconds`.  On a GPU: the `flops` as a synthetic kernel, so what
+ * they really take is measured, not the model's guess.  Blocks until done. */
+rh_status rh_compute_priced(rh_ctx *ctx, double flops, double seconds);
+
 /* Accounts for `bytes` written to (or read from) the cluster's storage, as a checkpoint does:
  * on the simulator the scenario's storage bandwidth and latency are charged to this rank; on
  * real hardware nothing is (the real I/O took its own time). */

@@ -6,9 +6,13 @@
  *    1 GB, in place and out of place.  Goal: within 3% at >= 64 MB.
  * 2. Fusion: the pack and unpack kernels (64 tensors of 4 MiB) against the device's own copy
  *    bandwidth (cudaMemcpy device to device).  Goal: >= 80%.
- * 3. With a file argument (mpirun -np 1 ./build/tests/bench_gpu gemm.txt): fp32 cuBLAS GEMMs of
- *    squares 256 to 16384 on rank 0's GPU, written as rows "M N K TFLOPS" for
- *    `rehearsal calibrate --gemm gemm.txt` (the roofline's efficiency curve).
+ * 3. With file arguments (mpirun -np 1 ./build/tests/bench_gpu fp32.txt [bf16.txt [calls.txt]]):
+ *    cuBLAS GEMMs on rank 0's GPU, squares of side 128 to 16384, fp32 and (second file) bf16
+ *    with fp32 accumulation, random inputs,
+ *    written as rows "M N K TFLOPS" for `rehearsal calibrate --gemm FILE` (the roofline's
+ *    efficiency curve).
+ * 4. The third file: the GPU target's compute call by call (rh_gpu_compute, its GEMMs with the
+ *    launches and the synchronisation of each call), rows of the same form.
  * On one GPU a one-rank communicator moves no bytes between GPUs: in place, both sides time
  * NCCL's fixed cost; out of place, NCCL copies the buffer and the runtime copies it before an
  * in-place allreduce, so both move the same bytes.
@@ -20,8 +24,11 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void) {
@@ -37,43 +44,108 @@ static double event_seconds(cudaEvent_t a, cudaEvent_t b) {
   return ms * 1e-3;
 }
 
-/* Section 3: the fp32 GEMM rate by size, into `path`. */
-static int gemm_sweep(const char *path) {
+/* `bytes` of values uniform in [-1, 1), fp32 or bf16 (a float's upper half), into a and b: a
+ * GEMM of zeros draws less power than one of real values and runs faster, by some 10% on the
+ * tensor cores. */
+static int fill_random(void *a, void *b, size_t bytes, bool bf16) {
+  unsigned char *h = malloc(bytes);
+  if (!h) return 1;
+  uint64_t x = 0x9e3779b97f4a7c15u;
+  size_t n = bytes / (bf16 ? 2 : 4);
+  for (size_t i = 0; i < n; i++) {
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    float v = (float)((double)(x >> 40) / (double)(1u << 24)) * 2 - 1;
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    if (bf16) ((uint16_t *)h)[i] = (uint16_t)(bits >> 16);
+    else ((float *)h)[i] = v;
+  }
+  int rc = cudaMemcpy(a, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+           cudaMemcpy(b, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess;
+  free(h);
+  return rc;
+}
+
+/* Section 3: the GEMM rate by size, fp32 (cublasSgemm, the CUDA cores, as the GPU target's
+ * synthetic compute runs) or bf16 in, fp32 accumulate (cublasGemmEx, the tensor cores, as mixed
+ * precision training runs), into `path`. */
+static int gemm_sweep(const char *path, bool bf16) {
   FILE *f = fopen(path, "w");
   cublasHandle_t h;
   if (!f || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
     if (f) fclose(f);
     return 1;
   }
-  fprintf(f, "# fp32 cublasSgemm, square, mean of 10 after a warm-up\n# M N K TFLOPS\n");
+  fprintf(f, "# %s, column-major NN, random inputs, mean of 10 after a warm-up\n"
+             "# M N K TFLOPS\n",
+          bf16 ? "bf16 cublasGemmEx, fp32 accumulate" : "fp32 cublasSgemm");
   size_t most = (size_t)16384 * 16384 * sizeof(float);
-  float *a = NULL, *b = NULL, *c = NULL;
+  void *a = NULL, *b = NULL, *c = NULL;
   const float one = 1, zero = 0;
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  int rc = cudaMalloc((void **)&a, most) || cudaMalloc((void **)&b, most) ||
-           cudaMalloc((void **)&c, most);
-  for (int m = 256; m <= 16384 && !rc; m *= 2) {
-    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, b, m, &zero, c, m);
-    cudaEventRecord(e0, 0);
-    for (int i = 0; i < 10; i++)
-      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, b, m, &zero, c, m);
+  int rc = cudaMalloc(&a, most) || cudaMalloc(&b, most) || cudaMalloc(&c, most);
+  if (!rc) rc = fill_random(a, b, most, bf16);
+  /* squares of side 128 to 16384, in steps of about sqrt(2) */
+  static const int shapes[][3] = {
+      {128, 128, 128},       {192, 192, 192},      {256, 256, 256},   {384, 384, 384},
+      {512, 512, 512},       {768, 768, 768},      {1024, 1024, 1024}, {1536, 1536, 1536},
+      {2048, 2048, 2048},    {3072, 3072, 3072},   {4096, 4096, 4096}, {6144, 6144, 6144},
+      {8192, 8192, 8192},    {12288, 12288, 12288}, {16384, 16384, 16384}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes && !rc; i++) {
+    int m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+    for (int r = -1; r < 10; r++) {
+      if (r == 0) cudaEventRecord(e0, 0);
+      cublasStatus_t st =
+          bf16 ? cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, CUDA_R_16BF, m, b,
+                              CUDA_R_16BF, k, &zero, c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT)
+               : cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, (const float *)a, m,
+                             (const float *)b, k, &zero, (float *)c, m);
+      if (st != CUBLAS_STATUS_SUCCESS) rc = 1;
+    }
     cudaEventRecord(e1, 0);
     double t = event_seconds(e0, e1) / 10;
-    fprintf(f, "%d %d %d %.6g\n", m, m, m, 2.0 * m * m * (double)m / t / 1e12);
+    fprintf(f, "%d %d %d %.6g\n", m, n, k, 2.0 * m * n * (double)k / t / 1e12);
   }
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
   cublasDestroy(h);
   fclose(f);
-  if (!rc) printf("# GEMM sweep written to %s\n", path);
+  if (!rc) printf("# GEMM sweep (%s) written to %s\n", bf16 ? "bf16" : "fp32", path);
   return rc;
 }
 
+/* Section 4: the GPU target's own compute, call by call: rh_gpu_compute of 2 x 4096 x 4096 x K
+ * FLOPs (its GEMMs, their launches and the synchronisation that ends each call, as a training
+ * step's layer pays them), timed on the host, written as rows of that GEMM's shape. */
+static int compute_sweep(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return 1;
+  fprintf(f, "# rh_gpu_compute calls of 2 x 4096 x 4096 x K FLOPs, host-timed, mean of 20 after a "
+             "warm-up\n# M N K TFLOPS\n");
+  int rc = 0;
+  for (int k = 32; k <= 32768 && !rc; k *= 2) {
+    double w = 2.0 * 4096 * 4096 * (double)k, t0 = 0;
+    for (int r = -1; r < 20 && !rc; r++) {
+      if (r == 0) t0 = now();
+      rc = rh_gpu_compute(w, rh_gpu_stream()) != RH_OK;
+    }
+    fprintf(f, "4096 4096 %d %.6g\n", k, w / ((now() - t0) / 20) / 1e12);
+  }
+  fclose(f);
+  if (!rc) printf("# compute calls written to %s\n", path);
+  return rc;
+}
+
+struct tables {
+  const char *fp32, *bf16, *calls;
+};
+
 static int bench(rh_ctx *ctx, void *arg) {
-  const char *gemm_table = arg;
+  const struct tables *gemm = arg;
   int rank = rh_rank(ctx), n = rh_size(ctx);
   struct cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, rh_gpu_device());
@@ -184,7 +256,9 @@ static int bench(rh_ctx *ctx, void *arg) {
   cudaFree(copy);
   ncclCommDestroy(raw);
   cudaStreamDestroy(s);
-  if (gemm_table && rank == 0 && gemm_sweep(gemm_table) != 0) return 1;
+  if (rank == 0 && gemm->fp32 && gemm_sweep(gemm->fp32, false) != 0) return 1;
+  if (rank == 0 && gemm->bf16 && gemm_sweep(gemm->bf16, true) != 0) return 1;
+  if (rank == 0 && gemm->calls && compute_sweep(gemm->calls) != 0) return 1;
   return 0;
 }
 
@@ -198,7 +272,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   rh_launch_config cfg = {.settings = &settings};
-  int rc = rh__launch(&cfg, bench, argc > 1 ? argv[1] : NULL, NULL);
+  struct tables gemm = {argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL,
+                        argc > 3 ? argv[3] : NULL};
+  int rc = rh__launch(&cfg, bench, &gemm, NULL);
   if (rc == 77) printf("no CUDA device found: nothing to measure\n");
   return rc;
 }

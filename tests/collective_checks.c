@@ -255,6 +255,8 @@ static void check_arguments(rh_ctx *ctx) {
   CHECK(rh_allreduce(ctx, &x, NULL, 1, RH_FLOAT32, RH_SUM, NULL) == RH_ERR_INVALID, "one NULL");
   CHECK(rh_broadcast(ctx, &x, 1, RH_FLOAT32, rh_size(ctx)) == RH_ERR_INVALID, "root");
   CHECK(rh_compute(ctx, -1) == RH_ERR_INVALID, "negative flops");
+  CHECK(rh_compute_priced(ctx, -1, 0) == RH_ERR_INVALID, "negative priced flops");
+  CHECK(rh_compute_priced(ctx, 0, -1) == RH_ERR_INVALID, "negative priced seconds");
   /* timing-only forms move simulated bytes and carry nothing */
   CHECK(rh_allreduce(ctx, NULL, NULL, 1 << 20, RH_FLOAT32, RH_AVERAGE, NULL) == RH_OK, "timing");
   CHECK(rh_broadcast(ctx, NULL, 1 << 12, RH_FLOAT32, 0) == RH_OK, "timing broadcast");

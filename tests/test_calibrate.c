@@ -201,6 +201,83 @@ static void test_gemm_fit(void **state) {
   assert_true(fabs(preset_value(fitted, "gemm_half_gflop") - 20) < 1e-4);
 }
 
+/* The number after `key:` on the first line that starts (after indentation) with it, or NaN. */
+static double yaml_value(const char *file, const char *key) {
+  char *text = rh_test_slurp(file);
+  assert_non_null(text);
+  double v = NAN;
+  size_t n = strlen(key);
+  for (char *line = text; line && isnan(v); line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    char *p = line + strspn(line, " ");
+    if (strncmp(p, key, n) == 0 && p[n] == ':') v = strtod(p + n + 1, NULL);
+  }
+  free(text);
+  return v;
+}
+
+/* The H100 figures shipped are what calibrate fits from the measurements shipped beside them
+ * (presets/measured/, taken on an H100 by bench_gpu), and the scenario they serve predicts the
+ * steps measured there within 5%. */
+static void test_h100_measurements(void **state) {
+  (void)state;
+  struct {
+    const char *shipped, *table; /* where the figures are, what they were fitted from */
+  } fits[] = {
+      {"presets/gpu/h100-sxm-fp32.yaml", "presets/measured/h100-gemm-fp32.txt"},
+      {"presets/gpu/h100-sxm-bf16.yaml", "presets/measured/h100-gemm-bf16.txt"},
+      {"scenarios/h100-1gpu.yaml", "presets/measured/h100-compute-calls.txt"},
+  };
+  for (size_t i = 0; i < sizeof fits / sizeof *fits; i++) {
+    const char *shipped = fits[i].shipped, *file = shipped;
+    char name[64];
+    if (strncmp(shipped, "presets/", 8) == 0) { /* a GPU preset: a scenario around it */
+      char preset[64], cluster[256];
+      snprintf(preset, sizeof preset, "%.*s", (int)strcspn(strrchr(shipped, '/') + 1, "."),
+               strrchr(shipped, '/') + 1);
+      snprintf(cluster, sizeof cluster, "  nodes: 1\n  gpus_per_node: 1\n  gpu: {preset: %s}\n"
+               "  intra: {bandwidth_GBps: 100}\n", preset);
+      snprintf(name, sizeof name, "h100-%zu", i);
+      file = scenario(name, cluster);
+    }
+    snprintf(name, sizeof name, "h100-fit-%zu.yaml", i);
+    char *fitted = path(name);
+    snprintf(name, sizeof name, "h100-fit-%zu.log", i);
+    assert_int_equal(calibrate(file, "--gemm", fits[i].table, fitted, path(name)), 0);
+    for (int k = 0; k < 2; k++) {
+      const char *key = k ? "gemm_half_gflop" : "gemm_efficiency";
+      double want = yaml_value(shipped, key), got = yaml_value(fitted, key);
+      if (!(fabs(got - want) <= 1e-5 * want))
+        fail_msg("%s: %s %.9g, fitted from %s: %.9g", shipped, key, want, fits[i].table, got);
+    }
+  }
+  /* the prediction against the measured steps */
+  char *out = path("h100-sim");
+  char *argv[] = {RH_BINARY, "run", "scenarios/h100-1gpu.yaml", "--out", out, NULL};
+  assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
+  char json[320];
+  snprintf(json, sizeof json, "%s/summary.json", out);
+  json_error_t err;
+  json_t *root = json_load_file(json, 0, &err);
+  assert_non_null(root);
+  double predicted =
+      json_real_value(json_object_get(json_object_get(root, "summary"), "steady_step_ms"));
+  json_decref(root);
+  FILE *f = fopen("presets/measured/h100-1gpu-steps.txt", "r");
+  assert_non_null(f);
+  char line[256];
+  int runs = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#') continue;
+    double measured = strtod(line, NULL);
+    print_message("H100 steady step: predicted %.4f ms, measured %.4f ms (%+.2f%%)\n", predicted,
+                  measured, 100 * (predicted - measured) / measured);
+    assert_true(fabs(predicted - measured) <= 0.05 * measured);
+    runs++;
+  }
+  fclose(f);
+  assert_int_equal(runs, 3);
+}
+
 static void test_step_fit(void **state) {
   (void)state;
   /* one GPU at 10 TFLOP/s: a step of batch 10 x 3 GFLOP is 3 ms; measured 6 ms: 5 TFLOP/s */
@@ -278,7 +355,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvlink_round_trip), cmocka_unit_test(test_nic_round_trip),
       cmocka_unit_test(test_gemm_fit),          cmocka_unit_test(test_step_fit),
-      cmocka_unit_test(test_bad_measurements),
+      cmocka_unit_test(test_bad_measurements), cmocka_unit_test(test_h100_measurements),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -331,8 +331,11 @@ static int fit_gemm(rh_scenario *sc, const char *path) {
     fclose(f);
     return 2;
   }
-  /* 1/eff = 1/e + (h/e) (1/W): a line in 1/W */
-  double sx = 0, sy = 0, sxx = 0, sxy = 0, w[256], eff[256];
+  /* The model's time of a GEMM of W FLOPs is (W + h) / (peak e) = a W + b: a and b such that
+   * the relative errors of the times, a R + b / T - 1 with R = W / T the measured rate, have the
+   * least sum of squares.  (A line through 1/eff against 1/W, unweighted, lets the smallest
+   * GEMMs, whose 1/W is largest, decide it: 10% off on the large ones.) */
+  double s11 = 0, s12 = 0, s22 = 0, y1 = 0, y2 = 0, w[256], eff[256];
   int n = 0, lineno = 0, distinct = 0, rc = 0;
   char *line = NULL;
   size_t cap_line = 0;
@@ -365,11 +368,12 @@ static int fit_gemm(rh_scenario *sc, const char *path) {
       for (int i = 0; i < n; i++) seen = seen || w[i] == w[n];
       if (!seen) distinct++;
       eff[n] = tf * 1e12 / sc->compute.peak;
-      double x = 1 / w[n], y = 1 / eff[n];
-      sx += x;
-      sy += y;
-      sxx += x * x;
-      sxy += x * y;
+      double r = tf * 1e12, inv_t = r / w[n];
+      s11 += r * r;
+      s12 += r * inv_t;
+      s22 += inv_t * inv_t;
+      y1 += r;
+      y2 += inv_t;
       n++;
     }
   }
@@ -380,11 +384,14 @@ static int fit_gemm(rh_scenario *sc, const char *path) {
     fprintf(stderr, "rehearsal calibrate: %s: a fit needs two GEMM sizes or more\n", path);
     return 2;
   }
-  double den = n * sxx - sx * sx;
-  double slope = den != 0 ? (n * sxy - sx * sy) / den : 0, icept = (sy - slope * sx) / n;
-  if (!(icept > 0)) icept = 1;
-  sc->compute.gemm_efficiency = fmin(1, 1 / icept);
-  sc->compute.gemm_half = slope > 0 ? slope / icept : 0;
+  double den = s11 * s22 - s12 * s12;
+  double a = den > 0 ? (y1 * s22 - y2 * s12) / den : 0, b = den > 0 ? (s11 * y2 - s12 * y1) / den : 0;
+  if (!(b > 0) || !(a > 0)) { /* no fixed cost to see: the best rate alone */
+    a = y1 / s11;
+    b = 0;
+  }
+  sc->compute.gemm_efficiency = fmin(1, 1 / (a * sc->compute.peak));
+  sc->compute.gemm_half = b / a;
   rh_gpu_model g = {.sustained = sc->cluster.gpu_flops, .peak = sc->compute.peak,
                     .gemm_efficiency = sc->compute.gemm_efficiency, .gemm_half = sc->compute.gemm_half};
   printf("# rehearsal calibrate: GEMM efficiency from %s: %.4f of the peak for large GEMMs, half "

@@ -18,4 +18,3 @@ double rh_compute_seconds(const rh_gpu_model *g, double flops, double bytes) {
   return t;
 }
 
-double rh_compute_charge(const rh_gpu_model *g, double seconds) { return seconds * g->sustained; }

@@ -22,7 +22,5 @@ typedef struct rh_gpu_model {
 bool rh_compute_roofline(const rh_gpu_model *g);
 /* Seconds of one kernel of `flops` FLOPs moving `bytes` of memory. */
 double rh_compute_seconds(const rh_gpu_model *g, double flops, double bytes);
-/* The FLOPs to charge at the sustained rate so that the simulated GPU takes `seconds`. */
-double rh_compute_charge(const rh_gpu_model *g, double seconds);
 
 #endif

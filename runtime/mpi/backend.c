@@ -390,6 +390,12 @@ static rh_status gpu_compute(rh_ctx *ctx, double flops) {
   rh_status st = rh_gpu_bind();
   return st == RH_OK ? rh_gpu_compute(flops, rh_gpu_stream()) : st;
 }
+
+/* the GPU runs the FLOPs themselves: their real time is what a run measures */
+static rh_status gpu_priced(rh_ctx *ctx, double flops, double seconds) {
+  (void)seconds;
+  return gpu_compute(ctx, flops);
+}
 #endif
 
 /* ---- background tasks: one thread each, taking turns in issue order ----------------------- */
@@ -473,6 +479,7 @@ static const rh_backend_ops mpi_ops = {
 #ifdef RH_MPI_GPU
     .name = "nccl",
     .compute = gpu_compute,
+    .priced = gpu_priced,
     .allreduce = gpu_allreduce,
     .broadcast = gpu_broadcast,
     .allgatherv = gpu_allgatherv,

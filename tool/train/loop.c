@@ -254,31 +254,45 @@ static void load_batch(rank_state *s, long k, long n) {
   s->nused = n;
 }
 
-/* Seconds-equivalent FLOPs of a timing model's layer i on n samples (forward; backward twice),
- * by the roofline when the GPU has a peak rate, else its FLOPs. */
-static double layer_charge(const rank_state *s, int i, long n, bool backward) {
+/* The FLOPs of a timing model's layer i on n samples (forward; backward twice). */
+static double layer_flops(const rank_state *s, int i, long n, bool backward) {
+  return s->cfg->forward_flops * (double)n * s->tensors[i].share * (backward ? 2 : 1);
+}
+
+/* The seconds of layer i by the GPU's model: the roofline when it has a peak rate, else its
+ * FLOPs at the sustained rate. */
+static double layer_seconds(const rank_state *s, int i, long n, bool backward) {
   const rh_train_config *cfg = s->cfg;
-  double f = cfg->forward_flops * (double)n * s->tensors[i].share * (backward ? 2 : 1);
-  if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return f;
+  double f = layer_flops(s, i, n, backward);
+  if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return f / cfg->gpu.sustained;
   double bytes = cfg->layers[i].memory_bytes * (double)n * (backward ? 2 : 1);
-  return rh_compute_charge(&cfg->gpu, rh_compute_seconds(&cfg->gpu, f, bytes));
+  return rh_compute_seconds(&cfg->gpu, f, bytes);
+}
+
+/* Layer i's kernel: priced by the roofline (a GPU runs its FLOPs and takes what they take). */
+static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
+  const rh_train_config *cfg = s->cfg;
+  double f = layer_flops(s, i, n, backward);
+  if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return rh_compute(s->ctx, f);
+  return rh_compute_priced(s->ctx, f, layer_seconds(s, i, n, backward));
 }
 
 /* The framework's own work of a step, then the forward pass: one kernel per layer under the
- * roofline, else the model's FLOPs at once. */
+ * roofline, else the model's FLOPs at once.  The overhead is the model's: a real target has
+ * its own, which it measures. */
 static rh_status forward(rank_state *s, long n) {
   const rh_train_config *cfg = s->cfg;
   rh_status st = RH_OK;
   if (cfg->gpu.overhead > 0) {
     rh_trace_begin(s->ctx, "layer", "framework overhead");
-    st = rh_compute(s->ctx, rh_compute_charge(&cfg->gpu, cfg->gpu.overhead));
+    st = rh_compute_priced(s->ctx, 0, cfg->gpu.overhead);
     rh_trace_end(s->ctx);
   }
   if (cfg->real || !rh_compute_roofline(&cfg->gpu))
     return st == RH_OK ? rh_compute(s->ctx, cfg->forward_flops * (double)n) : st;
   for (int i = 0; i < s->ntensors && st == RH_OK; i++) {
     rh_trace_begin(s->ctx, "layer", s->tensors[i].name);
-    st = rh_compute(s->ctx, layer_charge(s, i, n, false));
+    st = layer_compute(s, i, n, false);
     rh_trace_end(s->ctx);
   }
   return st;
@@ -291,7 +305,6 @@ static rh_status forward(rank_state *s, long n) {
  * Returns, per position of the walking order, whether a bucket ends there (caller frees). */
 static int *plan_rounds(const rank_state *s, const int *order, long n, double threshold,
                         double cycle) {
-  const rh_train_config *cfg = s->cfg;
   int nt = s->ntensors;
   int *ends = calloc((size_t)(nt ? nt : 1), sizeof *ends);
   double *ready = malloc((size_t)(nt ? nt : 1) * sizeof *ready);
@@ -302,7 +315,7 @@ static int *plan_rounds(const rank_state *s, const int *order, long n, double th
   }
   double t = 0;
   for (int i = 0; i < nt; i++) {
-    t += layer_charge(s, order[i], n, true) / cfg->gpu.sustained;
+    t += layer_seconds(s, order[i], n, true);
     ready[i] = t;
   }
   double round = 0;
@@ -385,7 +398,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   for (int i = 0; i < nt && st == RH_OK; i++) {
     const train_tensor *t = &s->tensors[order[i]];
     rh_trace_begin(ctx, "layer", t->name);
-    st = rh_compute(ctx, layer_charge(s, order[i], n, true));
+    st = layer_compute(s, order[i], n, true);
     rh_trace_end(ctx);
     if (ends) { /* Horovod's rounds decided where buckets end */
       cur.to = i + 1;
