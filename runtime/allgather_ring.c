@@ -16,7 +16,8 @@ rh_status rh__allgatherv_ring(const rh_coll *c, const size_t *counts) {
     offsets[i] = off;
     off += counts[i];
   }
-  rh_status st = rh__ring_allgather(c, g, counts, offsets, 0);
+  rh_blocks b = {.counts = counts, .offsets = offsets, .n = g->n};
+  rh_status st = rh__ring_allgather(c, g, &b, 0);
   free(offsets);
   return st;
 }

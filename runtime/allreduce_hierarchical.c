@@ -12,26 +12,19 @@
  */
 #include "internal.h"
 
-#include <stdlib.h>
-
 rh_status rh__allreduce_hierarchical(const rh_coll *c) {
   rh_ctx *ctx = c->ctx;
   if (!rh_topology_uniform(ctx->topo)) return rh__allreduce_ring(c);
   const rh_group *node = &ctx->node, *cross = &ctx->cross;
   int L = node->n, M = cross->n;
-  size_t *buf = malloc(2 * (size_t)(L + M) * sizeof(size_t));
-  if (!buf) return RH_ERR_NOMEM;
-  size_t *counts = buf, *offsets = buf + L, *sub_counts = buf + 2 * L, *sub_offsets = sub_counts + M;
-  rh__blocks(c->count, L, counts, offsets);
-  rh_status st = rh__ring_reduce_scatter(c, node, counts, offsets);
+  rh_blocks blocks = rh__even_blocks(c->count, L, 0);
+  rh_status st = rh__ring_reduce_scatter(c, node, &blocks);
   if (st == RH_OK && M > 1) {
     int own = (node->me + 1) % L;
-    rh__blocks(counts[own], M, sub_counts, sub_offsets);
-    for (int i = 0; i < M; i++) sub_offsets[i] += offsets[own];
-    st = rh__ring_reduce_scatter(c, cross, sub_counts, sub_offsets);
-    if (st == RH_OK) st = rh__ring_allgather(c, cross, sub_counts, sub_offsets, 1);
+    rh_blocks sub = rh__even_blocks(rh__block_count(&blocks, own), M, rh__block_offset(&blocks, own));
+    st = rh__ring_reduce_scatter(c, cross, &sub);
+    if (st == RH_OK) st = rh__ring_allgather(c, cross, &sub, 1);
   }
-  if (st == RH_OK) st = rh__ring_allgather(c, node, counts, offsets, 1);
-  free(buf);
+  if (st == RH_OK) st = rh__ring_allgather(c, node, &blocks, 1);
   return st;
 }

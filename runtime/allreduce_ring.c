@@ -5,16 +5,10 @@
  */
 #include "internal.h"
 
-#include <stdlib.h>
-
 rh_status rh__allreduce_ring(const rh_coll *c) {
   const rh_group *g = &c->ctx->world;
-  size_t *counts = malloc(2 * (size_t)g->n * sizeof(size_t));
-  if (!counts) return RH_ERR_NOMEM;
-  size_t *offsets = counts + g->n;
-  rh__blocks(c->count, g->n, counts, offsets);
-  rh_status st = rh__ring_reduce_scatter(c, g, counts, offsets);
-  if (st == RH_OK) st = rh__ring_allgather(c, g, counts, offsets, 1);
-  free(counts);
+  rh_blocks b = rh__even_blocks(c->count, g->n, 0);
+  rh_status st = rh__ring_reduce_scatter(c, g, &b);
+  if (st == RH_OK) st = rh__ring_allgather(c, g, &b, 1);
   return st;
 }

@@ -580,15 +580,34 @@ typedef struct rh_coll {
   bool coarse;    /* timing-only and uniform: simulate one ring step, charge the rest (api.c) */
 } rh_coll;
 
-/* Splits `count` elements into n blocks (the first count % n get one more). */
-void rh__blocks(size_t count, int n, size_t *counts, size_t *offsets);
+/* How a buffer is cut into a group's n blocks: listed (`counts`, `offsets`: allgatherv's
+ * blocks), or, with counts NULL, `count` elements from element `base` split evenly, the first
+ * count % n blocks one longer.  An even split is worked out block by block, so a rank of a
+ * 16,384-GPU ring holds no world-sized arrays while it waits. */
+typedef struct rh_blocks {
+  const size_t *counts, *offsets;
+  size_t count, base;
+  int n;
+} rh_blocks;
 
-/* Ring phases over the group g on blocks (counts/offsets in elements, n = g->n entries).  After
+static inline rh_blocks rh__even_blocks(size_t count, int n, size_t base) {
+  rh_blocks b = {NULL, NULL, count, base, n};
+  return b;
+}
+static inline size_t rh__block_count(const rh_blocks *b, int i) {
+  if (b->counts) return b->counts[i];
+  return b->count / (size_t)b->n + ((size_t)i < b->count % (size_t)b->n ? 1 : 0);
+}
+static inline size_t rh__block_offset(const rh_blocks *b, int i) {
+  if (b->offsets) return b->offsets[i];
+  size_t q = b->count / (size_t)b->n, r = b->count % (size_t)b->n, k = (size_t)i;
+  return b->base + k * q + (k < r ? k : r);
+}
+
+/* Ring phases over the group g on blocks (in elements, b->n = g->n of them).  After
  * reduce-scatter, group index i holds the reduced block (i + 1) % n; allgather starts from that. */
-rh_status rh__ring_reduce_scatter(const rh_coll *c, const rh_group *g, const size_t *counts,
-                                  const size_t *offsets);
-rh_status rh__ring_allgather(const rh_coll *c, const rh_group *g, const size_t *counts,
-                             const size_t *offsets, int shift);
+rh_status rh__ring_reduce_scatter(const rh_coll *c, const rh_group *g, const rh_blocks *b);
+rh_status rh__ring_allgather(const rh_coll *c, const rh_group *g, const rh_blocks *b, int shift);
 
 rh_status rh__allreduce_ring(const rh_coll *c);
 rh_status rh__allreduce_hierarchical(const rh_coll *c);

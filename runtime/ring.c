@@ -19,51 +19,45 @@
 #include <math.h>
 #include <stdlib.h>
 
-void rh__blocks(size_t count, int n, size_t *counts, size_t *offsets) {
-  size_t base = count / (size_t)n, extra = count % (size_t)n, off = 0;
-  for (int i = 0; i < n; i++) {
-    counts[i] = base + ((size_t)i < extra ? 1 : 0);
-    offsets[i] = off;
-    off += counts[i];
-  }
-}
-
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
 /* One ring step: send block `sb` right, receive block `rb` from the left into `tmp` (reduce) or
  * in place (copy). */
-static rh_status ring_step(const rh_coll *c, const rh_group *g, const size_t *counts,
-                           const size_t *offsets, int sb, int rb, void *tmp, bool reduce) {
+static rh_status ring_step(const rh_coll *c, const rh_group *g, const rh_blocks *b, int sb,
+                           int rb, void *tmp, bool reduce) {
   rh_ctx *ctx = c->ctx;
   size_t esz = rh_dtype_size(c->dtype);
   int right = g->ranks[mod(g->me + 1, g->n)], left = g->ranks[mod(g->me - 1, g->n)];
   char *base = c->buf;
   rh_p2p *req[2] = {NULL, NULL};
-  rh_status st = ctx->ops->isend(ctx, right, c->tag, base ? base + offsets[sb] * esz : NULL,
-                                 counts[sb] * esz, &req[0]);
+  size_t scount = rh__block_count(b, sb), rcount = rh__block_count(b, rb);
+  size_t roff = rh__block_offset(b, rb);
+  rh_status st = ctx->ops->isend(ctx, right, c->tag,
+                                 base ? base + rh__block_offset(b, sb) * esz : NULL, scount * esz,
+                                 &req[0]);
   if (st == RH_OK) {
-    void *dst = base ? (reduce ? tmp : base + offsets[rb] * esz) : NULL;
-    st = ctx->ops->irecv(ctx, left, c->tag, dst, counts[rb] * esz, &req[1]);
+    void *dst = base ? (reduce ? tmp : base + roff * esz) : NULL;
+    st = ctx->ops->irecv(ctx, left, c->tag, dst, rcount * esz, &req[1]);
   }
   rh_status wst = ctx->ops->waitall(ctx, req, 2, c->timeout);
   if (st == RH_OK) st = wst;
   if (st != RH_OK || !reduce) return st;
-  if (base) rh__reduce(base + offsets[rb] * esz, tmp, counts[rb], c->dtype, c->op);
-  if (ctx->ops->reduce_cost) st = ctx->ops->reduce_cost(ctx, counts[rb] * esz);
+  if (base) rh__reduce(base + roff * esz, tmp, rcount, c->dtype, c->op);
+  if (ctx->ops->reduce_cost) st = ctx->ops->reduce_cost(ctx, rcount * esz);
   return st;
 }
 
 /* Runs steps 0..n-2 of a phase, at the fine or the coarse grain. */
-static rh_status ring_phase(const rh_coll *c, const rh_group *g, const size_t *counts,
-                            const size_t *offsets, int first_send, bool reduce) {
+static rh_status ring_phase(const rh_coll *c, const rh_group *g, const rh_blocks *b,
+                            int first_send, bool reduce) {
   int n = g->n;
   if (n < 2) return RH_OK;
   rh_ctx *ctx = c->ctx;
   void *tmp = NULL;
   if (c->buf && reduce) {
-    size_t maxc = 0;
-    for (int i = 0; i < n; i++)
-      if (counts[i] > maxc) maxc = counts[i];
+    size_t maxc = rh__block_count(b, 0); /* an even split's first block is its longest */
+    for (int i = 1; b->counts && i < n; i++)
+      if (b->counts[i] > maxc) maxc = b->counts[i];
     tmp = malloc(maxc * rh_dtype_size(c->dtype) + 1);
     if (!tmp) return RH_ERR_NOMEM;
   }
@@ -75,16 +69,14 @@ static rh_status ring_phase(const rh_coll *c, const rh_group *g, const size_t *c
     double t0 = ctx->ops->now(ctx);
     rh_status step = st;
     if (st == RH_OK)
-      step = ring_step(c, g, counts, offsets, mod(first_send, n), mod(first_send - 1, n), tmp,
-                       reduce);
+      step = ring_step(c, g, b, mod(first_send, n), mod(first_send - 1, n), tmp, reduce);
     if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, step == RH_OK, NULL, c->timeout);
     if (step != RH_OK) st = step; /* this rank's own failure says more than ABORTED */
     if (st == RH_OK) st = ctx->ops->sleep(ctx, (double)(n - 2) * (ctx->ops->now(ctx) - t0));
     if (st == RH_OK) st = ctx->ops->model_sync(ctx, g, true, NULL, c->timeout);
   } else {
     for (int s = 0; s < n - 1 && st == RH_OK; s++)
-      st = ring_step(c, g, counts, offsets, mod(first_send - s, n), mod(first_send - s - 1, n),
-                     tmp, reduce);
+      st = ring_step(c, g, b, mod(first_send - s, n), mod(first_send - s - 1, n), tmp, reduce);
   }
   free(tmp);
   return st;
@@ -92,18 +84,16 @@ static rh_status ring_phase(const rh_coll *c, const rh_group *g, const size_t *c
 
 /* Each phase is a slice of the rank's collectives' track in the timeline, named by its group:
  * "reduce-scatter" over the world, "local reduce-scatter" inside a node, "cross ..." across. */
-rh_status rh__ring_reduce_scatter(const rh_coll *c, const rh_group *g, const size_t *counts,
-                                  const size_t *offsets) {
+rh_status rh__ring_reduce_scatter(const rh_coll *c, const rh_group *g, const rh_blocks *b) {
   rh__trace_phase(c->ctx, g, "reduce-scatter");
-  rh_status st = ring_phase(c, g, counts, offsets, g->me, true);
+  rh_status st = ring_phase(c, g, b, g->me, true);
   rh__trace_end(c->ctx, RH_TRACK_COMM, NAN);
   return st;
 }
 
-rh_status rh__ring_allgather(const rh_coll *c, const rh_group *g, const size_t *counts,
-                             const size_t *offsets, int shift) {
+rh_status rh__ring_allgather(const rh_coll *c, const rh_group *g, const rh_blocks *b, int shift) {
   rh__trace_phase(c->ctx, g, "allgather");
-  rh_status st = ring_phase(c, g, counts, offsets, g->me + shift, false);
+  rh_status st = ring_phase(c, g, b, g->me + shift, false);
   rh__trace_end(c->ctx, RH_TRACK_COMM, NAN);
   return st;
 }
