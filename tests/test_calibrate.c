@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "run_summary.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -251,14 +252,7 @@ static void test_h100_measurements(void **state) {
     }
   }
   /* the prediction against the measured steps */
-  char *out = path("h100-sim");
-  char *argv[] = {RH_BINARY, "run", "scenarios/h100-1gpu.yaml", "--out", out, NULL};
-  assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
-  char json[320];
-  snprintf(json, sizeof json, "%s/summary.json", out);
-  json_error_t err;
-  json_t *root = json_load_file(json, 0, &err);
-  assert_non_null(root);
+  json_t *root = rh_test_run_summary("scenarios/h100-1gpu.yaml", path("h100-sim"));
   double predicted =
       json_real_value(json_object_get(json_object_get(root, "summary"), "steady_step_ms"));
   json_decref(root);

@@ -14,6 +14,7 @@
 
 #include "compute_model.h"
 #include "harness.h"
+#include "run_summary.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -28,17 +29,6 @@ static char tmpdir[64];
     if (!(fabs(a_ - b_) <= (rel) * fabs(b_))) fail_msg("%s = %.17g, expected %.17g", #a, a_, b_);  \
   } while (0)
 
-/* `rehearsal run FILE --out OUT`: its summary.json (caller decrefs). */
-static json_t *run_summary(char *file, char *out) {
-  char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
-  assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
-  char path[300];
-  snprintf(path, sizeof path, "%s/summary.json", out);
-  json_error_t err;
-  json_t *root = json_load_file(path, 0, &err);
-  assert_non_null(root);
-  return root;
-}
 
 static void test_roofline(void **state) {
   (void)state;
@@ -80,7 +70,7 @@ static void test_step_compute(void **state) {
              "data: {train_samples: 320, validation_samples: 0}\n"
              "recipe: {batch_per_worker: 32, epochs: 1, checkpoint_every_epochs: 0}\n");
   fclose(f);
-  json_t *root = run_summary(file, out);
+  json_t *root = rh_test_run_summary(file, out);
   double ms = json_real_value(json_object_get(json_object_get(root, "summary"), "compute_ms"));
   /* by hand: a kernel of W FLOPs and B bytes takes max(W / (100e12 x 0.8 W / (W + 10e9)), B / 1e12) */
   double t = 2e-3;
@@ -252,7 +242,7 @@ static void test_cycle_buckets(void **state) {
              "recipe: {batch_per_worker: 400, epochs: 1, checkpoint_every_epochs: 0}\n"
              "collective: {fusion_threshold: 1GiB, cycle_time: 5ms}\n");
   fclose(f);
-  json_t *root = run_summary(file, out);
+  json_t *root = rh_test_run_summary(file, out);
   json_t *b = json_object_get(root, "buckets");
   assert_int_equal(json_array_size(b), 3);
   double want[] = {4000 * 4, (3000 + 2000) * 4, 1000 * 4};
