@@ -79,10 +79,12 @@ int main(int argc, char **argv) {
          "GPUs, 400 GB/s intra, 8 x 400 Gb/s NICs, exact network, grain auto, negotiation %s\n",
          steps, BUCKETS,
          getenv("RH_CHECK_COLLECTIVES") && !strcmp(getenv("RH_CHECK_COLLECTIVES"), "off") ? "off" : "on");
-  printf("#%7s %10s %12s %14s %14s %12s %10s\n", "gpus", "wall", "peak_rss", "step", "predicted",
-         "error", "replayed");
-  printf("#%7s %10s %12s %14s %14s %12s %10s\n", "", "(s)", "(MiB)", "(ms)", "(ms)", "(relative)",
-         "(of all)");
+  /* cpu: the child's user and system time (one thread: about the wall time, unless the machine
+   * gave the process less than a core) */
+  printf("#%7s %10s %10s %12s %14s %14s %12s %10s\n", "gpus", "wall", "cpu", "peak_rss", "step",
+         "predicted", "error", "replayed");
+  printf("#%7s %10s %10s %12s %14s %14s %12s %10s\n", "", "(s)", "(s)", "(MiB)", "(ms)", "(ms)",
+         "(relative)", "(of all)");
   int rc = 0;
   for (int i = 0; i < n; i++) {
     int gpus = argc > 1 ? atoi(argv[i + 1]) : defaults[i];
@@ -116,16 +118,19 @@ int main(int argc, char **argv) {
     struct rusage ru;
     if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return 1;
     double t = wall() - t0;
+    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !f->ok) {
-      printf("%8d %10.2f %12.0f %14s %14s %12s  (the simulation failed: status %d)\n", gpus, t,
-             (double)ru.ru_maxrss / 1024, "-", "-", "-", status);
+      printf("%8d %10.2f %10.2f %12.0f %14s %14s %12s  (the simulation failed: status %d)\n", gpus,
+             t, cpu, (double)ru.ru_maxrss / 1024, "-", "-", "-", status);
       rc = 1;
       continue;
     }
     char replayed[32];
     snprintf(replayed, sizeof replayed, "%ld/%d", f->replayed, steps * BUCKETS);
-    printf("%8d %10.2f %12.0f %14.6f %14.6f %12.2e %10s\n", gpus, t, (double)ru.ru_maxrss / 1024,
-           1e3 * f->step, 1e3 * f->predicted, (f->step - f->predicted) / f->predicted, replayed);
+    printf("%8d %10.2f %10.2f %12.0f %14.6f %14.6f %12.2e %10s\n", gpus, t, cpu,
+           (double)ru.ru_maxrss / 1024, 1e3 * f->step, 1e3 * f->predicted,
+           (f->step - f->predicted) / f->predicted, replayed);
     fflush(stdout);
   }
   return rc;
