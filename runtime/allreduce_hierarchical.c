@@ -21,7 +21,8 @@ rh_status rh__allreduce_hierarchical(const rh_coll *c) {
   rh_status st = rh__ring_reduce_scatter(c, node, &blocks);
   if (st == RH_OK && M > 1) {
     int own = (node->me + 1) % L;
-    rh_blocks sub = rh__even_blocks(rh__block_count(&blocks, own), M, rh__block_offset(&blocks, own));
+    rh_blocks sub =
+        rh__even_blocks(rh__block_count(&blocks, own), M, rh__block_offset(&blocks, own));
     st = rh__ring_reduce_scatter(c, cross, &sub);
     if (st == RH_OK) st = rh__ring_allgather(c, cross, &sub, 1);
   }

@@ -8,9 +8,8 @@
  *    bandwidth (cudaMemcpy device to device).  Goal: >= 80%.
  * 3. With file arguments (mpirun -np 1 ./build/tests/bench_gpu fp32.txt [bf16.txt [calls.txt]]):
  *    cuBLAS GEMMs on rank 0's GPU, squares of side 128 to 16384, fp32 and (second file) bf16
- *    with fp32 accumulation, random inputs,
- *    written as rows "M N K TFLOPS" for `rehearsal calibrate --gemm FILE` (the roofline's
- *    efficiency curve).
+ *    with fp32 accumulation, random inputs, written as rows "M N K TFLOPS" for
+ *    `rehearsal calibrate --gemm FILE` (the roofline's efficiency curve).
  * 4. The third file: the GPU target's compute call by call (rh_gpu_compute, its GEMMs with the
  *    launches and the synchronisation of each call), rows of the same form.
  * On one GPU a one-rank communicator moves no bytes between GPUs: in place, both sides time
@@ -88,26 +87,23 @@ static int gemm_sweep(const char *path, bool bf16) {
   int rc = cudaMalloc(&a, most) || cudaMalloc(&b, most) || cudaMalloc(&c, most);
   if (!rc) rc = fill_random(a, b, most, bf16);
   /* squares of side 128 to 16384, in steps of about sqrt(2) */
-  static const int shapes[][3] = {
-      {128, 128, 128},       {192, 192, 192},      {256, 256, 256},   {384, 384, 384},
-      {512, 512, 512},       {768, 768, 768},      {1024, 1024, 1024}, {1536, 1536, 1536},
-      {2048, 2048, 2048},    {3072, 3072, 3072},   {4096, 4096, 4096}, {6144, 6144, 6144},
-      {8192, 8192, 8192},    {12288, 12288, 12288}, {16384, 16384, 16384}};
-  for (size_t i = 0; i < sizeof shapes / sizeof *shapes && !rc; i++) {
-    int m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+  static const int sides[] = {128,  192,  256,  384,  512,  768,   1024, 1536,
+                              2048, 3072, 4096, 6144, 8192, 12288, 16384};
+  for (size_t i = 0; i < sizeof sides / sizeof *sides && !rc; i++) {
+    int m = sides[i];
     for (int r = -1; r < 10; r++) {
       if (r == 0) cudaEventRecord(e0, 0);
       cublasStatus_t st =
-          bf16 ? cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, CUDA_R_16BF, m, b,
-                              CUDA_R_16BF, k, &zero, c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
+          bf16 ? cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, CUDA_R_16BF, m, b,
+                              CUDA_R_16BF, m, &zero, c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT)
-               : cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, (const float *)a, m,
-                             (const float *)b, k, &zero, (float *)c, m);
+               : cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, (const float *)a, m,
+                             (const float *)b, m, &zero, (float *)c, m);
       if (st != CUBLAS_STATUS_SUCCESS) rc = 1;
     }
     cudaEventRecord(e1, 0);
     double t = event_seconds(e0, e1) / 10;
-    fprintf(f, "%d %d %d %.6g\n", m, n, k, 2.0 * m * n * (double)k / t / 1e12);
+    fprintf(f, "%d %d %d %.6g\n", m, m, m, 2.0 * m * m * (double)m / t / 1e12);
   }
   cudaFree(a);
   cudaFree(b);
