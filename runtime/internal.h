@@ -237,6 +237,12 @@ void rh__pace_cache_free(struct rh_pace_cache *c);
 
 typedef enum rh_setting_kind { RH_KIND_ENUM, RH_KIND_BYTES, RH_KIND_SECONDS } rh_setting_kind;
 
+/* The largest values of the numeric settings: sizes a buffer of them can have, times that still
+ * mean something (a collective's wait of 11 days, a fusion cycle of an hour). */
+#define RH_SETTING_MAX_BYTES 1099511627776.0 /* 1 TiB */
+#define RH_SETTING_MAX_TIMEOUT 1e6           /* s */
+#define RH_SETTING_MAX_CYCLE 3600.0          /* s */
+
 typedef struct rh_setting_def {
   const char *name;    /* scenario key under `collective:` */
   const char *env;     /* environment variable */
@@ -245,6 +251,7 @@ typedef struct rh_setting_def {
   const char *const *choices; /* RH_KIND_ENUM: NULL-terminated names, value = index */
   bool zero_ok;               /* numbers: zero is meaningful (else the value must be > 0) */
   const char *doc;
+  double max;                 /* numbers: the largest value (bytes are also whole) */
 } rh_setting_def;
 
 /* Where a setting's value came from; a later source wins (the command line last). */

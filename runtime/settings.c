@@ -24,37 +24,37 @@ const rh_setting_def rh__setting_defs[RH_SETTING_COUNT] = {
     [RH_SETTING_ALGORITHM] = {"algorithm", "RH_ALGORITHM", RH_KIND_ENUM, RH_ALGO_AUTO,
                               algorithm_choices, false,
                               "allreduce algorithm; auto picks the cheapest by the cost model; "
-                              "tree and nvls are NCCL's (network_model: nccl)"},
+                              "tree and nvls are NCCL's (network_model: nccl)", 0},
     [RH_SETTING_BCAST_ALGORITHM] = {"broadcast", "RH_BROADCAST", RH_KIND_ENUM, RH_BCAST_AUTO,
-                                    bcast_choices, false, "broadcast algorithm; auto picks by cost"},
+                                    bcast_choices, false, "broadcast algorithm; auto picks by cost", 0},
     [RH_SETTING_FUSION_THRESHOLD] = {"fusion_threshold", "RH_FUSION_THRESHOLD", RH_KIND_BYTES,
                                      128.0 * 1024 * 1024, NULL, true,
-                                     "bytes of gradients fused into one allreduce; 0: no fusion"},
+                                     "bytes of gradients fused into one allreduce; 0: no fusion", RH_SETTING_MAX_BYTES},
     [RH_SETTING_COMPRESSION] = {"compression", "RH_COMPRESSION", RH_KIND_ENUM, RH_WIRE_NONE,
-                                compression_choices, false, "wire compression of float gradients"},
+                                compression_choices, false, "wire compression of float gradients", 0},
     [RH_SETTING_TIMEOUT] = {"timeout", "RH_TIMEOUT", RH_KIND_SECONDS, 600.0, NULL, false,
-                            "seconds a collective waits for a peer before it fails"},
+                            "seconds a collective waits for a peer before it fails", RH_SETTING_MAX_TIMEOUT},
     [RH_SETTING_GRAIN] = {"grain", "RH_GRAIN", RH_KIND_ENUM, RH_GRAIN_AUTO, grain_choices, false,
                           "simulation grain; auto and coarse simulate one step of a uniform ring, and charge "
-                          "timing-only training steps that repeat exactly; fine simulates all"},
+                          "timing-only training steps that repeat exactly; fine simulates all", 0},
     [RH_SETTING_PIPELINE_CHUNK] = {"pipeline_chunk", "RH_PIPELINE_CHUNK", RH_KIND_BYTES,
                                    4.0 * 1024 * 1024, NULL, false,
-                                   "bytes per chunk of a pipelined ring broadcast"},
+                                   "bytes per chunk of a pipelined ring broadcast", RH_SETTING_MAX_BYTES},
     [RH_SETTING_CHECK_COLLECTIVES] = {"check_collectives", "RH_CHECK_COLLECTIVES", RH_KIND_ENUM, 1,
                                       onoff_choices, false,
-                                      "ranks agree on each collective before it runs"},
+                                      "ranks agree on each collective before it runs", 0},
     [RH_SETTING_COLLECTIVES] = {"collectives", "RH_COLLECTIVES", RH_KIND_ENUM, RH_IMPL_RUNTIME,
                                 impl_choices, false,
                                 "runtime: own algorithms (the simulator's order); native: the "
-                                "backend's (MPI, NCCL), where it has them"},
+                                "backend's (MPI, NCCL), where it has them", 0},
     [RH_SETTING_PROTOCOL] = {"protocol", "RH_PROTOCOL", RH_KIND_ENUM, RH_PROTO_AUTO,
                              protocol_choices, false,
                              "NCCL's protocol under network_model: nccl (NCCL_PROTO); auto picks "
-                             "the cheapest by NCCL's cost model"},
+                             "the cheapest by NCCL's cost model", 0},
     [RH_SETTING_CYCLE_TIME] = {"cycle_time", "RH_CYCLE_TIME", RH_KIND_SECONDS, 0, NULL, true,
                                "Horovod's cycle (HOROVOD_CYCLE_TIME): on the simulator a collective "
                                "starts on the next tick, and gradients ready in one cycle are fused "
-                               "together; 0: at once, buckets close when full"},
+                               "together; 0: at once, buckets close when full", RH_SETTING_MAX_CYCLE},
 };
 
 int rh_settings_find(const char *name) {
@@ -86,6 +86,7 @@ static rh_status parse_quantity(rh_setting_kind kind, const char *text, double *
     unit = units[i].f;
   }
   *out = v * unit;
+  if (!isfinite(*out) || (kind == RH_KIND_BYTES && *out != floor(*out))) return RH_ERR_INVALID;
   return RH_OK;
 }
 
@@ -101,7 +102,7 @@ rh_status rh_settings_parse(rh_setting_id id, const char *text, double *out) {
     return RH_ERR_INVALID;
   }
   rh_status st = parse_quantity(d->kind, text, out);
-  if (st == RH_OK && *out == 0 && !d->zero_ok) return RH_ERR_INVALID;
+  if (st == RH_OK && ((*out == 0 && !d->zero_ok) || *out > d->max)) return RH_ERR_INVALID;
   return st;
 }
 

@@ -37,7 +37,8 @@ void *rh_test_shared(size_t bytes);
  * err_path when non-NULL. */
 int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path);
 
-/* The whole content of a file, NUL-terminated (caller frees), or NULL. */
+/* The whole content of a file, NUL-terminated (caller frees), or NULL.  Under AddressSanitizer
+ * its note on SimGrid's stack switching (not a finding) is left out. */
 char *rh_test_slurp(const char *path);
 
 /* A new temporary directory /tmp/rehearsal-NAME-XXXXXX into dir (64 bytes); 0 on success.

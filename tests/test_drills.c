@@ -133,7 +133,7 @@ static const drill shipped[] = {
     {"no-recovery", 1, {"the job stopped (no restart policy)"}},
     {"oci-elastic-host-crash", 0,
      {"elastic reset: 4 -> 2 ranks, nodes 0; node 1 left",
-      "PASS  lr_schedule            every step's lr equals the recipe (base 0.01 x 2)",
+      "PASS  lr_schedule            every step's lr equals Horovod's callbacks (base 0.01 x 2)",
       "PASS  samples_once", "PASS  no_committed_work_lost"}},
     {"relaunch-from-checkpoint", 0, {"relaunched at 60.032259 s on 6 ranks (nodes 0,2,3)"}},
     {"straggler", 0, {"straggler of node 1 GPU 0", "25 steps ran in the window"}},

@@ -129,8 +129,12 @@ static const rh_event *find(int n, rh_event_kind kind, int nth) {
 }
 
 static void show(int n) {
-  static const char *names[] = {"fault", "healed", "noticed", "restored", "world", "synced",
-                                "left", "hosts", "stopped", "relaunch", "ended"};
+  static const char *names[] = {[RH_EV_FAULT] = "fault",       [RH_EV_HEALED] = "healed",
+                                [RH_EV_NOTICED] = "noticed",   [RH_EV_RESTORED] = "restored",
+                                [RH_EV_WORLD] = "world",       [RH_EV_SYNCED] = "synced",
+                                [RH_EV_LEFT] = "left",         [RH_EV_HOSTS] = "hosts",
+                                [RH_EV_STOPPED] = "stopped",   [RH_EV_RELAUNCH] = "relaunch",
+                                [RH_EV_ENDED] = "ended",       [RH_EV_RESET] = "reset"};
   for (int i = 0; i < n; i++)
     print_message("  %.6f %-8s gen %u rank %d node %d %s %s a=%g b=%g\n", events[i].time,
                   names[events[i].kind], events[i].generation, events[i].rank, events[i].node,

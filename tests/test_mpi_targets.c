@@ -2,8 +2,8 @@
  * test_mpi_targets.c: the same scenario on both targets.  A seed recipe run for real through MPI
  * (4 processes, pretend hosts of 2 as the scenario's) ends with the parameters it ends with on the
  * simulator, bit for bit: the runtime runs the same algorithms over both, so the reductions happen
- * in the same order.  A real run sets its measured step time beside the simulated one, and a
- * process count that is not the scenario's is refused.
+ * in the same order.  A real run sets its measured step time beside the simulated one, a process
+ * count that is not the scenario's is refused, and a placement that is not its nodes is said.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,10 +84,35 @@ static void test_wrong_process_count_is_refused(void **state) {
   free(err);
 }
 
+/* Four processes on this one machine, for a scenario of 2 nodes of 2 GPUs: the placement that
+ * differs from the scenario is said (it was used silently, and the parameters then differed from
+ * the simulator's); with RH_MPI_GPUS_PER_NODE=2 the placement is the scenario's and nothing is
+ * said. */
+static void test_other_placement_is_said(void **state) {
+  (void)state;
+  char *mpi[] = {RH_MPIEXEC, "--oversubscribe", "-np", "4", "-x", "RH_MPI_GPUS_PER_NODE",
+                 RH_MPI_BINARY, "collective", "scenarios/seeds/lenet5-mnist-pytorch.yaml", "--max",
+                 "1KiB", NULL};
+  setenv("RH_MPI_GPUS_PER_NODE", "2", 1);
+  assert_int_equal(rh_test_spawn(mpi, NULL, in_tmp("placed.err")), 0);
+  char *err = rh_test_slurp(in_tmp("placed.err"));
+  assert_null(strstr(err, "note: the 4 processes"));
+  free(err);
+  setenv("RH_MPI_GPUS_PER_NODE", "4", 1); /* one host of 4: as an unset variable on one machine */
+  assert_int_equal(rh_test_spawn(mpi, NULL, in_tmp("other.err")), 0);
+  err = rh_test_slurp(in_tmp("other.err"));
+  assert_non_null(strstr(err, "note: the 4 processes run on 1 host (4 processes each) where the "
+                              "scenario has 2 nodes (2, 2 GPUs each)"));
+  free(err);
+  unsetenv("RH_MPI_GPUS_PER_NODE");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_seed_recipe_same_bits_on_both_targets),
       cmocka_unit_test(test_wrong_process_count_is_refused),
+      cmocka_unit_test(test_other_placement_is_said),
   };
+  if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);
 }

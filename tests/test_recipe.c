@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "recipe.h"
+#include "train/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -155,12 +156,48 @@ static void test_sampler_shards(void **s) {
   assert_memory_not_equal(a, c, sizeof a);
 }
 
+/* The lr_schedule check's expectation, Horovod's callbacks written out on their own, against
+ * values worked by hand from horovod/_keras/callbacks.py: 3 workers, base lr 0.01 (0.03 scaled),
+ * 10 steps an epoch, warmup 2.5 epochs, x 0.1 from epoch 5 (0-based) on.  Warmup's multiplier at
+ * batch b of epoch e is 1/3 ((e + (b + 1)/10) 2/2.5 + 1); the warmup callback runs while the
+ * integer epoch is below 2.5, so through all of epoch 2, where it passes the scaled lr (0.034 at
+ * its last step, 1.1333 x); LearningRateScheduleCallback(start_epoch=2.5) sets 0.03 from epoch 3. */
+static void test_horovod_callbacks_by_hand(void **state) {
+  (void)state;
+  const double decay[] = {5};
+  train_horovod_lr h = {.initial_lr = 0.03, .size = 3, .warmup_epochs = 2.5, .decay_epochs = decay,
+                        .ndecay = 1, .decay_factor = 0.1, .steps_per_epoch = 10};
+  static const struct { int epoch; long batch; double lr; } rows[] = {
+      {0, 0, 0.0108},  /* 0.01 (0.1 x 0.8 + 1) */
+      {0, 9, 0.018},   /* 0.01 (1.0 x 0.8 + 1) */
+      {1, 4, 0.022},   /* 0.01 (1.5 x 0.8 + 1) */
+      {2, 0, 0.0268},  /* 0.01 (2.1 x 0.8 + 1) */
+      {2, 9, 0.034},   /* 0.01 (3.0 x 0.8 + 1): past the scaled lr */
+      {3, 0, 0.03},    /* the schedule from 2.5 on, at the start of epoch 3 */
+      {4, 9, 0.03},
+      {5, 0, 0.003},   /* x 0.1 from epoch 5 */
+      {7, 3, 0.003},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    double got = train__horovod_lr(&h, rows[i].epoch, rows[i].batch);
+    if (fabs(got - rows[i].lr) > 1e-12) {
+      print_error("epoch %d batch %ld: %.17g, by hand %.17g\n", rows[i].epoch, rows[i].batch, got,
+                  rows[i].lr);
+      fail();
+    }
+  }
+  /* without warmup the schedule starts at epoch 0: the scaled lr, then the decay */
+  h.warmup_epochs = 0;
+  assert_true(fabs(train__horovod_lr(&h, 0, 0) - 0.03) < 1e-15);
+  assert_true(fabs(train__horovod_lr(&h, 6, 2) - 0.003) < 1e-15);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lr_scaling),      cmocka_unit_test(test_steps_per_epoch),
       cmocka_unit_test(test_validation_steps), cmocka_unit_test(test_epochs_and_stop_step),
       cmocka_unit_test(test_warmup),          cmocka_unit_test(test_step_decay),
-      cmocka_unit_test(test_sampler_shards),
+      cmocka_unit_test(test_sampler_shards),  cmocka_unit_test(test_horovod_callbacks_by_hand),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,9 +13,12 @@
 #include "data.h"
 #include "harness.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 static char tmpdir[64];
@@ -94,7 +97,7 @@ static const mistake_case mistakes[] = {
      {"FAIL  identical_parameters   after epoch 1 step 1 the parameters of ranks 1-3 differ",
       "FAIL  serial_equivalence", NULL}},
     {"no-lr-scaling",
-     {"FAIL  lr_schedule            epoch 1 step 1: ranks 0-3 used lr 0.01 where the recipe gives 0.04",
+     {"FAIL  lr_schedule            epoch 1 step 1: ranks 0-3 used lr 0.01 where Horovod's callbacks give 0.04",
       NULL, NULL}},
     {"metric-average-rank0-only",
      {"FAIL  metrics_averaged       rank 0: stall:",
@@ -116,7 +119,7 @@ static const mistake_case mistakes[] = {
      {"FAIL  no_committed_work_lost the failure after 51 steps rolled back to step 0, where the "
       "recipe's last commit was at step 50", "(nothing was ever committed)", NULL}},
     {"lr-not-rescaled-on-reset",
-     {"FAIL  lr_schedule            epoch 2 step 19: ranks 0,1 used lr 0.03 where the recipe gives 0.02",
+     {"FAIL  lr_schedule            epoch 2 step 19: ranks 0,1 used lr 0.03 where Horovod's callbacks give 0.02",
       NULL, NULL}},
     {"sampler-not-reset",
      {"FAIL  samples_once           epoch 2: 848 of 6000 samples were never drawn", NULL, NULL}},
@@ -198,9 +201,12 @@ typedef struct verdict_case {
 static const verdict_case verdict_cases[] = {
     {"a rank that does not shard, with the undivided step count, is still caught",
      "recipe: {batch_per_worker: 32, epochs: 1, steps_per_epoch: full}\nmistakes: [no_sharding]\n", 1,
-     "FAIL  samples_once"},
-    {"the undivided step count alone wraps each shard: caught too",
-     "recipe: {batch_per_worker: 32, epochs: 1, steps_per_epoch: full}\n", 1, "FAIL  samples_once"},
+     "used the same samples"},
+    {"the undivided step count alone wraps each shard: caught too, and said as it happened (it "
+     "said that the ranks used the same samples)",
+     "recipe: {batch_per_worker: 32, epochs: 1, steps_per_epoch: full}\n", 1,
+     "each by the rank that had drawn it: the ranks' shards are disjoint, but each rank went round "
+     "its own shard 4 times (steps_per_epoch: full runs the whole set's steps on every rank"},
     {"a failure expected of a check that is off does not count as met",
      "recipe: {batch_per_worker: 32, epochs: 1}\nchecks: {samples_once: false, expect_fail: [samples_once]}\n",
      1, "OFF   samples_once           switched off in the scenario  [expected to fail: UNEXPECTED]"},
@@ -217,6 +223,12 @@ static const verdict_case verdict_cases[] = {
      "recipe: {batch_per_worker: 32, epochs: 3, stop_at_step: 20}\n", 0, "\n     1      5 "},
     {"StopAtStepHook(3 // 4 = 0) still runs one step, as TensorFlow does",
      "recipe: {batch_per_worker: 32, epochs: 3, stop_at_step: 3}\n", 0, "\n     1      1 "},
+    {"a warmup that ends inside an epoch: the summary says that Horovod's callback adjusts the "
+     "whole epoch past the scaled lr, and what sets it back (it said nothing)",
+     "recipe: {batch_per_worker: 32, epochs: 4, warmup_epochs: 2.5}\n", 0,
+     "Horovod's LearningRateWarmupCallback adjusts through all of epoch 3, to 1.15 x the scaled lr "
+     "at its last step, and epoch 4 on has the scaled lr again, as "
+     "LearningRateScheduleCallback(start_epoch=2.5) sets it"},
     {"fp16 gradients: the serial check allows their rounding; metrics are averaged uncompressed",
      "recipe: {batch_per_worker: 32, epochs: 1}\ncollective: {compression: fp16}\n", 0,
      "PASS  metrics_averaged"},
@@ -239,6 +251,52 @@ static void test_verdicts_do_not_lie(void **s) {
     assert_true(says);
     free(text);
   }
+}
+
+static double wall_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A disk that fills while rank 0 writes a checkpoint (a file size limit stands in for it): the
+ * job stops at once with that error, naming the rank, the file and the reason, on stdout and in
+ * summary.json; no check is blamed (it was "FAIL collectives_match ... stall" once the others had
+ * waited out the timeout). */
+static void test_damaged_disk_full_is_the_jobs_error(void **s) {
+  (void)s;
+  FILE *f = fopen(in_tmp("full.yaml"), "w");
+  fprintf(f, "%srecipe: {batch_per_worker: 32, epochs: 3, checkpoint_every_epochs: 1}\n"
+             "collective: {timeout: 60s}\n", verdict_base);
+  fclose(f);
+  char out[300], summary[400];
+  snprintf(out, sizeof out, "%s", in_tmp("full"));
+  struct rlimit old, lim = {20 * 1024, 20 * 1024}; /* the summary fits; a checkpoint does not */
+  getrlimit(RLIMIT_FSIZE, &old);
+  lim.rlim_max = old.rlim_max;
+  void (*was)(int) = signal(SIGXFSZ, SIG_IGN); /* a write past it then fails with EFBIG */
+  setrlimit(RLIMIT_FSIZE, &lim);
+  char *text = NULL;
+  double t0 = wall_now();
+  int rc = run(in_tmp("full.yaml"), &text, "--out", out, NULL);
+  double took = wall_now() - t0;
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, was);
+  assert_int_equal(rc, 1);
+  assert_non_null(text);
+  if (!strstr(text, "cannot write the checkpoint") || strstr(text, "FAIL  collectives_match"))
+    print_error("%s\n", text);
+  assert_non_null(strstr(text, "the run stopped on rank 0: input/output error"));
+  assert_non_null(strstr(text, "rank 0 cannot write the checkpoint "));
+  assert_non_null(strstr(text, "/checkpoints/checkpoint-1.bin: File too large"));
+  assert_null(strstr(text, "FAIL  collectives_match"));
+  assert_true(took < 30); /* nobody waited out the 60 s timeout */
+  snprintf(summary, sizeof summary, "%s/summary.json", out);
+  char *json = rh_test_slurp(summary);
+  assert_non_null(json);
+  assert_non_null(strstr(json, "cannot write the checkpoint"));
+  free(json);
+  free(text);
 }
 
 static void test_damaged_checkpoint_stops_resume(void **s) {
@@ -375,6 +433,7 @@ int main(void) {
       cmocka_unit_test(test_unexpected_outcomes_fail_the_run),
       cmocka_unit_test(test_verdicts_do_not_lie),
       cmocka_unit_test(test_damaged_checkpoint_stops_resume),
+      cmocka_unit_test(test_damaged_disk_full_is_the_jobs_error),
       cmocka_unit_test(test_idx_data_trains),
       cmocka_unit_test(test_resume_from_checkpoint_cli),
   };

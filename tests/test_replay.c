@@ -114,6 +114,7 @@ static void check_case(int gpus, bool exact, const char *algo, bool overlap, boo
     fail();
   }
   same_steps(fine, fast, what);
+  free(cl.gpus_per_node);
 }
 
 static void test_64_gpus(void **state) {
@@ -157,6 +158,7 @@ static void check_faults_with(const rh_fault *faults, int n, const char *what, b
   else
     for (int s = 0; s < fine->failed_at; s++)
       assert_true(fabs(fine->step_end[s] - fast->step_end[s]) <= 1e-9 * fine->step_end[s]);
+  free(cl.gpus_per_node);
 }
 
 /* Faults inside the run: the collectives whose window they touch are run, not replayed; with

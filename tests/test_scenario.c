@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BAD_DIR "tests/scenarios/bad"
 #define GOOD_DIR "tests/scenarios/good"
@@ -51,7 +52,7 @@ static const bad_case bad_cases[] = {
     {"batch_fraction", 20, "recipe.batch_per_worker", "got \"10.5\""},
     {"layer_name_not_string", 16, "model.layers[0].name", "expected a non-empty string, got a list"},
     {"layer_duplicate_key", 16, "model.layers[0].parameters", "appears twice"},
-    {"negative_fusion_threshold", 23, "collective.fusion_threshold", "expected a non-negative size"},
+    {"negative_fusion_threshold", 23, "collective.fusion_threshold", "expected a non-negative whole size"},
     {"yaml_syntax_error", 4, "YAML syntax error", "mapping values are not allowed"},
     {"bad_indentation", 5, "YAML syntax error", "did not find expected key"},
     {"tab_indentation", 7, "YAML syntax error", "cannot start any token"},
@@ -69,9 +70,10 @@ static const bad_case bad_cases[] = {
     {"empty_name", 2, "name", "expected a non-empty string, got \"\""},
     /* numbers */
     {"nodes_not_integer", 4, "cluster.nodes", "expected an integer from 1 to 65536, got \"1.5\""},
-    {"tflops_not_number", 7, "cluster.gpu.tflops", "expected a number > 0, got \"fast\""},
+    {"tflops_not_number", 7, "cluster.gpu.tflops", "expected a number > 0 and <= 1000000000, got \"fast\""},
     {"negative_bandwidth", 9, "cluster.intra.bandwidth_GBps", "-20 is out of range"},
     {"zero_tflops", 7, "cluster.gpu.tflops", "0 is out of range: expected a number > 0"},
+    {"tflops_above_max", 7, "cluster.gpu.tflops", "1e308 is out of range: expected a number > 0 and <= 1000000000"},
     {"nodes_too_many", 4, "cluster.nodes", "100000 is out of range"},
     {"epochs_zero", 21, "recipe.epochs", "0 is out of range"},
     /* cluster.gpus_per_node as a list */
@@ -93,7 +95,10 @@ static const bad_case bad_cases[] = {
     {"protocol_needs_nccl", 20, "collective.protocol", "NCCL's protocols need cluster.network_model: nccl"},
     /* collective settings */
     {"bad_algorithm", 23, "collective.algorithm", "expected one of auto, ring, hierarchical, tree, nvls, got \"butterfly\""},
-    {"bad_fusion_unit", 24, "collective.fusion_threshold", "size in bytes (units B, KiB, MiB, GiB, KB, MB, GB), got \"64Mb\""},
+    {"bad_fusion_unit", 24, "collective.fusion_threshold", "size in bytes (units B, KiB, MiB, GiB, KB, MB, GB) up to 1099511627776 B, got \"64Mb\""},
+    {"pipeline_chunk_huge", 24, "collective.pipeline_chunk", "expected a positive whole size in bytes (units B, KiB, MiB, GiB, KB, MB, GB) up to 1099511627776 B, got \"1e300\""},
+    {"fusion_infinite", 24, "collective.fusion_threshold", "up to 1099511627776 B, got \"1e308GiB\""},
+    {"fusion_half_byte", 24, "collective.fusion_threshold", "expected a non-negative whole size in bytes"},
     {"zero_timeout", 24, "collective.timeout", "expected a positive duration"},
     {"negative_pipeline_chunk", 24, "collective.pipeline_chunk", "got \"-4MiB\""},
     {"setting_not_scalar", 24, "collective.compression", "expected one of none, fp16, got a list"},
@@ -256,6 +261,58 @@ static void test_missing_file(void **state) {
     fail();
   }
   assert_null(sc.path);
+}
+
+/* Loads path, which must fail with status `want` and a message holding `phrase`. */
+static void load_fails(const char *path, rh_status want, const char *phrase) {
+  char err[1024] = "";
+  rh_scenario sc;
+  rh_status st = rh_scenario_load(path, &sc, err, sizeof err);
+  if (st != want || !strstr(err, phrase)) {
+    print_error("%s: status %d (expected %d), message: %s\n  expected: ... %s\n", path, (int)st,
+                (int)want, err, phrase);
+    fail();
+  }
+  assert_null(sc.path);
+}
+
+/* Nesting 100,000 levels deep took libyaml minutes (its time grows with the square of the
+ * depth): the file is refused, naming its line, before libyaml reads it. */
+static void test_deep_nesting_refused(void **state) {
+  (void)state;
+  char path[] = "/tmp/rh-nesting-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs("name: deep\n# a [ in a comment and one in quotes: \"[\"\ncluster: ", f);
+  for (int i = 0; i < 100000; i++) fputc(i % 2 ? '[' : '{', f);
+  fclose(f);
+  load_fails(path, RH_ERR_INVALID, ":3: YAML: more than 64 levels of [ ] and { } nesting");
+  /* 64 levels are not too deep: the file then fails on what it says, not on its shape */
+  f = fopen(path, "w");
+  fputs("name: deep\ncluster: ", f);
+  for (int i = 0; i < 64; i++) fputc('[', f);
+  for (int i = 0; i < 64; i++) fputc(']', f);
+  fputc('\n', f);
+  fclose(f);
+  load_fails(path, RH_ERR_INVALID, "cluster: expected a mapping");
+  unlink(path);
+}
+
+/* A file past 4 MiB is refused without being parsed; a directory is named as one (it was "YAML
+ * syntax error: input error"). */
+static void test_big_file_and_directory(void **state) {
+  (void)state;
+  char path[] = "/tmp/rh-big-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs("name: big\n", f);
+  for (int i = 0; i < (4 << 20) / 10; i++) fputs("# padding\n", f);
+  fclose(f);
+  load_fails(path, RH_ERR_INVALID, "a scenario or preset has at most 4194304 (4 MiB)");
+  unlink(path);
+  load_fails(BAD_DIR, RH_ERR_INVALID, BAD_DIR ": is a directory, not a YAML file");
 }
 
 /* ---- valid scenarios ---------------------------------------------------------------------- */
@@ -492,6 +549,8 @@ int main(void) {
       cmocka_unit_test(test_empty_file_is_empty),
       cmocka_unit_test(test_short_error_buffer),
       cmocka_unit_test(test_missing_file),
+      cmocka_unit_test(test_deep_nesting_refused),
+      cmocka_unit_test(test_big_file_and_directory),
       cmocka_unit_test(test_default_scenario),
       cmocka_unit_test(test_uneven_hosts),
       cmocka_unit_test(test_layers_realistic),

@@ -16,6 +16,7 @@
 #include "compute_model.h"
 #include "internal.h"
 #include "scenario.h"
+#include "tables.h"
 
 #include <jansson.h>
 
@@ -30,7 +31,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static bool number(const char *tok, double *v);
 
 static const char usage_text[] =
     "usage: rehearsal calibrate FILE [--nccl-tests OUT] [--coll allreduce|allgather|broadcast]\n"
@@ -73,7 +73,7 @@ static int calib_option(int c, const char *v, void *arg) {
     return 0;
   case 's':
     if (f->step_ms > 0) return rh_cli_error("calibrate", "--step-ms given twice");
-    if (!number(v, &f->step_ms) || !(f->step_ms > 0) || f->step_ms > 1e9)
+    if (!rh_table_number(v, &f->step_ms) || !(f->step_ms > 0) || f->step_ms > 1e9)
       return rh_cli_error("calibrate", "--step-ms: expected milliseconds > 0 (up to 1e9), got \"%s\"", v);
     return 0;
   default: return 2;
@@ -82,108 +82,10 @@ static int calib_option(int c, const char *v, void *arg) {
 
 /* ---- nccl-tests output ------------------------------------------------------------------------ */
 
-typedef struct measured {
-  double bytes, seconds, busbw; /* out of place */
-} measured;
-
-/* A whole whitespace-separated token as a finite number, or false. */
-static bool number(const char *tok, double *v) {
-  char *end;
-  errno = 0;
-  *v = strtod(tok, &end);
-  return tok[0] && !*end && !errno && isfinite(*v) && strncasecmp(tok, "0x", 2) != 0 &&
-         strncasecmp(tok, "-0x", 3) != 0;
-}
-
-/* Splits line into at most max tokens in place; returns how many. */
-static int tokens(char *line, char **tok, int max) {
-  int n = 0;
-  for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < max;
-       t = strtok_r(NULL, " \t\r\n", &save))
-    tok[n++] = t;
-  return n;
-}
-
-/* Reads the rows of an nccl-tests table: lines whose first word is a number; the rest (the
- * `#` header and footer, NCCL's INFO lines) are not rows.  *ranks: the "#  Rank" lines seen. */
-static int read_nccl_tests(const char *path, measured **out, int *nrows, int *ranks, char *coll) {
-  FILE *f = fopen(path, "r");
-  struct stat st;
-  if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fprintf(stderr, "rehearsal calibrate: %s: cannot read: %s\n", path,
-            f ? "not a regular file" : strerror(errno));
-    if (f) fclose(f);
-    return 2;
-  }
-  char *line = NULL;
-  size_t cap_line = 0;
-  int n = 0, cap = 0, lineno = 0, rc = 0;
-  measured *rows = NULL;
-  *ranks = 0;
-  while (rc == 0 && getline(&line, &cap_line, f) > 0) {
-    lineno++;
-    char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '#') {
-      if (strstr(p, "Rank") && strstr(p, "Pid")) ++*ranks;
-      const char *start = strstr(p, "Collective test starting:");
-      if (start) sscanf(start + strlen("Collective test starting:"), " %63s", coll);
-      continue;
-    }
-    char *tok[16];
-    int k = tokens(p, tok, 16);
-    double size, v;
-    if (k == 0 || !number(tok[0], &size)) continue; /* not a row: NCCL's INFO lines, text */
-    /* size count type redop root time algbw busbw #wrong [the in-place four] */
-    static const char *const cols[] = {"size", "count", "type", "redop", "root", "time",
-                                       "algbw", "busbw", "#wrong"};
-    double time = 0, busbw = 0;
-    const char *bad = NULL;
-    if (k < 9) bad = k < 8 ? cols[k] : cols[8];
-    else if (!(size >= 1 && size <= 1e15)) bad = "size";
-    else if (!number(tok[5], &time) || !(time > 0)) bad = "time";
-    else if (!number(tok[7], &busbw) || !(busbw > 0)) bad = "busbw";
-    else if (!number(tok[1], &v) || v < 0) bad = "count";
-    if (bad) {
-      fprintf(stderr,
-              "rehearsal calibrate: %s:%d: %s: expected an nccl-tests row \"size count type redop "
-              "root time algbw busbw #wrong ...\" with positive numbers (size in bytes, time in us, "
-              "busbw in GB/s)\n",
-              path, lineno, bad);
-      rc = 2;
-      break;
-    }
-    if (n == cap) {
-      cap = cap ? 2 * cap : 32;
-      measured *grown = realloc(rows, (size_t)cap * sizeof *rows);
-      if (!grown) {
-        rc = 1;
-        break;
-      }
-      rows = grown;
-    }
-    rows[n++] = (measured){size, time * 1e-6, busbw * 1e9};
-  }
-  free(line);
-  fclose(f);
-  if (rc == 0 && n == 0) {
-    fprintf(stderr, "rehearsal calibrate: %s: no nccl-tests rows (size count type redop root "
-                    "time algbw busbw ...)\n", path);
-    rc = 2;
-  }
-  if (rc) {
-    free(rows);
-    return rc;
-  }
-  *out = rows;
-  *nrows = n;
-  return 0;
-}
-
 /* ---- the model's view ------------------------------------------------------------------------- */
 
 /* The model's busbw for each measured size, and the plan at the largest. */
-static void predict(rh_scenario_view *v, rh_nccl_coll coll, const measured *m, int n, double *busbw,
+static void predict(rh_scenario_view *v, rh_nccl_coll coll, const rh_nccl_row *m, int n, double *busbw,
                     rh_plan *largest) {
   int p = v->ctx.world.n;
   for (int i = 0; i < n; i++) {
@@ -199,7 +101,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Median of measured / model busbw over the large sizes: within 64x of the largest. */
-static double large_ratio(const measured *m, const double *model, int n) {
+static double large_ratio(const rh_nccl_row *m, const double *model, int n) {
   double big = 0;
   for (int i = 0; i < n; i++) big = fmax(big, m[i].bytes);
   double *r = malloc((size_t)n * sizeof *r);
@@ -251,10 +153,10 @@ static const char *scale_bottleneck(rh_cluster *cl, const rh_plan *plan, int ran
 }
 
 static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_name) {
-  measured *m = NULL;
+  rh_nccl_row *m = NULL;
   int n = 0, ranks = 0;
   char coll_seen[64] = "";
-  int rc = read_nccl_tests(path, &m, &n, &ranks, coll_seen);
+  int rc = rh_read_nccl_tests(path, &m, &n, &ranks, coll_seen);
   if (rc) return rc;
   static const char *const names[] = {"allreduce", "broadcast", "allgather"};
   static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER};
@@ -320,66 +222,33 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
 /* ---- GEMM sweep -------------------------------------------------------------------------------- */
 
 static int fit_gemm(rh_scenario *sc, const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "rehearsal calibrate: %s: cannot open: %s\n", path, strerror(errno));
-    return 2;
-  }
   if (!(sc->compute.peak > 0)) {
     fprintf(stderr, "rehearsal calibrate: %s: a GEMM fit needs the GPU's cluster.gpu.peak_tflops\n",
             sc->path);
-    fclose(f);
     return 2;
   }
   /* The model's time of a GEMM of W FLOPs is (W + h) / (peak e) = a W + b: a and b such that
    * the relative errors of the times, a R + b / T - 1 with R = W / T the measured rate, have the
    * least sum of squares.  (A line through 1/eff against 1/W, unweighted, lets the smallest
    * GEMMs, whose 1/W is largest, decide it: 10% off on the large ones.) */
-  double s11 = 0, s12 = 0, s22 = 0, y1 = 0, y2 = 0, w[256], eff[256];
-  int n = 0, lineno = 0, distinct = 0, rc = 0;
-  char *line = NULL;
-  size_t cap_line = 0;
-  while (rc == 0 && getline(&line, &cap_line, f) > 0) {
-    lineno++;
-    char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '#') continue;
-    char *tok[8];
-    int k = tokens(p, tok, 8);
-    if (k == 0) continue;
-    double M, N, K, tf;
-    bool whole = k == 4 && number(tok[0], &M) && number(tok[1], &N) && number(tok[2], &K) &&
-                 number(tok[3], &tf) && M >= 1 && N >= 1 && K >= 1 && M <= 1e7 && N <= 1e7 &&
-                 K <= 1e7 && M == floor(M) && N == floor(N) && K == floor(K) && tf > 0;
-    if (!whole) {
-      fprintf(stderr, "rehearsal calibrate: %s:%d: expected \"M N K TFLOPS\": three whole sizes "
-                      "and a positive rate\n", path, lineno);
-      rc = 2;
-    } else if (tf * 1e12 > sc->compute.peak) {
-      fprintf(stderr, "rehearsal calibrate: %s:%d: TFLOPS: %g is above the GPU's peak_tflops %g\n",
-              path, lineno, tf, sc->compute.peak / 1e12);
-      rc = 2;
-    } else if (n == 256) {
-      fprintf(stderr, "rehearsal calibrate: %s:%d: more than 256 GEMM sizes\n", path, lineno);
-      rc = 2;
-    } else {
-      w[n] = 2 * M * N * K;
-      bool seen = false;
-      for (int i = 0; i < n; i++) seen = seen || w[i] == w[n];
-      if (!seen) distinct++;
-      eff[n] = tf * 1e12 / sc->compute.peak;
-      double r = tf * 1e12, inv_t = r / w[n];
-      s11 += r * r;
-      s12 += r * inv_t;
-      s22 += inv_t * inv_t;
-      y1 += r;
-      y2 += inv_t;
-      n++;
-    }
-  }
-  free(line);
-  fclose(f);
+  rh_gemm_row rows[RH_GEMM_ROWS];
+  int n = 0, rc = rh_read_gemm_table(path, sc->compute.peak / 1e12, rows, &n);
   if (rc) return rc;
+  double s11 = 0, s12 = 0, s22 = 0, y1 = 0, y2 = 0, w[RH_GEMM_ROWS], eff[RH_GEMM_ROWS];
+  int distinct = 0;
+  for (int i = 0; i < n; i++) {
+    w[i] = rows[i].flops;
+    bool seen = false;
+    for (int j = 0; j < i; j++) seen = seen || w[j] == w[i];
+    if (!seen) distinct++;
+    eff[i] = rows[i].tflops * 1e12 / sc->compute.peak;
+    double r = rows[i].tflops * 1e12, inv_t = r / w[i];
+    s11 += r * r;
+    s12 += r * inv_t;
+    s22 += inv_t * inv_t;
+    y1 += r;
+    y2 += inv_t;
+  }
   if (distinct < 2) {
     fprintf(stderr, "rehearsal calibrate: %s: a fit needs two GEMM sizes or more\n", path);
     return 2;

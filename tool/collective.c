@@ -585,9 +585,9 @@ static int write_outputs(const bench *b, const char *dir, const char *table, jso
                          const char *target, long wrong, double avg_busbw) {
   const rh_scenario *sc = b->sc;
   json_t *root = json_pack(
-      "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:s, s:f, s:s, s:i, s:i, s:i, s:I, "
+      "{s:s, s:o, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:s, s:f, s:s, s:i, s:i, s:i, s:I, "
       "s:f, s:O}",
-      "scenario", sc->name, "file", sc->path ? sc->path : "", "collective", coll_names[b->coll],
+      "scenario", sc->name, "file", rh_json_text(sc->path ? sc->path : ""), "collective", coll_names[b->coll],
       "type", rh_dtype_name(b->dtype), "op", rh_op_name(b->op), "ranks", n, "nodes",
       sc->cluster.nodes, "cluster", cluster, "network_model",
       rh_net_model_names[sc->cluster.net_model], "line_rate_GBps", rate > 0 ? json_real(rate / 1e9) : json_null(), "line_rate_link",
@@ -595,8 +595,8 @@ static int write_outputs(const bench *b, const char *dir, const char *table, jso
       "warmup_iters", b->warmup_used, "iters", b->iters_used, "check", b->checks,
       "out_of_bounds", (json_int_t)wrong, "avg_busbw_GBps", avg_busbw, "rows", jrows);
   char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
-  int rc = !text || rh_write_output(dir, "collective.txt", table) ||
-           rh_write_output(dir, "collective.json", text);
+  const char *names[] = {"collective.txt", "collective.json"}, *texts[] = {table, text};
+  int rc = !text || rh_write_outputs(dir, 2, names, texts);
   free(text);
   json_decref(root);
   return rc;
@@ -663,6 +663,7 @@ int rh_cmd_collective(int argc, char **argv) {
   rh_scenario_opts sopts = {.cluster_only = true};
   const char *file = NULL;
   int rc = parse(argc, argv, &o, &sopts, &file);
+  if (rc < 0 && o.out && rh_output_dir_ok(o.out) != 0) rc = 2;
   if (rc >= 0) {
     rh_cli_opts_free(&sopts);
     return rc;
@@ -696,6 +697,8 @@ int rh_cmd_collective(int argc, char **argv) {
   rh_launch_result lres = {0};
   rc = rh__launch(&cfg, bench_rank, &b, &lres);
   rh_progress_end(b.progress);
+  rh__joblog_free(lres.log); /* the tables need none of what happened */
+  free(lres.log);
   if (lres.rank > 0 || rc == 2 || rc == 77) { /* under a launcher rank 0 reports */
     free(b.sizes);
     free(b.res);

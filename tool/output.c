@@ -4,7 +4,12 @@
  */
 #include "commands.h"
 
+#include <jansson.h>
+
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,30 +41,135 @@ int rh_make_dirs(const char *dir) {
   }
 }
 
-int rh_write_output(const char *dir, const char *name, const char *text) {
-  if (rh_make_dirs(dir) != 0) return 1;
-  size_t len = strlen(dir) + strlen(name) + 16;
-  char *final = malloc(len), *tmp = malloc(len + 8);
-  if (!final || !tmp) {
-    free(final);
-    free(tmp);
-    return 1;
+/* Removes DIR/.NAME.PID.XXXXXX temporaries left by a process that no longer runs (one killed
+ * before its rename): the PID in the name tells a live writer's from a dead one's. */
+static void remove_stale(const char *dir, const char *name) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  size_t n = strlen(name);
+  for (struct dirent *e; (e = readdir(d));) {
+    const char *s = e->d_name;
+    if (s[0] != '.' || strncmp(s + 1, name, n) != 0 || s[n + 1] != '.') continue;
+    char *end;
+    long pid = strtol(s + n + 2, &end, 10);
+    if (pid <= 0 || *end != '.' || strlen(end) != 7) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", dir, s) < (int)sizeof path) unlink(path);
   }
-  snprintf(final, len, "%s/%s", dir, name);
-  snprintf(tmp, len + 8, "%s/.%s.XXXXXX", dir, name);
-  int fd = mkstemp(tmp);
-  /* mkstemp makes the file private; a result is for others to read too (0644 less the umask) */
+  closedir(d);
+}
+
+int rh_write_outputs(const char *dir, int n, const char *const *names, const char *const *texts) {
+  struct stat st;
+  bool existed = stat(dir, &st) == 0;
+  if (rh_make_dirs(dir) != 0) return 1;
   mode_t mask = umask(0);
   umask(mask);
-  if (fd >= 0) fchmod(fd, 0666 & ~mask);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  int rc = 0;
-  if (!f || fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, final) != 0) {
-    fprintf(stderr, "rehearsal: cannot write %s: %s\n", final, strerror(errno));
-    if (fd >= 0) unlink(tmp);
-    rc = 1;
+  char (*tmp)[4096] = calloc((size_t)n, sizeof *tmp);
+  int rc = tmp ? 0 : 1, written = 0;
+  /* every file to its temporary first; only when all are whole do they take their names */
+  for (; rc == 0 && written < n; written++) {
+    remove_stale(dir, names[written]);
+    snprintf(tmp[written], sizeof tmp[written], "%s/.%s.%ld.XXXXXX", dir, names[written],
+             (long)getpid());
+    int fd = mkstemp(tmp[written]);
+    /* mkstemp makes the file private; a result is for others to read too (0644 less the umask) */
+    if (fd >= 0) fchmod(fd, 0666 & ~mask);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f || fputs(texts[written], f) < 0 || fclose(f) != 0) {
+      fprintf(stderr, "rehearsal: cannot write %s/%s: %s\n", dir, names[written], strerror(errno));
+      if (f == NULL && fd >= 0) close(fd);
+      if (fd >= 0) unlink(tmp[written]);
+      rc = 1;
+      break;
+    }
   }
-  free(final);
+  for (int i = 0; i < n && rc == 0; i++) {
+    char final[4096];
+    snprintf(final, sizeof final, "%s/%s", dir, names[i]);
+    if (rename(tmp[i], final) != 0) {
+      fprintf(stderr, "rehearsal: cannot write %s: %s\n", final, strerror(errno));
+      rc = 1;
+    }
+  }
+  if (rc) {
+    for (int i = 0; tmp && i < written; i++) unlink(tmp[i]); /* those not renamed */
+    if (!existed) rmdir(dir); /* a directory made for these alone (rmdir leaves a used one) */
+  }
   free(tmp);
   return rc;
+}
+
+int rh_write_output(const char *dir, const char *name, const char *text) {
+  return rh_write_outputs(dir, 1, &name, &text);
+}
+
+/* The length of the valid UTF-8 character at s (1 to 4), or 0 when the bytes there are not one
+ * (a stray continuation byte, a truncated or overlong sequence, a surrogate, past U+10FFFF). */
+static int utf8_char(const unsigned char *s) {
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  int len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? (c < 0xf0 ? 3 : 0) : c >= 0xc2 ? 2 : 0;
+  for (int i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if (len == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) return 0;
+  if (len == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) return 0;
+  return len;
+}
+
+json_t *rh_json_text(const char *s) {
+  if (!s) return json_null();
+  size_t n = strlen(s);
+  char *out = malloc(4 * n + 1), *o = out;
+  if (!out) return NULL;
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    int len = utf8_char(p);
+    if (len) {
+      memcpy(o, p, (size_t)len);
+      o += len;
+      p += len;
+    } else {
+      o += sprintf(o, "\\x%02x", *p++);
+    }
+  }
+  *o = 0;
+  json_t *j = json_string(out);
+  free(out);
+  return j;
+}
+
+int rh_output_dir_ok(const char *dir) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+    fprintf(stderr, "rehearsal: %s: the path is too long\n", dir);
+    return 1;
+  }
+  /* the directory, or the nearest of its parents that exists: a directory one may write in */
+  for (;;) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "rehearsal: cannot write into %s: %s is not a directory\n", dir, path);
+        return 1;
+      }
+      if (access(path, W_OK | X_OK) != 0) {
+        fprintf(stderr, "rehearsal: cannot write into %s: %s: %s\n", dir, path, strerror(errno));
+        return 1;
+      }
+      return 0;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: a file on the way, found above */
+      fprintf(stderr, "rehearsal: cannot write into %s: %s: %s\n", dir, path, strerror(errno));
+      return 1;
+    }
+    char *slash = strrchr(path, '/');
+    while (slash && slash > path && slash[1] == 0) { /* trailing slashes */
+      *slash = 0;
+      slash = strrchr(path, '/');
+    }
+    if (!slash) snprintf(path, sizeof path, ".");
+    else if (slash == path) path[1] = 0;
+    else *slash = 0;
+  }
 }

@@ -165,7 +165,8 @@ static void fig_draw(plotter *pl, figure *f, const char *source) {
   char dat[96];
   snprintf(dat, sizeof dat, "%s.dat", f->name);
   snprintf(file, sizeof file, "%s.gp", f->name);
-  int rc = rh_write_output(pl->out, dat, f->data) || rh_write_output(pl->out, file, script);
+  const char *names[] = {dat, file}, *texts[] = {f->data, script};
+  int rc = rh_write_outputs(pl->out, 2, names, texts);
   free(script);
   if (rc) {
     pl->failed++;

@@ -94,9 +94,7 @@ static int run_option(int c, const char *v, void *arg) {
   }
 }
 
-/* The step time of another run's summary (a simulated run's, to set beside a measured one): its
- * steady step, or the mean of all its steps where it has none. */
-static bool predicted_step(const char *path, double *step_ms, char *target, size_t len) {
+bool rh_summary_step(const char *path, double *step_ms, char *target, size_t len) {
   json_error_t jerr;
   json_t *root = json_load_file(path, 0, &jerr);
   if (!root) {
@@ -439,7 +437,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
 
   double other_step = 0;
   char other_target[32] = "";
-  if (compare && !predicted_step(compare, &other_step, other_target, sizeof other_target)) return 2;
+  if (compare && !rh_summary_step(compare, &other_step, other_target, sizeof other_target)) return 2;
+  if (out && rh_output_dir_ok(out) != 0) return 2;
   rh_scenario sc;
   char err[1024];
   if (rh_scenario_load_opts(file, opts, &sc, err, sizeof err) != RH_OK) {
@@ -519,7 +518,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   fprintf(tab, "\n");
   json_t *root = json_object();
   json_object_set_new(root, "scenario", json_string(sc.name));
-  json_object_set_new(root, "file", json_string(sc.path));
+  json_object_set_new(root, "file", rh_json_text(sc.path));
   json_t *slots = json_array();
   for (int n = 0; n < sc.cluster.nodes; n++)
     json_array_append_new(slots, json_integer(sc.cluster.gpus_per_node[n]));
@@ -635,7 +634,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
              here, lres.rank < 0 ? "simulator" : "measured", other_step, compare, other_target,
              err_pct);
       json_object_set_new(root, "compared",
-                          json_pack("{s:s, s:s, s:f, s:f, s:f}", "file", compare, "target",
+                          json_pack("{s:o, s:s, s:f, s:f, s:f}", "file", rh_json_text(compare), "target",
                                     other_target, "step_ms", other_step, "this_step_ms", here,
                                     "error_percent", err_pct));
     }
@@ -656,7 +655,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
 
   json_object_set_new(root, "settings", rh_cli_settings_json(&sc));
   json_t *jsets = json_array();
-  for (int i = 0; i < opts->nsets; i++) json_array_append_new(jsets, json_string(opts->sets[i]));
+  for (int i = 0; i < opts->nsets; i++) json_array_append_new(jsets, rh_json_text(opts->sets[i]));
   json_object_set_new(root, "overrides", jsets);
   if (all_steps > 0 && simulated) {
     double per = (double)all_steps;
@@ -753,9 +752,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     char *epochs = malloc(strlen(header) + table_len + 1);
     char *steps = steps_csv(&res);
     if (epochs) sprintf(epochs, "%s%s", header, table);
-    if (!text || !epochs || !steps || rh_write_output(out, "summary.json", text) != 0 ||
-        rh_write_output(out, "epochs.txt", epochs) != 0 || rh_write_output(out, "steps.csv", steps) != 0)
-      rc = 1;
+    const char *names[] = {"summary.json", "epochs.txt", "steps.csv"}, *texts[] = {text, epochs, steps};
+    if (!text || !epochs || !steps || rh_write_outputs(out, 3, names, texts) != 0) rc = 1;
     else printf("\nwrote %s/summary.json, epochs.txt and steps.csv\n", out);
     free(text);
     free(epochs);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- schema ------------------------------------------------------------------------------- */
 
@@ -337,10 +338,11 @@ static bool parse_number(const char *s, double *out) {
   return true;
 }
 
+/* Both bounds, always: "a number > 0" for a value above the maximum would contradict itself. */
 static void describe_range(char *buf, size_t len, const field *f, bool integer) {
   const char *what = integer ? "an integer" : "a number";
   if (f->max >= 1e9)
-    snprintf(buf, len, "%s %s %.15g", what, f->min_open ? ">" : ">=", f->min);
+    snprintf(buf, len, "%s %s %.15g and <= %.15g", what, f->min_open ? ">" : ">=", f->min, f->max);
   else if (f->min_open)
     snprintf(buf, len, "%s > %.15g and <= %.15g", what, f->min, f->max);
   else
@@ -368,6 +370,93 @@ static bool number_value(walker *w, const yaml_node_t *n, const field *f, const 
   }
   *out = v;
   return true;
+}
+
+/* ---- reading a YAML file ---------------------------------------------------------------------- */
+
+/* libyaml's parser takes time quadratic in the depth of flow nesting ([ and {): 20,000 levels
+ * take seconds, 100,000 do not finish.  A scenario has a few levels; these bounds keep a hostile
+ * or broken file from holding the tool (block nesting is bounded by the size: 1,400 levels fit in
+ * a MiB, and parse in milliseconds). */
+enum { YAML_MAX_BYTES = 4 << 20, YAML_MAX_FLOW_DEPTH = 64 };
+
+/* The line where `text` nests [ and { deeper than YAML_MAX_FLOW_DEPTH (outside quotes and
+ * comments), or 0. */
+static int too_deep(const char *text, size_t len) {
+  int depth = 0, line = 1;
+  char quote = 0;
+  bool comment = false;
+  for (size_t i = 0; i < len; i++) {
+    char c = text[i];
+    if (c == '\n') {
+      line++;
+      comment = false;
+      continue;
+    }
+    if (comment) continue;
+    if (quote) {
+      if (quote == '"' && c == '\\' && i + 1 < len) i++;
+      else if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n'))
+      comment = true;
+    else if ((c == '"' || c == '\'') &&
+             (i == 0 || strchr(" \t\n[{,:", text[i - 1]) != NULL))
+      quote = c;
+    else if ((c == '[' || c == '{') && ++depth > YAML_MAX_FLOW_DEPTH)
+      return line;
+    else if ((c == ']' || c == '}') && depth > 0)
+      depth--;
+  }
+  return 0;
+}
+
+/* Reads a YAML file whole (NUL-terminated, *len bytes; the caller frees it), after checking that
+ * it is a regular file of at most YAML_MAX_BYTES whose flow nesting is bounded.  On failure
+ * returns NULL with a message naming the file (and the line) in err, and *st RH_ERR_IO (cannot
+ * read) or RH_ERR_INVALID (not a file for a scenario). */
+static char *read_yaml(const char *path, size_t *len, char *err, size_t errlen, rh_status *st) {
+  *st = RH_ERR_IO;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat fst;
+  char *text = NULL;
+  if (fstat(fileno(f), &fst) != 0) {
+    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+  } else if (!S_ISREG(fst.st_mode)) {
+    *st = RH_ERR_INVALID;
+    snprintf(err, errlen, "%s: is %s, not a YAML file", path,
+             S_ISDIR(fst.st_mode) ? "a directory" : "not a regular file");
+  } else if (fst.st_size > YAML_MAX_BYTES) {
+    *st = RH_ERR_INVALID;
+    snprintf(err, errlen, "%s: the file has %lld bytes; a scenario or preset has at most %d (4 MiB)",
+             path, (long long)fst.st_size, YAML_MAX_BYTES);
+  } else if (!(text = malloc((size_t)fst.st_size + 1))) {
+    snprintf(err, errlen, "%s: out of memory", path);
+  } else {
+    *len = fread(text, 1, (size_t)fst.st_size, f);
+    text[*len] = 0;
+    int deep = ferror(f) ? 0 : too_deep(text, *len);
+    if (ferror(f)) {
+      snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    } else if (deep) {
+      *st = RH_ERR_INVALID;
+      snprintf(err, errlen, "%s:%d: YAML: more than %d levels of [ ] and { } nesting", path, deep,
+               YAML_MAX_FLOW_DEPTH);
+    } else {
+      fclose(f);
+      *st = RH_OK;
+      return text;
+    }
+    free(text);
+    text = NULL;
+  }
+  fclose(f);
+  return NULL;
 }
 
 static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map,
@@ -739,9 +828,10 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
           snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", i ? "," : "",
                    d->choices[i]);
       } else {
-        snprintf(want, sizeof want, "a %s %s", d->zero_ok ? "non-negative" : "positive",
-                 d->kind == RH_KIND_BYTES ? "size in bytes (units B, KiB, MiB, GiB, KB, MB, GB)"
-                                          : "duration in seconds (units s, ms, us)");
+        snprintf(want, sizeof want, "a %s %s up to %.15g %s", d->zero_ok ? "non-negative" : "positive",
+                 d->kind == RH_KIND_BYTES ? "whole size in bytes (units B, KiB, MiB, GiB, KB, MB, GB)"
+                                          : "duration in seconds (units s, ms, us)",
+                 d->max, d->kind == RH_KIND_BYTES ? "B" : "s");
       }
       fail(w, n, name, "expected %s, got %s%s%s", want, n->type == YAML_SCALAR_NODE ? "\"" : "",
            n->type == YAML_SCALAR_NODE ? scalar(n) : type_word(n),
@@ -856,29 +946,31 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
     fail(w, n, name, "presets name presets more than 4 deep");
     return;
   }
-  FILE *f = fopen(path, "rb");
-  struct stat fst;
-  if (f && (fstat(fileno(f), &fst) != 0 || !S_ISREG(fst.st_mode))) {
-    fclose(f);
-    fail(w, n, name, "the %s preset %s is not a regular file", kind, path);
+  if (access(path, F_OK) != 0) {
+    char list[512];
+    int e = errno;
+    preset_list(dir, list, sizeof list);
+    fail(w, n, name, "no %s preset \"%s\" (%s: %s)%s%s", kind, want, path, strerror(e),
+         *list ? "; there are: " : "", list);
     return;
   }
-  if (!f) {
-    char list[512];
-    preset_list(dir, list, sizeof list);
-    fail(w, n, name, "no %s preset \"%s\" (%s: %s)%s%s", kind, want, path, strerror(errno),
-         *list ? "; there are: " : "", list);
+  char why[1200];
+  size_t len = 0;
+  rh_status st;
+  char *text = read_yaml(path, &len, why, sizeof why, &st);
+  if (!text) {
+    fail(w, n, name, "the %s preset %s", kind, why);
     return;
   }
   yaml_parser_t parser;
   yaml_document_t doc;
   yaml_parser_initialize(&parser);
-  yaml_parser_set_input_file(&parser, f);
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   if (!yaml_parser_load(&parser, &doc)) {
     fail(w, n, name, "in preset %s:%d: YAML syntax error: %s", path,
          (int)parser.problem_mark.line + 1, parser.problem ? parser.problem : "unreadable");
     yaml_parser_delete(&parser);
-    fclose(f);
+    free(text);
     return;
   }
   /* the preset's own error, then said where the scenario names the preset */
@@ -909,7 +1001,7 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
   w->sc->presets_used++;
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
-  fclose(f);
+  free(text);
 }
 
 /* ---- whole-scenario checks ---------------------------------------------------------------- */
@@ -1287,6 +1379,12 @@ static int apply_set(yaml_document_t *doc, const char *set, int index, char *err
   yaml_parser_t parser;
   yaml_document_t value;
   yaml_parser_initialize(&parser);
+  if (too_deep(eq + 1, strlen(eq + 1))) {
+    yaml_parser_delete(&parser);
+    snprintf(err, errlen, "--set %s: the value nests [ ] and { } more than %d levels", set,
+             YAML_MAX_FLOW_DEPTH);
+    return -1;
+  }
   yaml_parser_set_input_string(&parser, (const unsigned char *)eq + 1, strlen(eq + 1));
   bool parsed = yaml_parser_load(&parser, &value);
   yaml_parser_delete(&parser);
@@ -1378,16 +1476,15 @@ rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, 
   sc->restart.relaunch_s = 60;
   sc->restart.max_restarts = 3;
   for (int i = 0; i < RH_CHECK_COUNT; i++) sc->checks.enabled[i] = -1;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return RH_ERR_IO;
-  }
+  size_t len = 0;
+  rh_status st;
+  char *text = read_yaml(path, &len, err, errlen, &st);
+  if (!text) return st;
   sc->path = strdup(path);
   yaml_parser_t parser;
   yaml_document_t doc;
   yaml_parser_initialize(&parser);
-  yaml_parser_set_input_file(&parser, f);
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   struct provided provided = {0};
   walker w = {.doc = &doc, .sc = sc, .base = (char *)sc, .path = path, .err = err,
               .errlen = errlen, .provided = &provided, .sets = opts->sets,
@@ -1401,7 +1498,7 @@ rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, 
              ctx ? parser.context : "", ctx ? ", " : "",
              parser.problem ? parser.problem : "unreadable", (int)parser.problem_mark.line + 1);
     yaml_parser_delete(&parser);
-    fclose(f);
+    free(text);
     rh_scenario_free(sc);
     return RH_ERR_INVALID;
   }
@@ -1431,7 +1528,7 @@ rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, 
   }
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
-  fclose(f);
+  free(text);
   if (w.failed) {
     rh_scenario_free(sc);
     return RH_ERR_INVALID;

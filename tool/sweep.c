@@ -167,9 +167,9 @@ static json_t *point_identity(const char *file, uint64_t hash, const rh_scenario
   char hex[17];
   snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
   json_t *sets = json_array();
-  for (int i = 0; i < common->nsets; i++) json_array_append_new(sets, json_string(common->sets[i]));
-  for (int i = 0; i < p->nruns; i++) json_array_append_new(sets, json_string(p->runs[i]));
-  return json_pack("{s:s, s:s, s:o}", "file", file, "scenario_fnv1a", hex, "sets", sets);
+  for (int i = 0; i < common->nsets; i++) json_array_append_new(sets, rh_json_text(common->sets[i]));
+  for (int i = 0; i < p->nruns; i++) json_array_append_new(sets, rh_json_text(p->runs[i]));
+  return json_pack("{s:o, s:s, s:o}", "file", rh_json_text(file), "scenario_fnv1a", hex, "sets", sets);
 }
 
 /* A finished point with the same identity: its exit status, or -1. */
@@ -312,10 +312,11 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
     for (int v = 0; v < axes[a].n; v++) json_array_append_new(vals, json_string(axes[a].values[v]));
     json_array_append_new(jaxes, json_pack("{s:s, s:o}", "key", axes[a].key, "values", vals));
   }
-  json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:O}", "scenario", sc->name, "file", file, "cluster",
+  json_t *root = json_pack("{s:s, s:o, s:s, s:o, s:O}", "scenario", sc->name, "file", rh_json_text(file), "cluster",
                            cluster, "axes", jaxes, "points", rows);
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-  int rc = !text || rh_write_output(out, "sweep.csv", csv) || rh_write_output(out, "sweep.json", text);
+  const char *names[] = {"sweep.csv", "sweep.json"}, *texts[] = {csv, text};
+  int rc = !text || rh_write_outputs(out, 2, names, texts);
   if (!rc) printf("\nwrote %s/sweep.csv and %s/sweep.json\n", out, out);
   free(text);
   free(csv);
@@ -444,6 +445,7 @@ int rh_cmd_sweep(int argc, char **argv) {
                         &opts, &first);
   if (rc < 0 && argc - first != 1) rc = rh_cli_error("sweep", "needs one scenario FILE");
   if (rc < 0 && !cmd.out) rc = rh_cli_error("sweep", "needs --out DIR (the points and results go there)");
+  if (rc < 0 && rh_output_dir_ok(cmd.out) != 0) rc = 2;
   rh_scenario sc = {0};
   char err[1024];
   if (rc < 0 && rh_scenario_load_opts(argv[first], &opts, &sc, err, sizeof err) != RH_OK) {

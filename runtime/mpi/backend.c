@@ -571,6 +571,34 @@ static int *place_ranks(int size) {
   return node_of;
 }
 
+/* Says (rank 0, on stderr) where the processes' hosts are not the scenario's nodes: the
+ * topology-aware collectives follow the processes, so a run placed otherwise runs other
+ * algorithms over other groups, and its numbers need not match the simulator's. */
+static void say_placement(const rh_cluster *cl, const int *host_of, int size) {
+  int hosts = 0, same = cl != NULL;
+  for (int r = 0; r < size; r++) hosts = host_of[r] + 1 > hosts ? host_of[r] + 1 : hosts;
+  char got[160] = "", want[160] = "";
+  for (int h = 0, r = 0; h < hosts; h++) {
+    int k = 0;
+    while (r < size && host_of[r] == h) k++, r++;
+    int scen = cl && h < cl->nodes + cl->spares ? cl->gpus_per_node[h] : 0;
+    same = same && k == scen;
+    size_t n = strlen(got);
+    if (n < sizeof got - 16) snprintf(got + n, sizeof got - n, "%s%d", h ? ", " : "", k);
+  }
+  if (!cl || (same && hosts == cl->nodes)) return;
+  for (int n = 0; n < cl->nodes; n++) {
+    size_t l = strlen(want);
+    if (l < sizeof want - 16) snprintf(want + l, sizeof want - l, "%s%d", n ? ", " : "", cl->gpus_per_node[n]);
+  }
+  fprintf(stderr,
+          "rehearsal: note: the %d processes run on %d host%s (%s processes each) where the scenario "
+          "has %d node%s (%s GPUs each): the collectives follow the processes, so the results may "
+          "differ from the simulator's; on one machine, RH_MPI_GPUS_PER_NODE=k (mpirun -x "
+          "RH_MPI_GPUS_PER_NODE) plays nodes of k GPUs\n",
+          size, hosts, hosts == 1 ? "" : "s", got, cl->nodes, cl->nodes == 1 ? "" : "s", want);
+}
+
 /* The processes an elastic scenario may start with: min_np to max_np (its cluster's GPUs when
  * max_np is not given); a fixed-size one, exactly its cluster's GPUs. */
 static bool size_allowed(const rh_launch_config *cfg, int size) {
@@ -730,6 +758,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     return 1;
   }
   for (int r = 0; r < size; r++) job.members[r] = r;
+  if (rank == 0 && !cfg->elastic) say_placement(cfg->cluster, job.host_of, size);
   pthread_mutex_init(&job.lock, NULL);
   mpi__comms_open(&job.comms, MPI_COMM_WORLD);
   MPI_Op_create(half_sum, 1, &job.half_ops[RH_SUM]);

@@ -46,6 +46,7 @@ typedef struct train_evidence {
   rh_epoch_stats now;    /* the epoch in progress */
   double epoch_loss, epoch_correct, epoch_samples;
   long draws;            /* sample draws of the epoch, over all ranks */
+  long own_repeats;      /* of which repeated a sample the same rank had drawn first */
   long seg_draws;        /* of which in the current segment (since the last cut of the shards) */
   long seg_left;         /* the samples the segment was cut from */
   int world_resets;      /* resets of the job's world so far */
@@ -173,6 +174,24 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end);
 /* Rank 0 reads checkpoint-`which` (an epoch; the newest of all when which < 0) and broadcasts
  * it: the position moves there (the start when there was none).  *found: the epoch it holds. */
 rh_status train__restore(rank_state *s, int which, int *found);
+/* What Horovod's Keras callbacks are given (lr_schedule.c): the optimizer's initial lr (the base
+ * lr scaled), the workers, LearningRateWarmupCallback's warmup_epochs (0: none), and the
+ * staircase of LearningRateScheduleCallback (x decay_factor from each of decay_epochs on). */
+typedef struct train_horovod_lr {
+  double initial_lr;
+  int size;
+  double warmup_epochs;
+  const double *decay_epochs;
+  int ndecay;
+  double decay_factor;
+  long steps_per_epoch;
+} train_horovod_lr;
+/* The lr of batch `batch` of epoch `epoch` (both 0-based) that the callbacks leave. */
+double train__horovod_lr(const train_horovod_lr *h, int epoch, long batch);
+/* Reads one checkpoint file into the state: 0 (its epoch in *epoch, its ranks' metric sums in
+ * *rows, *nrows of them; the caller frees *rows), -1 when it is absent, -2 when it is damaged or
+ * of another model (the state is then left untouched, and the reason printed). */
+int train__checkpoint_read(rank_state *s, const char *path, int *epoch, double **rows, int *nrows);
 /* Elastic training: the state (the position, the parameters, the optimizer, the evidence), the
  * reset callback, and Horovod's run loop around train__run_epochs. */
 rh_status train__elastic(rank_state *s);

@@ -725,7 +725,7 @@ rh_status train__run_epochs(rank_state *s, int to) {
       /* a new epoch: nothing of it is recorded yet */
       *es = (rh_epoch_stats){.start = rh_time(s->ctx)};
       s->ev.epoch_loss = s->ev.epoch_correct = s->ev.epoch_samples = 0;
-      s->ev.draws = 0;
+      s->ev.draws = s->ev.own_repeats = 0;
       if (s->sample_count) {
         memset(s->sample_count, 0, (size_t)cfg->train_samples * sizeof(int32_t));
         memset(s->involved, 0, (size_t)(cfg->max_size > s->size ? cfg->max_size : s->size));

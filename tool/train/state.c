@@ -146,7 +146,8 @@ static rh_status share_evidence(rank_state *s, const double *rows, int nrows) {
   }
   if (st == RH_OK) {
     evidence_unpack(s, all, -1);
-    const double *row = (const double *)(all + n) + 3 * s->rank;
+    double row[3]; /* the evidence's bytes need not leave the rows aligned for doubles */
+    memcpy(row, all + n + 3 * sizeof(double) * (size_t)s->rank, sizeof row);
     s->ev.epoch_loss = row[0];
     s->ev.epoch_correct = row[1];
     s->ev.epoch_samples = row[2];
@@ -174,18 +175,10 @@ static double state_bytes(const rank_state *s) {
   return ((double)s->nparams + nstate) * sizeof(float);
 }
 
-rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
+/* Writes the checkpoint to path through a temporary file and a rename; 0, or the errno. */
+static int write_file(rank_state *s, bool epoch_end, const char *path, const double *rows) {
   const rh_train_config *cfg = s->cfg;
-  bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
-  double *rows = cfg->real ? gather_rows(s) : NULL; /* every rank takes part */
-  if (cfg->real && !rows) return RH_ERR_NOMEM;
-  if (!writer) {
-    free(rows);
-    return RH_OK;
-  }
-  char path[1024], tmp[1100];
-  if (epoch_end) snprintf(path, sizeof path, "%s/checkpoint-%d.bin", cfg->checkpoint_dir, (int)s->pos.epoch + 1);
-  else snprintf(path, sizeof path, "%s/checkpoint-step-%ld.bin", cfg->checkpoint_dir, (long)s->pos.global_step);
+  char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.tmp%d", path, s->rank);
   ckpt_header h = {.magic = "RHCKPT2", .epoch = (int)s->pos.epoch + (epoch_end ? 1 : 0),
                    .at_end = epoch_end, .opt_steps = s->opt.steps};
@@ -207,10 +200,7 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
   h.ninvolved = parts.part[3].bytes;
   h.nranks = rows ? (uint64_t)s->size : 0;
   unsigned char *evidence = malloc(h.nevidence);
-  if (!evidence) {
-    free(rows);
-    return RH_ERR_NOMEM;
-  }
+  if (!evidence) return ENOMEM;
   evidence_pack(s, evidence);
   FILE *f = fopen(tmp, "wb");
   bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 &&
@@ -219,15 +209,45 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
             fwrite(evidence, 1, h.nevidence, f) == h.nevidence &&
             fwrite(rows, 3 * sizeof(double), h.nranks, f) == h.nranks;
   free(evidence);
-  free(rows);
   if (f && fclose(f) != 0) ok = false;
   if (ok && rename(tmp, path) != 0) ok = false;
   if (!ok) {
+    int e = errno ? errno : EIO;
     remove(tmp);
-    fprintf(stderr, "rehearsal: rank %d cannot write %s: %s\n", s->rank, path, strerror(errno));
-    return RH_ERR_IO;
+    fprintf(stderr, "rehearsal: rank %d cannot write %s: %s\n", s->rank, path, strerror(e));
+    return e;
   }
-  rh_status st = rh_storage_io(s->ctx, state_bytes(s) + sizeof h, true);
+  return 0;
+}
+
+rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
+  const rh_train_config *cfg = s->cfg;
+  bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
+  double *rows = cfg->real ? gather_rows(s) : NULL; /* every rank takes part */
+  if (cfg->real && !rows) return RH_ERR_NOMEM;
+  char path[1024];
+  if (epoch_end) snprintf(path, sizeof path, "%s/checkpoint-%d.bin", cfg->checkpoint_dir, (int)s->pos.epoch + 1);
+  else snprintf(path, sizeof path, "%s/checkpoint-step-%ld.bin", cfg->checkpoint_dir, (long)s->pos.global_step);
+  int err = writer ? write_file(s, epoch_end, path, rows) : 0;
+  free(rows);
+  /* a writer's I/O error is the job's: every rank learns it at once (at no simulated cost), and
+   * none waits for the next collective to time out */
+  int *errs = calloc((size_t)s->size, sizeof(int));
+  rh_status st = errs ? rh_check_allgather(s->ctx, &err, sizeof err, errs) : RH_ERR_NOMEM;
+  for (int r = 0; st == RH_OK && r < s->size; r++) {
+    if (!errs[r]) continue;
+    rh_train_result *res = s->res;
+    if (res->error == RH_OK) {
+      res->error = RH_ERR_IO;
+      res->error_rank = r;
+      snprintf(res->error_detail, sizeof res->error_detail, "rank %d cannot write the checkpoint %.900s: %s",
+               r, path, strerror(errs[r]));
+    }
+    st = RH_ERR_IO;
+  }
+  free(errs);
+  if (st != RH_OK || !writer) return st;
+  st = rh_storage_io(s->ctx, state_bytes(s) + sizeof(ckpt_header), true);
   rh_train_result *r = s->res;
   if (st == RH_OK && s->rank == 0 && s->recording) { /* for the failures report */
     if (r->nckpt == r->capckpt) {
@@ -277,8 +297,8 @@ static int read_file(rank_state *s, const char *path, ckpt_header *out, double *
     free(r);
   }
   if (ok) { /* only a whole, matching file replaces the state */
-    memcpy(s->params, p, np * sizeof(float));
-    memcpy(s->opt.state, o, nstate * sizeof(float));
+    if (np) memcpy(s->params, p, np * sizeof(float)); /* a timing model has neither */
+    if (nstate) memcpy(s->opt.state, o, nstate * sizeof(float));
     s->opt.steps = h.opt_steps;
     memcpy(&s->pos, h.position, sizeof s->pos);
     if (s->recording) evidence_unpack(s, ev, (long)h.ninvolved); /* a replay for the resume check keeps its own */
@@ -292,17 +312,23 @@ static int read_file(rank_state *s, const char *path, ckpt_header *out, double *
   return ok ? 0 : -2;
 }
 
+int train__checkpoint_read(rank_state *s, const char *path, int *epoch, double **rows, int *nrows) {
+  ckpt_header h;
+  int rc = read_file(s, path, &h, rows);
+  *nrows = rc < 0 ? 0 : (int)h.nranks;
+  *epoch = rc < 0 ? -1 : h.epoch;
+  return rc;
+}
+
 /* Reads checkpoint-EPOCH, or with epoch < 0 the one of the most steps; returns the epoch it
  * holds, -1 when there is none, -2 when it is damaged. */
 static int read_checkpoint(rank_state *s, int epoch, double **rows, int *nrows) {
   char path[1024], best[1024] = "";
   const char *dir = s->cfg->checkpoint_dir;
-  ckpt_header h;
   if (epoch >= 0) {
     snprintf(path, sizeof path, "%s/checkpoint-%d.bin", dir, epoch);
-    int rc = read_file(s, path, &h, rows);
-    *nrows = rc < 0 ? 0 : (int)h.nranks;
-    return rc < 0 ? rc : h.epoch;
+    int e, rc = train__checkpoint_read(s, path, &e, rows, nrows);
+    return rc < 0 ? rc : e;
   }
   /* the newest: the most global steps, an epoch's end before a mid-epoch one of the same step */
   DIR *d = opendir(dir);
@@ -330,9 +356,8 @@ static int read_checkpoint(rank_state *s, int epoch, double **rows, int *nrows) 
   }
   if (d) closedir(d);
   if (!best[0]) return -1;
-  int rc = read_file(s, best, &h, rows);
-  *nrows = rc < 0 ? 0 : (int)h.nranks;
-  return rc < 0 ? rc : h.epoch;
+  int e, rc = train__checkpoint_read(s, best, &e, rows, nrows);
+  return rc < 0 ? rc : e;
 }
 
 static rh_status restore(rank_state *s, int which, int *found);

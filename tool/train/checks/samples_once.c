@@ -30,6 +30,7 @@ static rh_status after_step(rank_state *s, int epoch, long step, double lr) {
       if (s->sample_count[idx]++ == 0) {
         s->sample_owner[idx] = r;
       } else {
+        s->ev.own_repeats += s->sample_owner[idx] == r;
         int most = s->cfg->max_size > s->size ? s->cfg->max_size : s->size;
         s->involved[r] = 1;
         if (s->sample_owner[idx] < most) s->involved[s->sample_owner[idx]] = 1; /* else: a rank of
@@ -56,7 +57,18 @@ static rh_status after_epoch(rank_state *s, int epoch, long steps_run) {
   char ranks[256];
   train__rank_list(s->involved, most, ranks, sizeof ranks);
   bool whole = cfg->steps_rule == RH_STEPS_LOADER && !cfg->replicated && !s->pos.stopped;
-  if (repeats > allowed)
+  if (repeats > allowed && s->ev.own_repeats == repeats && n > 1)
+    /* no rank drew another's sample: each went round its own shard again */
+    train__verdict(s, RH_CHECK_SAMPLES, false,
+                   "epoch %d: %ld of %ld sample draws repeated a sample already used that epoch "
+                   "(%ld distinct of %ld), each by the rank that had drawn it: the ranks' shards "
+                   "are disjoint, but each rank went round its own shard %.3g times%s",
+                   epoch + 1, repeats, total, distinct, N, (double)total / (double)N,
+                   cfg->steps_rule == RH_STEPS_FULL
+                       ? " (steps_per_epoch: full runs the whole set's steps on every rank; "
+                         "divided runs 1/size of them)"
+                       : "");
+  else if (repeats > allowed)
     train__verdict(s, RH_CHECK_SAMPLES, false,
                    "epoch %d: %ld of %ld sample draws repeated a sample already used that epoch "
                    "(%ld distinct of %ld); ranks %s used the same samples",

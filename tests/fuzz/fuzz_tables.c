@@ -1,0 +1,30 @@
+/*
+ * fuzz_tables.c: the readers of `rehearsal calibrate`'s measurement tables on any bytes: an
+ * nccl-tests output when the input's first byte is even, a GEMM sweep when it is odd.
+ */
+#include "fuzz.h"
+#include "tables.h"
+
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  const char *path = fuzz_file(0, "table.txt", data + 1, size - 1);
+  if (!path) return 0;
+  if ((data[0] & 1) == 0) {
+    rh_nccl_row *rows = NULL;
+    int n = 0, ranks = 0;
+    char coll[64] = "";
+    if (rh_read_nccl_tests(path, &rows, &n, &ranks, coll) == 0 &&
+        !(n > 0 && rows[n - 1].bytes >= 1 && rows[n - 1].seconds > 0 && rows[n - 1].busbw > 0))
+      abort(); /* a table it accepts has rows, and every row the positive numbers it checked */
+    free(rows);
+  } else {
+    rh_gemm_row rows[RH_GEMM_ROWS];
+    int n = 0;
+    if (rh_read_gemm_table(path, 1000, rows, &n) == 0)
+      for (int i = 0; i < n; i++)
+        if (!(rows[i].flops >= 2 && rows[i].tflops > 0 && rows[i].tflops <= 1000)) abort();
+  }
+  return 0;
+}

@@ -1,0 +1,149 @@
+/*
+ * test_determinism.c: the same scenario gives the same simulated numbers, bit for bit.  Every
+ * scenario shipped under scenarios/ runs twice, and its summary.json, epochs.txt and steps.csv
+ * must be the same bytes both times (the long ones in a shortened form: their first epoch, or a
+ * smaller job, set on the command line as a user would).  `collective` tables are the same run
+ * to run too.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char tmpdir[64];
+
+static int setup(void **state) {
+  (void)state;
+  return rh_test_mkdtemp(tmpdir, "determinism");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return rh_test_rmdir(tmpdir);
+}
+
+/* The shortened forms: a scenario whose run takes minutes, and the overrides that keep its kind
+ * of run (its failures, its checks) in a few seconds. */
+static const struct { const char *file; const char *sets[3]; } shortened[] = {
+    {"scenarios/seeds/lenet5-mnist-pytorch.yaml", {"data.train_samples=6000", "recipe.epochs=2"}},
+    {"scenarios/seeds/lenet5-mnist-keras.yaml", {"data.train_samples=6000", "recipe.epochs=2"}},
+    {"scenarios/seeds/lenet5-mnist-tensorflow.yaml",
+     {"data.train_samples=6000", "recipe.stop_at_step=400"}},
+    {"scenarios/seeds/cifar10-keras-workshop.yaml", {"data.train_samples=8000"}},
+    {"scenarios/seeds/fashion-mnist-keras-lab.yaml", {"data.train_samples=6000", "recipe.epochs=2"}},
+    {"scenarios/seeds/oci-pytorch-elastic-mnist.yaml", {"data.train_samples=6000", "recipe.epochs=2"}},
+    {"scenarios/failures/big-job.yaml", {"data.train_samples=860000000"}}, /* a day, not weeks */
+    {"scenarios/failures/oci-elastic-host-crash.yaml",
+     {"data.train_samples=12000", "recipe.epochs=2",
+      "failures.events=[{kind: host_crash, node: 1, epoch: 2, step: 20, during: allreduce, "
+      "after_ms: 0.05}]"}},
+    {"scenarios/failures/hang.yaml", {"recipe.epochs=2"}},
+    {"scenarios/failures/host-crash.yaml", {"recipe.epochs=2"}},
+    {"scenarios/failures/link-degraded.yaml", {"recipe.epochs=1"}},
+};
+
+static const char *const *sets_of(const char *file) {
+  for (size_t i = 0; i < sizeof shortened / sizeof shortened[0]; i++)
+    if (strcmp(shortened[i].file, file) == 0) return shortened[i].sets;
+  return NULL;
+}
+
+/* Runs `rehearsal run FILE --out DIR [--set ...]`; its exit code. */
+static int run_once(const char *file, const char *dir) {
+  char *argv[16] = {RH_BINARY, "run", (char *)file, "--out", (char *)dir, "--no-what-if"};
+  int argc = 6;
+  const char *const *sets = sets_of(file);
+  for (int i = 0; sets && i < 3 && sets[i]; i++) {
+    argv[argc++] = "--set";
+    argv[argc++] = (char *)sets[i];
+  }
+  argv[argc] = NULL;
+  return rh_test_spawn(argv, "/dev/null", "/dev/null");
+}
+
+static bool same_file(const char *a_dir, const char *b_dir, const char *name) {
+  char *a = rh_test_slurp(rh_test_path(a_dir, name));
+  char *b = rh_test_slurp(rh_test_path(b_dir, name));
+  bool same = a && b && strcmp(a, b) == 0;
+  if (!same) print_error("%s differs between %s and %s\n", name, a_dir, b_dir);
+  free(a);
+  free(b);
+  return same;
+}
+
+static int compare_dir(const char *dir, int *n) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int failures = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t len = strlen(e->d_name);
+    if (len < 6 || strcmp(e->d_name + len - 5, ".yaml") != 0) continue;
+    char file[512];
+    snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
+    char *a = strdup(rh_test_path(tmpdir, "a")), *b = strdup(rh_test_path(tmpdir, "b"));
+    int ra = run_once(file, a), rb = run_once(file, b);
+    bool ok = ra == rb && ra != 2;
+    if (!ok) print_error("%s: exit %d, then %d\n", file, ra, rb);
+    struct stat st;
+    if (ok && stat(rh_test_path(a, "summary.json"), &st) == 0)
+      ok = same_file(a, b, "summary.json") && same_file(a, b, "epochs.txt") &&
+           same_file(a, b, "steps.csv");
+    else if (ok) {
+      print_error("%s: no summary.json\n", file);
+      ok = false;
+    }
+    failures += !ok;
+    ++*n;
+    rh_test_rmdir(a);
+    rh_test_rmdir(b);
+    free(a);
+    free(b);
+  }
+  closedir(d);
+  return failures;
+}
+
+static void test_every_shipped_scenario_twice(void **state) {
+  (void)state;
+  static const char *const dirs[] = {"scenarios", "scenarios/seeds", "scenarios/mistakes",
+                                     "scenarios/failures", "scenarios/papers",
+                                     "scenarios/validation"};
+  int failures = 0, n = 0;
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) failures += compare_dir(dirs[i], &n);
+  print_message("%d scenarios run twice, %d differed\n", n, failures);
+  assert_true(n >= 40);
+  assert_int_equal(failures, 0);
+}
+
+static void test_collective_tables_twice(void **state) {
+  (void)state;
+  char *a = strdup(rh_test_path(tmpdir, "ca")), *b = strdup(rh_test_path(tmpdir, "cb"));
+  for (int k = 0; k < 2; k++) {
+    char *argv[] = {RH_BINARY, "collective", "scenarios/validation/dgx-h100.yaml", "--max", "64MiB",
+                    "--out", k ? b : a, NULL};
+    assert_int_equal(rh_test_spawn(argv, "/dev/null", "/dev/null"), 0);
+  }
+  assert_true(same_file(a, b, "collective.txt"));
+  assert_true(same_file(a, b, "collective.json"));
+  free(a);
+  free(b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_shipped_scenario_twice),
+      cmocka_unit_test(test_collective_tables_twice),
+  };
+  if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

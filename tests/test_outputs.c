@@ -1,0 +1,197 @@
+/*
+ * test_outputs.c: the files a command writes.  The outputs of one command land together or not at
+ * all, even when the disk fills between two of them, and a directory made for them alone goes
+ * again; a temporary left by a writer killed before its rename is removed by the next writer,
+ * and a live writer's is not; a path that is not UTF-8 still reaches summary.json, its stray
+ * bytes as \xNN; an --out that cannot be written is found before the work.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "commands.h"
+#include "harness.h"
+
+#include <jansson.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+
+static int setup(void **state) {
+  (void)state;
+  return rh_test_mkdtemp(tmpdir, "outputs");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return rh_test_rmdir(tmpdir);
+}
+
+static bool exists(const char *dir, const char *name) {
+  struct stat st;
+  return stat(name ? rh_test_path(dir, name) : dir, &st) == 0;
+}
+
+static int entries(const char *dir) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  if (d) closedir(d);
+  return n;
+}
+
+/* With room for the first file and not the second (a file size limit stands in for a full
+ * disk), neither file appears, nor a temporary, and the directory made for them is gone. */
+static void test_together_or_not_at_all(void **state) {
+  (void)state;
+  char *dir = strdup(rh_test_path(tmpdir, "full"));
+  static char big[4096];
+  memset(big, 'x', sizeof big - 1);
+  const char *names[] = {"table.txt", "table.json"}, *texts[] = {"small\n", big};
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit then fails with EFBIG */
+    struct rlimit lim = {1024, 1024};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    _exit(rh_write_outputs(dir, 2, names, texts) == 1 ? 0 : 3);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_false(exists(dir, NULL));
+  /* into a directory that was there before: it stays, and holds nothing new */
+  assert_int_equal(mkdir(dir, 0777), 0);
+  pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {1024, 1024};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    _exit(rh_write_outputs(dir, 2, names, texts) == 1 ? 0 : 3);
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_true(exists(dir, NULL));
+  assert_int_equal(entries(dir), 0);
+  /* with room, both */
+  assert_int_equal(rh_write_outputs(dir, 2, names, texts), 0);
+  assert_true(exists(dir, "table.txt") && exists(dir, "table.json"));
+  assert_int_equal(entries(dir), 2);
+  free(dir);
+}
+
+/* A temporary of a process that is gone is removed by the next write of that name; one of a
+ * process still running is left to it. */
+static void test_stale_temporaries_removed(void **state) {
+  (void)state;
+  char *dir = strdup(rh_test_path(tmpdir, "stale"));
+  assert_int_equal(mkdir(dir, 0777), 0);
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, NULL, 0);
+  char dead[128], live[128];
+  snprintf(dead, sizeof dead, ".summary.json.%ld.Ab12Cd", (long)gone);
+  snprintf(live, sizeof live, ".summary.json.%ld.Ef34Gh", (long)getppid());
+  fclose(fopen(rh_test_path(dir, dead), "w"));
+  fclose(fopen(rh_test_path(dir, live), "w"));
+  assert_int_equal(rh_write_output(dir, "summary.json", "{}\n"), 0);
+  assert_false(exists(dir, dead));
+  assert_true(exists(dir, live));
+  assert_true(exists(dir, "summary.json"));
+  free(dir);
+}
+
+/* Bytes that are not UTF-8 become \xNN; UTF-8, and only it, passes as it is. */
+static void test_json_text(void **state) {
+  (void)state;
+  static const struct { const char *in, *out; } cases[] = {
+      {"plain/path.yaml", "plain/path.yaml"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"},                 /* é */
+      {"bad\xff.yaml", "bad\\xff.yaml"},             /* never a UTF-8 byte */
+      {"\xc3", "\\xc3"},                             /* a truncated sequence */
+      {"\xc0\xaf", "\\xc0\\xaf"},                    /* an overlong '/' */
+      {"\xed\xa0\x80", "\\xed\\xa0\\x80"},           /* a surrogate */
+      {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},      /* U+1F600 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *j = rh_json_text(cases[i].in);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(j), cases[i].out);
+    json_decref(j);
+  }
+}
+
+/* A scenario under a directory whose name is not UTF-8: summary.json still says which file ran
+ * (it had no "file" key). */
+static void test_summary_names_any_path(void **state) {
+  (void)state;
+  char *sub = strdup(rh_test_path(tmpdir, "caf\xe9"));
+  assert_int_equal(mkdir(sub, 0777), 0);
+  char *src = rh_test_slurp("scenarios/default.yaml");
+  FILE *f = fopen(rh_test_path(sub, "s.yaml"), "w");
+  fputs(src, f);
+  fclose(f);
+  free(src);
+  char *scenario = strdup(rh_test_path(sub, "s.yaml")), *out = strdup(rh_test_path(tmpdir, "d5"));
+  assert_int_equal(rh_test_spawn((char *const[]){RH_BINARY, "run", scenario, "--out", out,
+                                                 "--no-what-if", NULL},
+                                 "/dev/null", NULL),
+                   0);
+  json_t *root = json_load_file(rh_test_path(out, "summary.json"), 0, NULL);
+  assert_non_null(root);
+  const char *file = json_string_value(json_object_get(root, "file"));
+  assert_non_null(file);
+  assert_non_null(strstr(file, "/caf\\xe9/s.yaml"));
+  json_decref(root);
+  free(scenario);
+  free(out);
+  free(sub);
+}
+
+/* An --out that cannot be written is found before the work, not after it: exit 2, nothing run
+ * (stdout empty), for run, collective and sweep alike. */
+static void test_unwritable_out_checked_first(void **state) {
+  (void)state;
+  char *file = strdup(rh_test_path(tmpdir, "a-file"));
+  fclose(fopen(file, "w"));
+  char *out = strdup(rh_test_path(file, "out")), *std = strdup(rh_test_path(tmpdir, "std.txt")),
+       *err = strdup(rh_test_path(tmpdir, "err.txt"));
+  static const char *const cmds[] = {"run", "collective", "sweep"};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rh_test_spawn((char *const[]){RH_BINARY, (char *)cmds[i],
+                                                   "scenarios/default.yaml", "--out", out, NULL},
+                                   std, err),
+                     2);
+    char *o = rh_test_slurp(std), *e = rh_test_slurp(err);
+    assert_string_equal(o, "");
+    assert_non_null(strstr(e, "is not a directory"));
+    free(o);
+    free(e);
+  }
+  free(file);
+  free(out);
+  free(std);
+  free(err);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_together_or_not_at_all),
+      cmocka_unit_test(test_stale_temporaries_removed),
+      cmocka_unit_test(test_json_text),
+      cmocka_unit_test(test_summary_names_any_path),
+      cmocka_unit_test(test_unwritable_out_checked_first),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

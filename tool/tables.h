@@ -1,0 +1,35 @@
+/*
+ * tables.h: the measurement tables `rehearsal calibrate` reads: nccl-tests' standard output and a
+ * GEMM sweep of "M N K TFLOPS" rows.  Each reader names the file, line and column of a bad row on
+ * stderr and returns 2; 1 when memory runs out; 0 with the rows.
+ */
+#ifndef REHEARSAL_TABLES_H
+#define REHEARSAL_TABLES_H
+
+#include <stdbool.h>
+
+/* One row of an nccl-tests table (its out-of-place columns). */
+typedef struct rh_nccl_row {
+  double bytes, seconds, busbw; /* bytes, s, B/s */
+} rh_nccl_row;
+
+/* The rows of an nccl-tests output: lines whose first word is a number; the rest (the `#`
+ * header and footer, NCCL's INFO lines) are not rows.  *ranks: the "#  Rank ... Pid" lines seen;
+ * coll (64 bytes): the collective the header names ("Collective test starting: NAME"), or left
+ * as it was.  *out is the caller's to free. */
+int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ranks, char *coll);
+
+/* One GEMM of a sweep: 2 M N K FLOPs at a measured rate. */
+typedef struct rh_gemm_row {
+  double flops, tflops;
+} rh_gemm_row;
+enum { RH_GEMM_ROWS = 256 };
+
+/* The rows of a GEMM sweep ("M N K TFLOPS", whole sizes from 1 to 1e7, a positive rate no
+ * higher than peak_tflops; `#` lines and blank lines are not rows), at most RH_GEMM_ROWS. */
+int rh_read_gemm_table(const char *path, double peak_tflops, rh_gemm_row rows[RH_GEMM_ROWS], int *n);
+
+/* A whole token as a finite decimal number (no hexadecimal), or false. */
+bool rh_table_number(const char *tok, double *v);
+
+#endif
