@@ -783,6 +783,8 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     if (job.nccl) rh_nccl_free(job.nccl);
     rh_gpu_close();
     rh_topology_free(&job.topo);
+    free(job.host_of);
+    free(job.members);
     MPI_Finalize();
     return gpu_failed;
   }
@@ -796,6 +798,9 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   /* scripted faults hit processes by their place in the scenario's cluster: its slot numbering */
   if (mpi__faults_open(&job, cfg->faults, cfg->cluster, rank) != RH_OK) {
     rh__timeline_free(timeline);
+    rh_topology_free(&job.topo);
+    free(job.host_of);
+    free(job.members);
     MPI_Finalize();
     return 1;
   }
