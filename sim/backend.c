@@ -21,15 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RH_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RH_ASAN 1
-#endif
-#endif
-#ifndef RH_ASAN
-#define RH_ASAN 0
+#ifdef RH_SANITIZE_ADDRESS /* -DRH_SANITIZE=address */
+static const bool asan = true;
+#else
+static const bool asan = false;
 #endif
 
 /* What travels: the sender's length and whether numbers follow, so that a receiver expecting
@@ -910,7 +905,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int argc = 3;
   /* (and under AddressSanitizer: LeakSanitizer's scan of the actors' stacks stops at a guard
    * page with a fault) */
-  if (slots > 4096 || RH_ASAN) argv[argc++] = a3;
+  if (slots > 4096 || asan) argv[argc++] = a3;
   if (cl->exact_network) {
     argv[argc++] = a4;
     argv[argc++] = a5;

@@ -81,15 +81,7 @@ int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RH_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RH_TEST_ASAN 1
-#endif
-#endif
-
-#ifdef RH_TEST_ASAN
+#ifdef RH_SANITIZE_ADDRESS /* -DRH_SANITIZE=address */
 /* AddressSanitizer's note on SimGrid's stack switching, printed once by a simulation under it
  * (three lines on stderr, not a finding): removed, so that an output checked to be empty is. */
 static void drop_asan_notes(char *buf) {
@@ -125,7 +117,7 @@ char *rh_test_slurp(const char *path) {
   size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
   if (buf) buf[got] = 0;
   fclose(f);
-#ifdef RH_TEST_ASAN
+#ifdef RH_SANITIZE_ADDRESS
   if (buf) drop_asan_notes(buf);
 #endif
   return buf;

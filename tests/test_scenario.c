@@ -276,14 +276,21 @@ static void load_fails(const char *path, rh_status want, const char *phrase) {
   assert_null(sc.path);
 }
 
+/* A new temporary file (path a mkstemp template, filled in), open for writing. */
+static FILE *temp_file(char *path) {
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  assert_non_null(f);
+  return f;
+}
+
 /* Nesting 100,000 levels deep took libyaml minutes (its time grows with the square of the
  * depth): the file is refused, naming its line, before libyaml reads it. */
 static void test_deep_nesting_refused(void **state) {
   (void)state;
   char path[] = "/tmp/rh-nesting-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "w");
+  FILE *f = temp_file(path);
   fputs("name: deep\n# a [ in a comment and one in quotes: \"[\"\ncluster: ", f);
   for (int i = 0; i < 100000; i++) fputc(i % 2 ? '[' : '{', f);
   fclose(f);
@@ -304,9 +311,7 @@ static void test_deep_nesting_refused(void **state) {
 static void test_big_file_and_directory(void **state) {
   (void)state;
   char path[] = "/tmp/rh-big-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "w");
+  FILE *f = temp_file(path);
   fputs("name: big\n", f);
   for (int i = 0; i < (4 << 20) / 10; i++) fputs("# padding\n", f);
   fclose(f);

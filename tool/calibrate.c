@@ -31,7 +31,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 static const char usage_text[] =
     "usage: rehearsal calibrate FILE [--nccl-tests OUT] [--coll allreduce|allgather|broadcast]\n"
     "         [--gemm TABLE] [--step-ms MS] [--out PRESET.yaml] [--set KEY=VALUE]...\n"
@@ -79,8 +78,6 @@ static int calib_option(int c, const char *v, void *arg) {
   default: return 2;
   }
 }
-
-/* ---- nccl-tests output ------------------------------------------------------------------------ */
 
 /* ---- the model's view ------------------------------------------------------------------------- */
 

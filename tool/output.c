@@ -41,17 +41,20 @@ int rh_make_dirs(const char *dir) {
   }
 }
 
-/* Removes DIR/.NAME.PID.XXXXXX temporaries left by a process that no longer runs (one killed
- * before its rename): the PID in the name tells a live writer's from a dead one's. */
-static void remove_stale(const char *dir, const char *name) {
+/* Removes DIR/.NAME.PID.XXXXXX temporaries of the n names left by a process that no longer runs
+ * (one killed before its rename): the PID in the name tells a live writer's from a dead one's. */
+static void remove_stale(const char *dir, int n, const char *const *names) {
   DIR *d = opendir(dir);
   if (!d) return;
-  size_t n = strlen(name);
   for (struct dirent *e; (e = readdir(d));) {
-    const char *s = e->d_name;
-    if (s[0] != '.' || strncmp(s + 1, name, n) != 0 || s[n + 1] != '.') continue;
+    const char *s = e->d_name, *rest = NULL;
+    for (int i = 0; i < n && !rest; i++) {
+      size_t len = strlen(names[i]);
+      if (s[0] == '.' && strncmp(s + 1, names[i], len) == 0 && s[len + 1] == '.') rest = s + len + 2;
+    }
+    if (!rest) continue;
     char *end;
-    long pid = strtol(s + n + 2, &end, 10);
+    long pid = strtol(rest, &end, 10);
     if (pid <= 0 || *end != '.' || strlen(end) != 7) continue;
     if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
     char path[4096];
@@ -68,9 +71,9 @@ int rh_write_outputs(const char *dir, int n, const char *const *names, const cha
   umask(mask);
   char (*tmp)[4096] = calloc((size_t)n, sizeof *tmp);
   int rc = tmp ? 0 : 1, written = 0;
+  remove_stale(dir, n, names);
   /* every file to its temporary first; only when all are whole do they take their names */
   for (; rc == 0 && written < n; written++) {
-    remove_stale(dir, names[written]);
     snprintf(tmp[written], sizeof tmp[written], "%s/.%s.%ld.XXXXXX", dir, names[written],
              (long)getpid());
     int fd = mkstemp(tmp[written]);

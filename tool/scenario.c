@@ -440,10 +440,10 @@ static char *read_yaml(const char *path, size_t *len, char *err, size_t errlen, 
   } else {
     *len = fread(text, 1, (size_t)fst.st_size, f);
     text[*len] = 0;
-    int deep = ferror(f) ? 0 : too_deep(text, *len);
+    int deep = 0;
     if (ferror(f)) {
       snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-    } else if (deep) {
+    } else if ((deep = too_deep(text, *len))) {
       *st = RH_ERR_INVALID;
       snprintf(err, errlen, "%s:%d: YAML: more than %d levels of [ ] and { } nesting", path, deep,
                YAML_MAX_FLOW_DEPTH);
@@ -1376,15 +1376,14 @@ static int apply_set(yaml_document_t *doc, const char *set, int index, char *err
     return -1;
   }
   snprintf(key, sizeof key, "%.*s", (int)(eq - set), set);
-  yaml_parser_t parser;
-  yaml_document_t value;
-  yaml_parser_initialize(&parser);
   if (too_deep(eq + 1, strlen(eq + 1))) {
-    yaml_parser_delete(&parser);
     snprintf(err, errlen, "--set %s: the value nests [ ] and { } more than %d levels", set,
              YAML_MAX_FLOW_DEPTH);
     return -1;
   }
+  yaml_parser_t parser;
+  yaml_document_t value;
+  yaml_parser_initialize(&parser);
   yaml_parser_set_input_string(&parser, (const unsigned char *)eq + 1, strlen(eq + 1));
   bool parsed = yaml_parser_load(&parser, &value);
   yaml_parser_delete(&parser);

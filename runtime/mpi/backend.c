@@ -575,18 +575,20 @@ static int *place_ranks(int size) {
  * topology-aware collectives follow the processes, so a run placed otherwise runs other
  * algorithms over other groups, and its numbers need not match the simulator's. */
 static void say_placement(const rh_cluster *cl, const int *host_of, int size) {
-  int hosts = 0, same = cl != NULL;
+  if (!cl) return;
+  int hosts = 0;
+  bool same = true;
   for (int r = 0; r < size; r++) hosts = host_of[r] + 1 > hosts ? host_of[r] + 1 : hosts;
   char got[160] = "", want[160] = "";
   for (int h = 0, r = 0; h < hosts; h++) {
     int k = 0;
     while (r < size && host_of[r] == h) k++, r++;
-    int scen = cl && h < cl->nodes + cl->spares ? cl->gpus_per_node[h] : 0;
+    int scen = h < cl->nodes + cl->spares ? cl->gpus_per_node[h] : 0;
     same = same && k == scen;
     size_t n = strlen(got);
     if (n < sizeof got - 16) snprintf(got + n, sizeof got - n, "%s%d", h ? ", " : "", k);
   }
-  if (!cl || (same && hosts == cl->nodes)) return;
+  if (same && hosts == cl->nodes) return;
   for (int n = 0; n < cl->nodes; n++) {
     size_t l = strlen(want);
     if (l < sizeof want - 16) snprintf(want + l, sizeof want - l, "%s%d", n ? ", " : "", cl->gpus_per_node[n]);

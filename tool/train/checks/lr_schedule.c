@@ -19,26 +19,23 @@ static double warmup_multiplier(double epoch, long steps_per_epoch, int size, do
   return 1.0 / size * (epoch * (size - 1) / warmup + 1);
 }
 
+/* What the callbacks leave depends on the current epoch alone: the warmup callback sets the lr at
+ * every batch of its epochs, and from the end of warmup on some staircase callback (the last has
+ * no end) sets it at every epoch's begin. */
 double train__horovod_lr(const train_horovod_lr *h, int epoch, long batch) {
-  double lr = h->initial_lr; /* the optimizer's lr as the program created it */
-  for (int e = 0; e <= epoch; e++) {
-    /* on_epoch_begin: the staircase callbacks, each active from its start_epoch to before its
-     * end_epoch: [warmup, d0) x 1, [d0, d1) x factor, ... [d_last, inf) x factor^n */
-    double start = h->warmup_epochs, mult = 1;
-    for (int k = 0; k <= h->ndecay; k++) {
-      double end = k < h->ndecay ? h->decay_epochs[k] : INFINITY;
-      if (e >= start && e < end) lr = h->initial_lr * mult;
-      start = end;
-      mult *= h->decay_factor;
-    }
-    /* on_batch_begin: the warmup callback (staircase=False) while current_epoch < end_epoch: the
-     * integer epoch, so a warmup of 2.5 epochs adjusts all of epoch 2 (the third) */
-    if (h->warmup_epochs > 0 && e < h->warmup_epochs) {
-      long b = e < epoch ? h->steps_per_epoch - 1 : batch; /* an epoch before: its last batch */
-      lr = h->initial_lr *
-           warmup_multiplier(e + (double)b / (double)h->steps_per_epoch, h->steps_per_epoch,
-                             h->size, h->warmup_epochs);
-    }
+  /* on_batch_begin: the warmup callback (staircase=False) while current_epoch < end_epoch: the
+   * integer epoch, so a warmup of 2.5 epochs adjusts all of epoch 2 (the third) */
+  if (h->warmup_epochs > 0 && epoch < h->warmup_epochs)
+    return h->initial_lr * warmup_multiplier(epoch + (double)batch / (double)h->steps_per_epoch,
+                                             h->steps_per_epoch, h->size, h->warmup_epochs);
+  /* on_epoch_begin: the staircase callbacks, each active from its start_epoch to before its
+   * end_epoch: [warmup, d0) x 1, [d0, d1) x factor, ... [d_last, inf) x factor^n */
+  double start = h->warmup_epochs, mult = 1, lr = h->initial_lr;
+  for (int k = 0; k <= h->ndecay; k++) {
+    double end = k < h->ndecay ? h->decay_epochs[k] : INFINITY;
+    if (epoch >= start && epoch < end) lr = h->initial_lr * mult;
+    start = end;
+    mult *= h->decay_factor;
   }
   return lr;
 }
