@@ -5,10 +5,9 @@
  * give it (DLPerf's "speedup" over the GPU count).
  *
  * What must hold: DLPerf's BERT-base batch-96 series, its headline BERT table, within 3 points at
- * every GPU count; and no row of the table more than 3 points below its published efficiency: the model
- * charges the network and the GPUs, and a framework loses more than that, never less (the loss
- * within one node that every framework shows is not modelled: the README says what is known of
- * it).  The test prints the table the README shows.
+ * every GPU count; and no row of the table more than 3 points below its published efficiency (the
+ * simulation leaves out the loss within one server that every framework here shows, so it errs
+ * high; a row far below would be a new error).  The test prints the table the README shows.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,9 +46,11 @@ static const series all[] = {
      {100 * 1042.98 / (8 * 145.21), 100 * 1890.26 / (16 * 145.21), 100 * 3715.08 / (32 * 145.21)},
      false},
     {"dlperf-resnet50-fp32", "ResNet-50, PyTorch DDP, fp32, batch 128", {8, 16, 32},
-     {98.3, 97.3, 92.9}, false},
+     {100 * 2887.65 / (8 * 367.29), 100 * 5716.79 / (16 * 367.29), 100 * 10917.09 / (32 * 367.29)},
+     false},
     {"dlperf-resnet50-amp", "ResNet-50, PyTorch DDP, AMP, batch 256", {8, 16, 32},
-     {95.8, 93.4, 87.8}, false},
+     {100 * 6154.66 / (8 * 802.9), 100 * 11991.94 / (16 * 802.9), 100 * 22551.16 / (32 * 802.9)},
+     false},
 };
 
 /* The sweep's scaling efficiency (%) at `gpus`, or NAN. */
@@ -57,9 +58,11 @@ static double efficiency_at(json_t *root, int gpus) {
   size_t i;
   json_t *p;
   json_array_foreach(json_object_get(root, "points"), i, p) {
-    if (json_integer_value(json_object_get(p, "gpus")) == gpus &&
-        strcmp(json_string_value(json_object_get(p, "status")), "ok") == 0)
-      return 100 * json_real_value(json_object_get(p, "scaling_efficiency"));
+    const char *status = json_string_value(json_object_get(p, "status"));
+    json_t *e = json_object_get(p, "scaling_efficiency");
+    if (json_integer_value(json_object_get(p, "gpus")) == gpus && status &&
+        strcmp(status, "ok") == 0 && json_is_number(e))
+      return 100 * json_number_value(e);
   }
   return NAN;
 }
