@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,7 +66,8 @@ int rh_test_simulate(const rh_cluster *cl, const rh_settings *s, rh_rank_fn fn, 
   return rh_test_simulate_job(cl, s, NULL, fn, arg, end_time, NULL, 0, NULL);
 }
 
-int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path) {
+int rh_test_spawn_rss(char *const argv[], const char *out_path, const char *err_path,
+                      long *maxrss_kib) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
@@ -77,8 +79,14 @@ int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path
     _exit(127);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  struct rusage ru = {0};
+  if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return 127;
+  if (maxrss_kib) *maxrss_kib = ru.ru_maxrss;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path) {
+  return rh_test_spawn_rss(argv, out_path, err_path, NULL);
 }
 
 #ifdef RH_SANITIZE_ADDRESS /* -DRH_SANITIZE=address */

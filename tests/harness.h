@@ -36,6 +36,9 @@ void *rh_test_shared(size_t bytes);
 /* Runs a command line (argv, NULL-terminated) and returns its exit code; its stderr goes to
  * err_path when non-NULL. */
 int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path);
+/* As rh_test_spawn, and the child's peak resident memory in KiB into *maxrss_kib. */
+int rh_test_spawn_rss(char *const argv[], const char *out_path, const char *err_path,
+                      long *maxrss_kib);
 
 /* The whole content of a file, NUL-terminated (caller frees), or NULL.  Under AddressSanitizer
  * its note on SimGrid's stack switching (not a finding) is left out. */

@@ -326,14 +326,15 @@ static void test_cluster_only_scenario(void **state) {
   free(text);
 }
 
-/* --mem-limit counts every buffer a rank holds: its input and its result, each in host memory
- * and in tensor memory.  On 2 x 2 GPUs an allreduce of S bytes holds 4 x S per rank, 16 x S over
- * the job: 512 KiB at 32 KiB, 1 MiB at 64 KiB, so a 768 KiB limit checks the first and runs the
- * second timing-only. */
+/* --mem-limit bounds a checked run's peak: each rank holds its input and result three times (host
+ * memory, tensor memory, messages in flight), and the simulator 32 MiB and 64 KiB a rank besides.
+ * On 2 x 2 GPUs an allreduce of S bytes is 6 x S a rank, 24 x S over the job: 768 KiB at 32 KiB
+ * and 1.5 MiB at 64 KiB, plus 32.25 MiB, so a 33 MiB limit checks the first and runs the second
+ * timing-only; at 768 KiB, where the buffers of 32 KiB alone would fit, nothing is checked. */
 static void test_mem_limit_counts_all_buffers(void **state) {
   (void)state;
   char *file = two_nodes_scenario("mem-limit.yaml");
-  assert_int_equal(collective(file, "-b", "32K", "-e", "64K", "--mem-limit", "768KiB", NULL), 0);
+  assert_int_equal(collective(file, "-b", "32K", "-e", "64K", "--mem-limit", "33MiB", NULL), 0);
   row rows[4];
   assert_int_equal(table(rows, 4), 2);
   assert_true(rows[0].size == 32768 && rows[1].size == 65536);
@@ -341,6 +342,35 @@ static void test_mem_limit_counts_all_buffers(void **state) {
   assert_string_equal(rows[0].wrong[1], "0");
   assert_string_equal(rows[1].wrong[0], "N/A");
   assert_string_equal(rows[1].wrong[1], "N/A");
+  assert_int_equal(collective(file, "-b", "32K", "-e", "32K", "--mem-limit", "768KiB", NULL), 0);
+  assert_int_equal(table(rows, 4), 1);
+  assert_string_equal(rows[0].wrong[0], "N/A");
+}
+
+/* The process stays within --mem-limit, as the operating system counts it.  256 GPUs (64 of the
+ * default scenario's nodes), 64 KiB to 1 MiB under 512 MiB: by the rule above 64, 128 and 256 KiB
+ * are checked (144, 240 and 432 MiB) and 512 KiB (816 MiB) and 1 MiB are not; the child's peak
+ * resident memory must not pass 512 MiB.  (Not under AddressSanitizer, whose shadow memory and
+ * quarantine are counted too.) */
+static void test_mem_limit_holds_the_peak(void **state) {
+  (void)state;
+  char *argv[] = {RH_BINARY, "collective", "scenarios/default.yaml", "--set", "cluster.nodes=64",
+                  "-b", "64K", "-e", "1M", "--mem-limit", "512MiB", NULL};
+  long peak_kib = 0;
+  int rc = rh_test_spawn_rss(argv, rh_test_path(tmpdir, "out.txt"), rh_test_path(tmpdir, "err.txt"),
+                             &peak_kib);
+  assert_int_equal(rc, 0);
+  row rows[8];
+  assert_int_equal(table(rows, 8), 5);
+  static const char *const wrong[] = {"0", "0", "0", "N/A", "N/A"};
+  for (int i = 0; i < 5; i++) {
+    assert_true(rows[i].size == 65536.0 * (1 << i));
+    assert_string_equal(rows[i].wrong[0], wrong[i]);
+  }
+  print_message("peak %.0f MiB under a 512 MiB limit\n", (double)peak_kib / 1024);
+#ifndef RH_SANITIZE_ADDRESS
+  assert_true(peak_kib <= 512 * 1024);
+#endif
 }
 
 /* The progress line: on stderr when asked for (RH_PROGRESS=1), never on stdout, and absent
@@ -369,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_in_place_checked),    cmocka_unit_test(test_json),
       cmocka_unit_test(test_cluster_only_scenario), cmocka_unit_test(test_progress),
       cmocka_unit_test(test_mem_limit_counts_all_buffers),
+      cmocka_unit_test(test_mem_limit_holds_the_peak),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
