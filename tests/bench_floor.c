@@ -1,0 +1,145 @@
+/*
+ * bench_floor.c: what SimGrid alone costs for the job bench_scale simulates, with none of
+ * rehearsal's runtime in it.  For each GPU count it loads the very platform rehearsal writes
+ * (platform.c: a zone per node of 8 GPUs, one host per GPU) with the simulator's own settings,
+ * starts the two actors rehearsal gives each GPU (a worker and its collectives' runner), and lets
+ * each of them do the least a rank does in every bucket: one timer (the worker's 25 ms backward
+ * slice, the runner's collective, here 10 ms).  No message, no negotiation, no check.  It prints
+ * the time to load the platform, the time to run, the cost per rank and bucket, the peak memory,
+ * and how the total grows against the first count and against N log N from it.
+ *   ./build/tests/bench_floor [GPUS...]        (default 1024 2048 4096 8192 16384)
+ *   BENCH_STEPS=2 ./build/tests/bench_floor ... (steps of 4 buckets; 10 by default)
+ */
+#include "harness.h"
+#include "platform.h"
+
+#include <math.h>
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { BUCKETS = 4 };
+static int steps = 10;
+
+static double wall(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* argv[1]: the timer's length in seconds */
+static void timers(int argc, char **argv) {
+  double s = argc > 1 ? strtod(argv[1], NULL) : 0;
+  for (int i = 0; i < steps * BUCKETS; i++) sg_actor_sleep_for(s);
+}
+
+typedef struct figures {
+  double load, run;
+  long actors;
+} figures;
+
+/* One GPU count, in this (child) process: SimGrid runs once per process. */
+static int floor_of(int gpus, figures *f) {
+  rh_cluster cl = rh_test_cluster(gpus / 8, 8, NULL);
+  cl.gpu_flops = 100e12;
+  cl.intra_bw = 400e9;
+  cl.nic_bw = 400e9 / 8;
+  cl.nics_per_node = 8;
+  char path[] = "/tmp/bench_floor_XXXXXX";
+  int fd = mkstemp(path);
+  FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!out || rh_sim_platform_write(&cl, NULL, out) != RH_OK || fclose(out) != 0) return 1;
+  /* sim/backend.c's settings for a job of this size and the exact network */
+  char a0[] = "bench_floor", a1[] = "--log=root.thres:critical",
+       a2[] = "--cfg=contexts/stack-size:1024", a3[] = "--cfg=contexts/guard-size:0",
+       a4[] = "--cfg=network/model:CM02", a5[] = "--cfg=network/crosstraffic:0",
+       a6[] = "--cfg=network/TCP-gamma:0";
+  char *argv[8] = {a0, a1, a2};
+  int argc = 3;
+  if (gpus > 4096) argv[argc++] = a3;
+  argv[argc++] = a4;
+  argv[argc++] = a5;
+  argv[argc++] = a6;
+  argv[argc] = NULL;
+  simgrid_init(&argc, argv);
+  double t0 = wall();
+  simgrid_load_platform(path);
+  f->load = wall() - t0;
+  unlink(path);
+  size_t count = sg_host_count();
+  sg_host_t *hosts = sg_host_list();
+  char wname[] = "worker", wtimer[] = "25e-3", rname[] = "runner", rtimer[] = "10e-3";
+  for (size_t i = 0; i < count; i++) {
+    if (strncmp(sg_host_get_name(hosts[i]), "gpu", 3) != 0) continue;
+    char *wargv[] = {wname, wtimer, NULL}, *rargv[] = {rname, rtimer, NULL};
+    sg_actor_create("worker", hosts[i], timers, 2, wargv);
+    sg_actor_create("runner", hosts[i], timers, 2, rargv);
+    f->actors += 2;
+  }
+  free(hosts);
+  t0 = wall();
+  simgrid_run();
+  f->run = wall() - t0;
+  return f->actors == 2L * gpus ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  const char *env = getenv("BENCH_STEPS");
+  if (env) {
+    char *end;
+    long k = strtol(env, &end, 10);
+    if (*end || k < 1 || k > 100000) {
+      fprintf(stderr, "bench_floor: BENCH_STEPS=%s: a whole number of steps from 1 to 100000\n", env);
+      return 2;
+    }
+    steps = (int)k;
+  }
+  static const int defaults[] = {1024, 2048, 4096, 8192, 16384};
+  int n = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
+  printf("# bench_floor: SimGrid alone on bench_scale's platform; 2 actors per GPU, each one timer "
+         "per bucket, %d steps x %d buckets\n", steps, BUCKETS);
+  printf("#%7s %10s %10s %12s %12s %10s %10s\n", "gpus", "load", "run", "per_bucket", "peak_rss",
+         "growth", "NlogN");
+  printf("#%7s %10s %10s %12s %12s %10s %10s\n", "", "(s)", "(s)", "(us/rank)", "(MiB)",
+         "(total)", "(allowed)");
+  int rc = 0, first = 0;
+  double first_total = 0;
+  for (int i = 0; i < n; i++) {
+    int gpus = argc > 1 ? atoi(argv[i + 1]) : defaults[i];
+    if (gpus < 8 || gpus % 8) {
+      fprintf(stderr, "bench_floor: %s: a multiple of 8 GPUs\n", argc > 1 ? argv[i + 1] : "?");
+      return 2;
+    }
+    figures *f = rh_test_shared(sizeof *f);
+    if (!f) return 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) _exit(floor_of(gpus, f));
+    int status = 0;
+    struct rusage ru;
+    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return 1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      printf("%8d  (failed: status %d)\n", gpus, status);
+      rc = 1;
+      continue;
+    }
+    double total = f->load + f->run;
+    if (!first) {
+      first = gpus;
+      first_total = total;
+    }
+    double nlogn = (double)gpus * log((double)gpus) / ((double)first * log((double)first));
+    printf("%8d %10.3f %10.3f %12.2f %12.0f %10.1f %10.1f\n", gpus, f->load, f->run,
+           1e6 * f->run / ((double)gpus * steps * BUCKETS), (double)ru.ru_maxrss / 1024,
+           total / first_total, nlogn);
+    fflush(stdout);
+  }
+  return rc;
+}
