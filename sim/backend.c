@@ -21,12 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef RH_SANITIZE_ADDRESS /* -DRH_SANITIZE=address */
-static const bool asan = true;
-#else
-static const bool asan = false;
-#endif
-
 /* What travels: the sender's length and whether numbers follow, so that a receiver expecting
  * something else fails with RH_ERR_MISMATCH instead of reading past the message. */
 typedef struct message {
@@ -892,26 +886,10 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     return 1;
   }
 
-  /* Each actor (a worker and its task runner per GPU) has a stack, and a guard page makes two
-   * memory mappings of it: past 4,096 GPUs that would pass the kernel's default limit on
-   * mappings (vm.max_map_count, 65,530), so big jobs go without the guard page. */
   int slots = 0;
   for (int n = 0; n < cl->nodes + cl->spares; n++) slots += cl->gpus_per_node[n];
-  char a0[] = "rehearsal", a1[] = "--log=root.thres:critical",
-       a2[] = "--cfg=contexts/stack-size:1024", a3[] = "--cfg=contexts/guard-size:0",
-       a4[] = "--cfg=network/model:CM02", a5[] = "--cfg=network/crosstraffic:0",
-       a6[] = "--cfg=network/TCP-gamma:0";
-  char *argv[8] = {a0, a1, a2};
-  int argc = 3;
-  /* (and under AddressSanitizer: LeakSanitizer's scan of the actors' stacks stops at a guard
-   * page with a fault) */
-  if (slots > 4096 || asan) argv[argc++] = a3;
-  if (cl->exact_network) {
-    argv[argc++] = a4;
-    argv[argc++] = a5;
-    argv[argc++] = a6;
-  }
-  argv[argc] = NULL;
+  char *argv[RH_SIM_SETTINGS + 2];
+  int argc = rh_sim_settings(cl, "rehearsal", argv);
   simgrid_init(&argc, argv);
   simgrid_load_platform(path);
   if (!cfg->platform_file) unlink(path);

@@ -1,8 +1,9 @@
 /*
  * platform.c: writes the SimGrid platform XML for a cluster description (the C API cannot build a
- * platform in code).  Every number is printed with 17 significant digits so the platform models
- * exactly the values of the scenario.  A straggler fault's slower speed is a pstate of every GPU
- * host (pstate 0 is full speed), which the injector selects while the fault lasts.
+ * platform in code), and gives the settings SimGrid runs it under.  Every number is printed with
+ * 17 significant digits so the platform models exactly the values of the scenario.  A straggler
+ * fault's slower speed is a pstate of every GPU host (pstate 0 is full speed), which the injector
+ * selects while the fault lasts.
  */
 #include "platform.h"
 
@@ -19,6 +20,36 @@ int rh_sim_straggler_pstate(const rh_fault_plan *plan, double factor) {
     if (f->factor == factor) return k;
   }
   return 0;
+}
+
+int rh_sim_settings(const rh_cluster *cl, const char *program, char **argv) {
+  static char quiet[] = "--log=root.thres:critical", stack[] = "--cfg=contexts/stack-size:1024",
+              no_guard[] = "--cfg=contexts/guard-size:0", cm02[] = "--cfg=network/model:CM02",
+              no_cross[] = "--cfg=network/crosstraffic:0", no_gamma[] = "--cfg=network/TCP-gamma:0";
+#ifdef RH_SANITIZE_ADDRESS /* -DRH_SANITIZE=address */
+  const bool asan = true;
+#else
+  const bool asan = false;
+#endif
+  int slots = 0, argc = 0;
+  for (int n = 0; n < cl->nodes + cl->spares; n++) slots += cl->gpus_per_node[n];
+  argv[argc++] = (char *)program;
+  argv[argc++] = quiet;
+  argv[argc++] = stack;
+  /* Each actor (a worker and its task runner per GPU) has a stack, and a guard page makes two
+   * memory mappings of it: past 4,096 GPUs that would pass the kernel's default limit on
+   * mappings (vm.max_map_count, 65,530), so big jobs go without the guard page (and so do runs
+   * under AddressSanitizer: LeakSanitizer's scan of the actors' stacks stops at a guard page
+   * with a fault). */
+  if (slots > 4096 || asan) argv[argc++] = no_guard;
+  /* the exact network: CM02 (no latency or bandwidth factors), no cross traffic, no TCP window bound */
+  if (cl->exact_network) {
+    argv[argc++] = cm02;
+    argv[argc++] = no_cross;
+    argv[argc++] = no_gamma;
+  }
+  argv[argc] = NULL;
+  return argc;
 }
 
 rh_status rh_sim_platform_write(const rh_cluster *cl, const rh_fault_plan *plan, FILE *out) {

@@ -1,12 +1,13 @@
 /*
  * bench_floor.c: what SimGrid alone costs for the job bench_scale simulates, with none of
  * rehearsal's runtime in it.  For each GPU count it loads the very platform rehearsal writes
- * (platform.c: a zone per node of 8 GPUs, one host per GPU) with the simulator's own settings,
- * starts the two actors rehearsal gives each GPU (a worker and its collectives' runner), and lets
- * each of them do the least a rank does in every bucket: one timer (the worker's 25 ms backward
- * slice, the runner's collective, here 10 ms).  No message, no negotiation, no check.  It prints
- * the time to load the platform, the time to run, the cost per rank and bucket, the peak memory,
- * and how the total grows against the first count and against N log N from it.
+ * (platform.c: a zone per node of 8 GPUs, one host per GPU) under the simulator's own settings
+ * (rh_sim_settings), starts the two actors rehearsal gives each GPU (a worker and its
+ * collectives' runner), and lets each of them do the least a rank does in every bucket: one timer
+ * (the worker's 25 ms backward slice, the runner's collective, here 10 ms).  No message, no
+ * negotiation, no route, no check.  It prints the time to load the platform, the time to create
+ * the actors and run them, that time per rank and bucket, the peak memory, and how load and run
+ * together grow from the first count, against N log N from it.
  *   ./build/tests/bench_floor [GPUS...]        (default 1024 2048 4096 8192 16384)
  *   BENCH_STEPS=2 ./build/tests/bench_floor ... (steps of 4 buckets; 10 by default)
  */
@@ -52,27 +53,26 @@ static int floor_of(int gpus, figures *f) {
   cl.intra_bw = 400e9;
   cl.nic_bw = 400e9 / 8;
   cl.nics_per_node = 8;
+  cl.exact_network = true;
+  cl.net_model = RH_NET_EXACT;
   char path[] = "/tmp/bench_floor_XXXXXX";
   int fd = mkstemp(path);
-  FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!out || rh_sim_platform_write(&cl, NULL, out) != RH_OK || fclose(out) != 0) return 1;
-  /* sim/backend.c's settings for a job of this size and the exact network */
-  char a0[] = "bench_floor", a1[] = "--log=root.thres:critical",
-       a2[] = "--cfg=contexts/stack-size:1024", a3[] = "--cfg=contexts/guard-size:0",
-       a4[] = "--cfg=network/model:CM02", a5[] = "--cfg=network/crosstraffic:0",
-       a6[] = "--cfg=network/TCP-gamma:0";
-  char *argv[8] = {a0, a1, a2};
-  int argc = 3;
-  if (gpus > 4096) argv[argc++] = a3;
-  argv[argc++] = a4;
-  argv[argc++] = a5;
-  argv[argc++] = a6;
-  argv[argc] = NULL;
+  if (fd < 0) return 1;
+  FILE *out = fdopen(fd, "w");
+  bool written = out && rh_sim_platform_write(&cl, NULL, out) == RH_OK;
+  if (out ? fclose(out) != 0 : close(fd) != 0) written = false;
+  if (!written) {
+    unlink(path);
+    return 1;
+  }
+  char *argv[RH_SIM_SETTINGS + 2];
+  int argc = rh_sim_settings(&cl, "bench_floor", argv); /* the simulator's own */
   simgrid_init(&argc, argv);
   double t0 = wall();
   simgrid_load_platform(path);
   f->load = wall() - t0;
   unlink(path);
+  t0 = wall(); /* the actors' creation, their stacks included, and the run */
   size_t count = sg_host_count();
   sg_host_t *hosts = sg_host_list();
   char wname[] = "worker", wtimer[] = "25e-3", rname[] = "runner", rtimer[] = "10e-3";
@@ -84,39 +84,37 @@ static int floor_of(int gpus, figures *f) {
     f->actors += 2;
   }
   free(hosts);
-  t0 = wall();
   simgrid_run();
   f->run = wall() - t0;
   return f->actors == 2L * gpus ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
-  const char *env = getenv("BENCH_STEPS");
-  if (env) {
-    char *end;
-    long k = strtol(env, &end, 10);
-    if (*end || k < 1 || k > 100000) {
-      fprintf(stderr, "bench_floor: BENCH_STEPS=%s: a whole number of steps from 1 to 100000\n", env);
-      return 2;
-    }
-    steps = (int)k;
-  }
+  if (!rh_test_bench_steps("bench_floor", 1, &steps)) return 2;
   static const int defaults[] = {1024, 2048, 4096, 8192, 16384};
   int n = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
+  int *counts = malloc((size_t)n * sizeof *counts);
+  if (!counts) return 1;
+  for (int i = 0; i < n; i++) {
+    char *end = NULL;
+    long g = argc > 1 ? strtol(argv[i + 1], &end, 10) : defaults[i];
+    if ((end && *end) || g < 8 || g % 8 || g > 1 << 20) {
+      fprintf(stderr, "bench_floor: %s: a multiple of 8 GPUs\n", argv[i + 1]);
+      return 2;
+    }
+    counts[i] = (int)g;
+  }
   printf("# bench_floor: SimGrid alone on bench_scale's platform; 2 actors per GPU, each one timer "
          "per bucket, %d steps x %d buckets\n", steps, BUCKETS);
   printf("#%7s %10s %10s %12s %12s %10s %10s\n", "gpus", "load", "run", "per_bucket", "peak_rss",
          "growth", "NlogN");
   printf("#%7s %10s %10s %12s %12s %10s %10s\n", "", "(s)", "(s)", "(us/rank)", "(MiB)",
          "(total)", "(allowed)");
+  /* run: the actors' creation and the simulation; per_bucket: run over GPUs, steps and buckets */
   int rc = 0, first = 0;
   double first_total = 0;
   for (int i = 0; i < n; i++) {
-    int gpus = argc > 1 ? atoi(argv[i + 1]) : defaults[i];
-    if (gpus < 8 || gpus % 8) {
-      fprintf(stderr, "bench_floor: %s: a multiple of 8 GPUs\n", argc > 1 ? argv[i + 1] : "?");
-      return 2;
-    }
+    int gpus = counts[i];
     figures *f = rh_test_shared(sizeof *f);
     if (!f) return 1;
     fflush(stdout);
@@ -126,7 +124,8 @@ int main(int argc, char **argv) {
     struct rusage ru;
     if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return 1;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      printf("%8d  (failed: status %d)\n", gpus, status);
+      if (WIFEXITED(status)) printf("# %d GPUs: failed, exit %d\n", gpus, WEXITSTATUS(status));
+      else printf("# %d GPUs: failed, signal %d\n", gpus, WTERMSIG(status));
       rc = 1;
       continue;
     }
@@ -136,10 +135,14 @@ int main(int argc, char **argv) {
       first_total = total;
     }
     double nlogn = (double)gpus * log((double)gpus) / ((double)first * log((double)first));
-    printf("%8d %10.3f %10.3f %12.2f %12.0f %10.1f %10.1f\n", gpus, f->load, f->run,
+    printf("%8d %10.4f %10.4f %12.2f %12.0f %10.1f %10.1f\n", gpus, f->load, f->run,
            1e6 * f->run / ((double)gpus * steps * BUCKETS), (double)ru.ru_maxrss / 1024,
            total / first_total, nlogn);
     fflush(stdout);
   }
+  if (first)
+    printf("# growth: load + run over those of %d GPUs; NlogN: N log N over %d log %d\n", first,
+           first, first);
+  free(counts);
   return rc;
 }

@@ -63,16 +63,7 @@ static double wall(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *env = getenv("BENCH_STEPS");
-  if (env) {
-    char *end;
-    long k = strtol(env, &end, 10);
-    if (*end || k < 2 || k > 100000) {
-      fprintf(stderr, "bench_scale: BENCH_STEPS=%s: a whole number of steps from 2 to 100000\n", env);
-      return 2;
-    }
-    steps = (int)k;
-  }
+  if (!rh_test_bench_steps("bench_scale", 2, &steps)) return 2;
   static const int defaults[] = {64, 256, 1024, 4096};
   int n = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
   printf("# bench_scale: %d steps x %d buckets (25 ms backward, 25 MiB allreduce each), nodes of 8 "

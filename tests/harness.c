@@ -21,6 +21,20 @@ rh_cluster rh_test_cluster(int nodes, int per_node, const int *slots) {
                       .exact_network = true};
 }
 
+bool rh_test_bench_steps(const char *prog, int min, int *steps) {
+  const char *env = getenv("BENCH_STEPS");
+  if (!env) return true;
+  char *end;
+  long k = strtol(env, &end, 10);
+  if (!*env || *end || k < min || k > 100000) {
+    fprintf(stderr, "%s: BENCH_STEPS=%s: a whole number of steps from %d to 100000\n", prog, env,
+            min);
+    return false;
+  }
+  *steps = (int)k;
+  return true;
+}
+
 void *rh_test_shared(size_t bytes) {
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? NULL : p;

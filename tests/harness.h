@@ -30,6 +30,9 @@ typedef struct rh_test_job {
 int rh_test_simulate_job(const rh_cluster *cl, const rh_settings *s, const rh_test_job *job,
                          rh_rank_fn fn, void *arg, double *end_time, rh_event *events,
                          int max, int *nevents);
+/* A benchmark's BENCH_STEPS from the environment into *steps (left as it is when unset): a whole
+ * number from `min` to 100000; anything else is said on stderr, naming `prog`, and gives false. */
+bool rh_test_bench_steps(const char *prog, int min, int *steps);
 /* Shared memory for a child to write into (zeroed); never freed (test processes are short). */
 void *rh_test_shared(size_t bytes);
 

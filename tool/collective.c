@@ -5,7 +5,8 @@
  * with its time, algbw, busbw and #wrong, then the algorithm the runtime's plan runs at that size.
  *
  * Every result carrying real numbers is checked against values each rank computes on its own
- * (#wrong); sizes whose buffers would not fit the memory limit run timing-only and show N/A.
+ * (#wrong); a size whose checked run would not fit the memory limit runs timing-only and shows
+ * N/A.
  * Time is the slowest rank's, from a common start after a barrier, the mean over -n iterations
  * after -w untimed ones.  On real processes the defaults are nccl-tests' (-w 1 -n 20); on the
  * simulator a run is deterministic, so one iteration and no warm-up say all (-w 0 -n 1).
@@ -251,20 +252,21 @@ static void release(rh_ctx *ctx, buffers *u) {
   free(u->out);
 }
 
-/* What a checked size may take at its peak, for --mem-limit.  Each rank holds its input and its
- * result three times: in host memory (where the numbers are made and read back), in tensor memory
- * (where the collective runs), and at most once more in the messages it has in flight (the
- * simulator copies a message's payload until it is received; a ring's scratch is one chunk of it).
- * On the simulator, all ranks are one process, which holds SIM_BASE and SIM_PER_RANK for each rank
- * besides (SimGrid, the platform, the actors: 40 MiB at 256 ranks, 58 MiB at 1,024, measured
- * timing-only).  Measured checked peaks on the default scenario's nodes, against this estimate:
- * 256 ranks at 64 KiB 121 MiB (144), at 512 KiB 623 MiB (816); 1,024 ranks at 128 KiB 680 MiB (864),
- * at 512 KiB 2.34 GiB (3.09). */
+/* What a checked size may take at its peak, for --mem-limit: a size is checked only when this
+ * stays within the limit.  Each rank holds its input and its result twice, in host memory (where
+ * the numbers are made and read back) and in tensor memory (where the collective runs).  On the
+ * simulator, where all ranks are one process, at most once more in the messages it has in flight
+ * (SimGrid carries a copy of each payload until it is received; a ring's scratch is one chunk),
+ * and the estimate adds SIM_BASE and SIM_PER_RANK a rank for SimGrid, the platform and the
+ * actors (measured timing-only: 40 MiB at 256 ranks, 58 MiB at 1,024).  Measured peaks of
+ * checked allreduces of floats on the default scenario's nodes, against this estimate: 256 ranks
+ * at 64 KiB 121 MiB (144 MiB), at 512 KiB 623 MiB (816 MiB); 1,024 ranks at 128 KiB 680 MiB
+ * (864 MiB), at 256 KiB 1.21 GiB (1.59 GiB), at 512 KiB 2.34 GiB (3.09 GiB). */
 enum { SIM_BASE = 32 << 20, SIM_PER_RANK = 64 << 10 };
 
 static double peak_estimate(const buffers *u, int n, bool sim) {
-  double bytes = 3.0 * (double)(u->count + u->out_count) * (double)u->esz * n;
-  return sim ? bytes + SIM_BASE + (double)SIM_PER_RANK * n : bytes;
+  double copies = sim ? 3.0 : 2.0, each = (double)(u->count + u->out_count) * (double)u->esz;
+  return copies * each * n + (sim ? SIM_BASE + (double)SIM_PER_RANK * n : 0);
 }
 
 static int bench_rank(rh_ctx *ctx, void *arg) {
@@ -412,10 +414,10 @@ static const char usage_text[] =
     "  -g, --ngpus 1           GPUs per process: always 1 (one process per GPU)\n"
     "  -t, --nthreads 1        threads per process: always 1\n"
     "      --coll C            allreduce, broadcast or allgather (default allreduce)\n"
-    "      --mem-limit SIZE    sizes whose checked run would pass it (each rank's input and\n"
-    "                          result three times: host and tensor memory, messages in flight;\n"
-    "                          on the simulator, its own 32 MiB + 64 KiB a rank) run timing-only,\n"
-    "                          #wrong N/A (default 2 GiB)\n"
+    "      --mem-limit SIZE    a size is checked only when its checked run's estimated peak over\n"
+    "                          all ranks fits (input and result in host and tensor memory; on the\n"
+    "                          simulator once more in flight, and 32 MiB + 64 KiB a rank);\n"
+    "                          otherwise timing-only, #wrong N/A (default 2 GiB)\n"
     "      --out DIR           write DIR/collective.txt and DIR/collective.json\n"
     "      --set KEY=VALUE     override a scenario key (e.g. cluster.network.nic_Gbps=100)\n"
     "      --help, --version\n"
