@@ -42,7 +42,8 @@ int rh_sim_settings(const rh_cluster *cl, const char *program, char **argv) {
    * under AddressSanitizer: LeakSanitizer's scan of the actors' stacks stops at a guard page
    * with a fault). */
   if (slots > 4096 || asan) argv[argc++] = no_guard;
-  /* the exact network: CM02 (no latency or bandwidth factors), no cross traffic, no TCP window bound */
+  /* the exact network: CM02 (no latency or bandwidth factors), no cross traffic, no TCP window
+   * bound */
   if (cl->exact_network) {
     argv[argc++] = cm02;
     argv[argc++] = no_cross;
