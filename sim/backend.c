@@ -886,8 +886,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     return 1;
   }
 
-  int slots = 0;
-  for (int n = 0; n < cl->nodes + cl->spares; n++) slots += cl->gpus_per_node[n];
+  int slots = rh_cluster_first_slot(cl, cl->nodes + cl->spares); /* spares too */
   char *argv[RH_SIM_SETTINGS + 2];
   int argc = rh_sim_settings(cl, "rehearsal", argv);
   simgrid_init(&argc, argv);

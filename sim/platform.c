@@ -31,8 +31,7 @@ int rh_sim_settings(const rh_cluster *cl, const char *program, char **argv) {
 #else
   const bool asan = false;
 #endif
-  int slots = 0, argc = 0;
-  for (int n = 0; n < cl->nodes + cl->spares; n++) slots += cl->gpus_per_node[n];
+  int slots = rh_cluster_first_slot(cl, cl->nodes + cl->spares), argc = 0; /* spares too */
   argv[argc++] = (char *)program;
   argv[argc++] = quiet;
   argv[argc++] = stack;

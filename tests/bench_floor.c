@@ -23,17 +23,10 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { BUCKETS = 4 };
 static int steps = 10;
-
-static double wall(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* argv[1]: the timer's length in seconds */
 static void timers(int argc, char **argv) {
@@ -48,13 +41,7 @@ typedef struct figures {
 
 /* One GPU count, in this (child) process: SimGrid runs once per process. */
 static int floor_of(int gpus, figures *f) {
-  rh_cluster cl = rh_test_cluster(gpus / 8, 8, NULL);
-  cl.gpu_flops = 100e12;
-  cl.intra_bw = 400e9;
-  cl.nic_bw = 400e9 / 8;
-  cl.nics_per_node = 8;
-  cl.exact_network = true;
-  cl.net_model = RH_NET_EXACT;
+  rh_cluster cl = rh_test_bench_cluster(gpus);
   char path[] = "/tmp/bench_floor_XXXXXX";
   int fd = mkstemp(path);
   if (fd < 0) return 1;
@@ -68,11 +55,11 @@ static int floor_of(int gpus, figures *f) {
   char *argv[RH_SIM_SETTINGS + 2];
   int argc = rh_sim_settings(&cl, "bench_floor", argv); /* the simulator's own */
   simgrid_init(&argc, argv);
-  double t0 = wall();
+  double t0 = rh_test_wall();
   simgrid_load_platform(path);
-  f->load = wall() - t0;
+  f->load = rh_test_wall() - t0;
   unlink(path);
-  t0 = wall(); /* the actors' creation, their stacks included, and the run */
+  t0 = rh_test_wall(); /* the actors' creation, their stacks included, and the run */
   size_t count = sg_host_count();
   sg_host_t *hosts = sg_host_list();
   char wname[] = "worker", wtimer[] = "25e-3", rname[] = "runner", rtimer[] = "10e-3";
@@ -85,7 +72,7 @@ static int floor_of(int gpus, figures *f) {
   }
   free(hosts);
   simgrid_run();
-  f->run = wall() - t0;
+  f->run = rh_test_wall() - t0;
   return f->actors == 2L * gpus ? 0 : 1;
 }
 

@@ -10,13 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double wall(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Writes the job at `gpus` GPUs with `model` and runs it; wall seconds, or -1 on a failure. */
 static double run_job(const char *dir, int gpus, const char *model, double *step_ms) {
@@ -53,9 +46,9 @@ static double run_job(const char *dir, int gpus, const char *model, double *step
           gpus, model, gpus / 8, model, gpus * 256 * 50);
   fclose(f);
   char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
-  double t0 = wall();
+  double t0 = rh_test_wall();
   int rc = rh_test_spawn(argv, log, NULL);
-  double t = wall() - t0;
+  double t = rh_test_wall() - t0;
   *step_ms = -1;
   char *text = rh_test_slurp(log);
   const char *at = text ? strstr(text, "step ") : NULL;

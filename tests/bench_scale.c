@@ -18,12 +18,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 static int steps = 10; /* BENCH_STEPS in the environment: another count (2 or more) */
 enum { BUCKETS = 4 };
-static const double backward_s = 0.025, bucket_bytes = 25.0 * 1048576, gpu_flops = 100e12;
+static const double backward_s = 0.025, bucket_bytes = 25.0 * 1048576;
 
 typedef struct figures {
   double step, predicted; /* seconds */
@@ -39,7 +38,7 @@ static int loop_rank(rh_ctx *ctx, void *arg) {
     if (s == 1) t0 = rh_time(ctx); /* the first step sets things up */
     rh_request *req[BUCKETS];
     for (int b = 0; b < BUCKETS; b++) {
-      if (rh_compute(ctx, backward_s * gpu_flops) != RH_OK) return 1;
+      if (rh_compute(ctx, backward_s * RH_TEST_BENCH_FLOPS) != RH_OK) return 1;
       if (rh_iallreduce(ctx, NULL, NULL, count, RH_FLOAT32, RH_SUM, NULL, &req[b]) != RH_OK) return 1;
     }
     for (int b = 0; b < BUCKETS; b++)
@@ -54,12 +53,6 @@ static int loop_rank(rh_ctx *ctx, void *arg) {
     out->ok = 1;
   }
   return 0;
-}
-
-static double wall(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 int main(int argc, char **argv) {
@@ -86,16 +79,10 @@ int main(int argc, char **argv) {
     figures *f = rh_test_shared(sizeof *f);
     memset(f, 0, sizeof *f);
     fflush(stdout); /* the child must not print the parent's lines again */
-    double t0 = wall();
+    double t0 = rh_test_wall();
     pid_t pid = fork();
     if (pid == 0) {
-      rh_cluster cl = rh_test_cluster(gpus / 8, 8, NULL);
-      cl.gpu_flops = gpu_flops;
-      cl.intra_bw = 400e9;
-      cl.nic_bw = 400e9 / 8;
-      cl.nics_per_node = 8;
-      cl.exact_network = true;
-      cl.net_model = RH_NET_EXACT;
+      rh_cluster cl = rh_test_bench_cluster(gpus);
       rh_settings s;
       char err[256];
       if (rh_settings_init(&s, err, sizeof err) != RH_OK) _exit(2);
@@ -108,7 +95,7 @@ int main(int argc, char **argv) {
     int status = 0;
     struct rusage ru;
     if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return 1;
-    double t = wall() - t0;
+    double t = rh_test_wall() - t0;
     double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
                  (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !f->ok) {

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 rh_cluster rh_test_cluster(int nodes, int per_node, const int *slots) {
@@ -19,6 +20,23 @@ rh_cluster rh_test_cluster(int nodes, int per_node, const int *slots) {
   return (rh_cluster){.nodes = nodes, .gpus_per_node = g, .gpu_flops = 1e13, .intra_bw = 150e9,
                       .intra_lat = 0.7e-6, .nics_per_node = 2, .nic_bw = 12.5e9, .nic_lat = 5e-6,
                       .exact_network = true};
+}
+
+rh_cluster rh_test_bench_cluster(int gpus) {
+  rh_cluster cl = rh_test_cluster(gpus / 8, 8, NULL);
+  cl.gpu_flops = RH_TEST_BENCH_FLOPS;
+  cl.intra_bw = 400e9;
+  cl.nic_bw = 400e9 / 8;
+  cl.nics_per_node = 8;
+  cl.exact_network = true;
+  cl.net_model = RH_NET_EXACT;
+  return cl;
+}
+
+double rh_test_wall(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 bool rh_test_bench_steps(const char *prog, int min, int *steps) {

@@ -33,6 +33,12 @@ int rh_test_simulate_job(const rh_cluster *cl, const rh_settings *s, const rh_te
 /* A benchmark's BENCH_STEPS from the environment into *steps (left as it is when unset): a whole
  * number from `min` to 100000; anything else is said on stderr, naming `prog`, and gives false. */
 bool rh_test_bench_steps(const char *prog, int min, int *steps);
+/* bench_scale's cluster (bench_floor measures SimGrid alone on the same): `gpus` / 8 nodes of 8
+ * GPUs of RH_TEST_BENCH_FLOPS, 400 GB/s inside a node, 8 x 400 Gb/s NICs, exact network. */
+#define RH_TEST_BENCH_FLOPS 100e12
+rh_cluster rh_test_bench_cluster(int gpus);
+/* Seconds on the monotonic clock, for benchmarks. */
+double rh_test_wall(void);
 /* Shared memory for a child to write into (zeroed); never freed (test processes are short). */
 void *rh_test_shared(size_t bytes);
 
