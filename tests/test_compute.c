@@ -1,5 +1,5 @@
 /*
- * test_compute.c: the compute model (tool/compute_model.c) and the GPU shared with NCCL.
+ * test_compute.c: the compute model (tool/workload/compute_model.c) and the GPU shared with NCCL.
  * A kernel's time is re-derived here from the roofline's definition; a training step's compute
  * through `rehearsal run` equals the sum of its layers' kernels and the framework's overhead; and a
  * rank computing while its collective runs is slowed by exactly nccl_slowdown x the collective's

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "commands.h"
+#include "output.h"
 #include "harness.h"
 
 #include <jansson.h>

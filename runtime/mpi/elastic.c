@@ -6,7 +6,7 @@
  * (the state they restored from the last commit, the program's own variables), as Horovod's
  * workers do: only the communicators change.
  *
- * Who the survivors are is the elastic driver's call (`rehearsal elastic`, tool/elastic_driver.c),
+ * Who the survivors are is the elastic driver's call (`rehearsal elastic`, tool/commands/elastic.c),
  * through files in RH_ELASTIC_DIR, as Horovod's rendezvous server does over HTTP:
  *
  *   w<G>-arrived-<P>   process P (its MPI_COMM_WORLD rank) left world G for the rendezvous:

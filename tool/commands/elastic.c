@@ -1,5 +1,5 @@
 /*
- * elastic_driver.c: `rehearsal elastic`, Horovod's elastic driver (horovodrun --min-np) for real
+ * elastic.c: `rehearsal elastic`, Horovod's elastic driver (horovodrun --min-np) for real
  * processes.  It runs the program under `mpirun --enable-recovery`, so that a process that dies
  * or hangs does not take the others down, and forms each new world when the survivors of a
  * failure come to the rendezvous (runtime/mpi/elastic.c has the files they share):
@@ -15,6 +15,7 @@
  */
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "scenario.h"
 
 #include <dirent.h>

@@ -1,13 +1,13 @@
 /*
- * failure_report.h: what the failures of a job cost, from its job log and the pace of its steps.
+ * failures.h: what the failures of a job cost, from its job log and the pace of its steps.
  * Each fault that took effect is an incident: when it hit, who noticed it and how (the first
  * failed collective of each rank), and what recovering took (detection, the elastic rendezvous or
  * the relaunch, the state's sync or restore, the work done again since the last commit or
  * checkpoint); a degradation's cost is its slower steps against the job's own pace.  The report
  * prints a section, adds it to the JSON summary, and gives the totals and the goodput.
  */
-#ifndef REHEARSAL_FAILURE_REPORT_H
-#define REHEARSAL_FAILURE_REPORT_H
+#ifndef REHEARSAL_FAILURES_H
+#define REHEARSAL_FAILURES_H
 
 #include "scenario.h"
 

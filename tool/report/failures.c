@@ -1,11 +1,11 @@
 /*
- * failure_report.c: see failure_report.h.  An incident's lost time runs from the last point the
+ * failures.c: see failures.h.  An incident's lost time runs from the last point the
  * job keeps (its last commit, or the checkpoint a relaunch resumes from) to the moment it trains
  * again; lost intervals are merged before they are added up, so a failure during the recovery of
  * another is not counted twice.  A degradation's cost is the extra time of the steps that began
  * during its window, against the median step of the same world outside every window.
  */
-#include "failure_report.h"
+#include "failures.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
  * output.c: writing result files.  Outputs appear whole or not at all: each goes to a temporary
  * file in the target directory and is renamed into place once complete.
  */
-#include "commands.h"
+#include "output.h"
 
 #include <jansson.h>
 

@@ -13,6 +13,7 @@
  */
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "progress.h"
 
 #include <jansson.h>

@@ -1,0 +1,26 @@
+/*
+ * commands.h: the subcommands of the `rehearsal` program.  Each takes the arguments after its
+ * name and returns the process exit code: 0 success, 1 the job failed or a check did not hold,
+ * 2 bad input (usage, scenario).
+ */
+#ifndef REHEARSAL_COMMANDS_H
+#define REHEARSAL_COMMANDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+int rh_cmd_run(int argc, char **argv);
+int rh_cmd_sweep(int argc, char **argv); /* the scenario over axes of overrides */
+int rh_cmd_plot(int argc, char **argv);  /* gnuplot figures of what a command wrote */
+int rh_cmd_collective(int argc, char **argv);
+int rh_cmd_platform(int argc, char **argv);
+int rh_cmd_calibrate(int argc, char **argv); /* fits the cluster to measurements */
+int rh_cmd_elastic(int argc, char **argv);      /* the elastic driver for real processes */
+int rh_cmd_elastic_rank(int argc, char **argv); /* one process under it */
+
+/* The step time of another run's summary.json (a simulated run's, to set beside a measured one,
+ * `run --compare`): its steady step, or the mean of all its steps where it has none, and the
+ * target that ran it.  False, with the reason printed, when the file has none. */
+bool rh_summary_step(const char *path, double *step_ms, char *target, size_t len);
+
+#endif
