@@ -79,9 +79,6 @@ typedef struct field {
  * keys override them. */
 enum { PRESET_NODE = 0, PRESET_GPU = 1, PRESET_NETWORK = 2 };
 static const char *const preset_kinds[] = {"node", "gpu", "network"};
-#ifndef REHEARSAL_PRESETS
-#define REHEARSAL_PRESETS "presets"
-#endif
 
 static const char *const network_models[] = {"exact", "realistic", "nccl", NULL};
 static const char *const transports[] = {"ib", "roce", "tcp", NULL};
@@ -929,8 +926,8 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
   const char *want = scalar(n);
   char path[1024], dir[900];
   size_t wl = strlen(want);
-  const char *root = getenv("RH_PRESETS");
-  snprintf(dir, sizeof dir, "%s/%s", root && *root ? root : REHEARSAL_PRESETS, kind);
+  char root[800];
+  snprintf(dir, sizeof dir, "%s/%s", rh_presets_root(root, sizeof root, NULL), kind);
   if (wl > 5 && strcmp(want + wl - 5, ".yaml") == 0) {
     const char *slash = strrchr(w->path, '/');
     if (want[0] == '/' || !slash) snprintf(path, sizeof path, "%s", want);

@@ -185,4 +185,9 @@ rh_status rh_scenario_view_init(const rh_scenario *sc, rh_scenario_view *view);
 /* Training steps per epoch for each worker, by the recipe's rule. */
 long rh_scenario_steps_per_epoch(const rh_scenario *sc);
 
+/* The folder that holds the presets (presets/<kind>/NAME.yaml), written into buf: RH_PRESETS,
+ * else beside the running program (installed, or the tree it was built in), else the source
+ * tree it was configured from.  *source (when not NULL) says which, for the settings block. */
+const char *rh_presets_root(char *buf, size_t len, const char **source);
+
 #endif
