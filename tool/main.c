@@ -2,6 +2,7 @@
  * main.c: the `rehearsal` command.  Subcommands: run (replay a scenario's training), sweep (run it
  * over axes of settings), collective (nccl-tests-style table on the scenario's cluster), plot
  * (draw what a run, sweep or collective wrote), platform (print the generated SimGrid platform),
+ * schema (the scenario reference),
  * calibrate (fit the cluster to measurements), elastic (the elastic driver for real processes;
  * elastic-rank is its helper).  Exit codes: 0 success, 1 failure of the job or of a check, 2 bad
  * input.  Every command takes --help (stdout, exit 0) and --version.
@@ -20,6 +21,7 @@ static int usage(FILE *f) {
              "  collective FILE [options]     nccl-tests-style table on the scenario's cluster\n"
              "  plot DIR                      draw what a run, sweep or collective wrote (PNG, SVG)\n"
              "  platform FILE                 print the SimGrid platform of the scenario\n"
+             "  schema                        print the scenario reference (every key)\n"
              "  calibrate FILE [options]      fit the scenario's cluster to nccl-tests output, a\n"
              "                                GEMM sweep or a measured step; writes a node preset\n"
              "  elastic FILE [-np N] -- PROGRAM [ARGS]\n"
@@ -47,7 +49,8 @@ int main(int argc, char **argv) {
     int (*fn)(int, char **);
   } commands[] = {{"run", rh_cmd_run},           {"sweep", rh_cmd_sweep},
                   {"collective", rh_cmd_collective}, {"plot", rh_cmd_plot},
-                  {"platform", rh_cmd_platform}, {"calibrate", rh_cmd_calibrate},
+                  {"platform", rh_cmd_platform}, {"schema", rh_cmd_schema},
+                  {"calibrate", rh_cmd_calibrate},
                   {"elastic", rh_cmd_elastic},   {"elastic-rank", rh_cmd_elastic_rank}};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcmp(cmd, commands[i].name) == 0) return commands[i].fn(argc - 2, argv + 2);

@@ -6,6 +6,7 @@
  */
 #include "scenario.h"
 #include "recipe.h"
+#include "schema.h"
 
 #include <yaml.h>
 
@@ -22,57 +23,27 @@
 
 /* ---- schema ------------------------------------------------------------------------------- */
 
-typedef enum {
-  T_MAP,     /* nested mapping: children */
-  T_INT,     /* integer in [min, max] */
-  T_NUM,     /* real number in [min, max] (min_open: > min) */
-  T_COUNT,   /* integer in [min, max], stored as a double (sample and parameter counts) */
-  T_STR,     /* string */
-  T_ENUM,    /* one of choices; stored as index */
-  T_SLOTS,   /* cluster.gpus_per_node: an integer, or a list of integers */
-  T_LAYERS,  /* model.layers: list of {name, parameters} */
-  T_SETTING, /* a runtime setting (rh_settings_parse) */
-  T_NAMES,   /* a list of names from choices; stored as a bit mask (unsigned) */
-  T_DECAY,   /* recipe.lr_decay_epochs: a list of epochs */
-  T_ITEMS,   /* a list of mappings, each walked against kids (failures.events, ...) */
-  T_PRESET,  /* a preset's name (a file of presets/<kind>/ walked against kids), or a mapping */
-  T_BOOL,    /* true or false, stored as a bool */
-  T_SWEEP,   /* sweep: KEY: [values] (the axes of `rehearsal sweep`) */
-} ftype;
 
-typedef struct field {
-  const char *key;
-  ftype type;
-  bool required;
-  double min, max;
-  bool min_open;
-  double scale;              /* stored value = parsed value * scale (units in key names) */
-  size_t offset;             /* in rh_scenario */
-  const struct field *kids;  /* T_MAP */
-  const char *const *choices; /* T_ENUM */
-  int setting;               /* T_SETTING */
-} field;
-
-#define END {NULL, T_MAP, false, 0, 0, false, 0, 0, NULL, NULL, 0}
+#define END {NULL, T_MAP, false, 0, 0, false, 0, 0, NULL, NULL, 0, NULL}
 #define OFF(m) offsetof(rh_scenario, m)
 /* fields of a list's items: offsets into the item's struct */
 #define FOFF(m) offsetof(rh_scenario_fault, m)
 #define COFF(m) offsetof(rh_scenario_change, m)
-#define NUM_AT(k, req, lo, open, hi, sc, o) {k, T_NUM, req, lo, hi, open, sc, o, NULL, NULL, 0}
-#define INT_AT(k, req, lo, hi, o) {k, T_INT, req, lo, hi, false, 1, o, NULL, NULL, 0}
-#define COUNT_AT(k, req, lo, hi, o) {k, T_COUNT, req, lo, hi, false, 1, o, NULL, NULL, 0}
-#define ENUM_AT(k, req, ch, o) {k, T_ENUM, req, 0, 0, false, 1, o, NULL, ch, 0}
-#define NUM(k, req, lo, open, hi, sc, m) NUM_AT(k, req, lo, open, hi, sc, OFF(m))
-#define COUNT(k, req, lo, hi, m) COUNT_AT(k, req, lo, hi, OFF(m))
-#define INT(k, req, lo, hi, m) INT_AT(k, req, lo, hi, OFF(m))
-#define STR(k, req, m) {k, T_STR, req, 0, 0, false, 1, OFF(m), NULL, NULL, 0}
-#define MAP(k, req, kids) {k, T_MAP, req, 0, 0, false, 1, 0, kids, NULL, 0}
-#define MAP_FLAG(k, kids, m) {k, T_MAP, false, 0, 0, false, 1, OFF(m), kids, NULL, 0}
-#define ENUM(k, ch, m) ENUM_AT(k, false, ch, OFF(m))
-#define NAMES(k, ch, m) {k, T_NAMES, false, 0, 0, false, 1, OFF(m), NULL, ch, 0}
-#define ITEMS(k, kids, which) {k, T_ITEMS, false, 0, 0, false, 1, 0, kids, NULL, which}
-#define PRESET(k, req, kids, kind) {k, T_PRESET, req, 0, 0, false, 1, 0, kids, NULL, kind}
-#define BOOL(k, m) {k, T_BOOL, false, 0, 0, false, 1, OFF(m), NULL, NULL, 0}
+#define NUM_AT(k, req, lo, open, hi, sc, o, doc) {k, T_NUM, req, lo, hi, open, sc, o, NULL, NULL, 0, doc}
+#define INT_AT(k, req, lo, hi, o, doc) {k, T_INT, req, lo, hi, false, 1, o, NULL, NULL, 0, doc}
+#define COUNT_AT(k, req, lo, hi, o, doc) {k, T_COUNT, req, lo, hi, false, 1, o, NULL, NULL, 0, doc}
+#define ENUM_AT(k, req, ch, o, doc) {k, T_ENUM, req, 0, 0, false, 1, o, NULL, ch, 0, doc}
+#define NUM(k, req, lo, open, hi, sc, m, doc) NUM_AT(k, req, lo, open, hi, sc, OFF(m), doc)
+#define COUNT(k, req, lo, hi, m, doc) COUNT_AT(k, req, lo, hi, OFF(m), doc)
+#define INT(k, req, lo, hi, m, doc) INT_AT(k, req, lo, hi, OFF(m), doc)
+#define STR(k, req, m, doc) {k, T_STR, req, 0, 0, false, 1, OFF(m), NULL, NULL, 0, doc}
+#define MAP(k, req, kids, doc) {k, T_MAP, req, 0, 0, false, 1, 0, kids, NULL, 0, doc}
+#define MAP_FLAG(k, kids, m, doc) {k, T_MAP, false, 0, 0, false, 1, OFF(m), kids, NULL, 0, doc}
+#define ENUM(k, ch, m, doc) ENUM_AT(k, false, ch, OFF(m), doc)
+#define NAMES(k, ch, m, doc) {k, T_NAMES, false, 0, 0, false, 1, OFF(m), NULL, ch, 0, doc}
+#define ITEMS(k, kids, which, doc) {k, T_ITEMS, false, 0, 0, false, 1, 0, kids, NULL, which, doc}
+#define PRESET(k, req, kids, kind, doc) {k, T_PRESET, req, 0, 0, false, 1, 0, kids, NULL, kind, doc}
+#define BOOL(k, m, doc) {k, T_BOOL, false, 0, 0, false, 1, OFF(m), NULL, NULL, 0, doc}
 
 /* Presets: files of presets/<kind>/NAME.yaml, each a part of the scenario's `cluster:` (a node:
  * GPUs, links and NICs) or of its `cluster.gpu:`.  Their values come first; the scenario's own
@@ -97,176 +68,364 @@ static const char *const fault_phases[] = {"allreduce", "broadcast", "allgather"
 static const char *const restart_policies[] = {"none", "from_checkpoint", NULL};
 
 static const field gpu_fields[] = {
-    NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops),
-    NUM("reduce_GBps", false, 0, false, 1e9, 1e9, cluster.reduce_bw),
-    ENUM("arch", rh_arch_names, cluster.fabric.arch),
-    NUM("nccl_slowdown", false, 0, false, 0.9, 1, cluster.nccl_slowdown),
-    NUM("peak_tflops", false, 0, false, 1e9, 1e12, compute.peak),
-    NUM("memory_GBps", false, 0, false, 1e9, 1e9, compute.memory_bw),
-    NUM("gemm_efficiency", false, 0.001, false, 1, 1, compute.gemm_efficiency),
-    NUM("gemm_half_gflop", false, 0, false, 1e9, 1e9, compute.gemm_half),
-    PRESET("preset", false, NULL, PRESET_GPU),
+    NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops,
+        "sustained training FLOP/s of one GPU: the rate a model without layers, or a layer off "
+        "the roofline, runs at"),
+    NUM("reduce_GBps", false, 0, false, 1e9, 1e9, cluster.reduce_bw,
+        "local reduction rate; 0: free (fused into the copy, as NCCL does)"),
+    ENUM("arch", rh_arch_names, cluster.fabric.arch,
+        "(nccl) the GPU generation, for NCCL's ceilings"),
+    NUM("nccl_slowdown", false, 0, false, 0.9, 1, cluster.nccl_slowdown,
+        "share of the GPU that NCCL's kernels take while a collective runs"),
+    NUM("peak_tflops", false, 0, false, 1e9, 1e12, compute.peak,
+        "the roofline for timing models with layers: dense peak; 0: no roofline"),
+    NUM("memory_GBps", false, 0, false, 1e9, 1e9, compute.memory_bw,
+        "the roofline: memory bandwidth, for memory-bound layers"),
+    NUM("gemm_efficiency", false, 0.001, false, 1, 1, compute.gemm_efficiency,
+        "the roofline: fraction of the peak that large GEMMs reach"),
+    NUM("gemm_half_gflop", false, 0, false, 1e9, 1e9, compute.gemm_half,
+        "the roofline: GEMM size at half that efficiency (smaller ones fall off)"),
+    PRESET("preset", false, NULL, PRESET_GPU,
+        "a GPU preset (presets/gpu/) that the keys beside it override"),
     END};
 static const field intra_fields[] = {
-    NUM("bandwidth_GBps", true, 0, true, 1e9, 1e9, cluster.intra_bw),
-    NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.intra_lat),
-    NUM("backbone_GBps", false, 0, false, 1e9, 1e9, cluster.intra_backbone_bw),
-    BOOL("nvlink", cluster.fabric.nvlink),
-    BOOL("nvswitch", cluster.fabric.nvswitch),
-    NUM("nccl_cap_GBps", false, 0, false, 1e9, 1e9, cluster.fabric.intra_cap),
-    NUM("nvls_efficiency", false, 0, false, 1, 1, cluster.fabric.nvls_efficiency),
-    NUM("pcie_GBps", false, 0, false, 1e9, 1e9, cluster.fabric.pcie_bw),
-    INT("nccl_channels", false, 1, 64, cluster.fabric.channels),
+    NUM("bandwidth_GBps", true, 0, true, 1e9, 1e9, cluster.intra_bw,
+        "GPU to node switch (NVLink/NVSwitch) per GPU and direction: what NCCL moves per GPU"),
+    NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.intra_lat,
+        "one hop inside the node"),
+    NUM("backbone_GBps", false, 0, false, 1e9, 1e9, cluster.intra_backbone_bw,
+        "the node's shared fabric (PCIe); 0: a non-blocking switch"),
+    BOOL("nvlink", cluster.fabric.nvlink,
+        "(nccl) GPUs on NVLink (false: PCIe; no LL128)"),
+    BOOL("nvswitch", cluster.fabric.nvswitch,
+        "(nccl) GPUs through NVSwitch (NVLS where nvls_efficiency > 0)"),
+    NUM("nccl_cap_GBps", false, 0, false, 1e9, 1e9, cluster.fabric.intra_cap,
+        "(nccl) NCCL's ceiling on a node's ring bandwidth (A100: 235); 0: none"),
+    NUM("nvls_efficiency", false, 0, false, 1, 1, cluster.fabric.nvls_efficiency,
+        "(nccl) NVLS algorithm bandwidth / bandwidth_GBps; 0: no NVLS"),
+    NUM("pcie_GBps", false, 0, false, 1e9, 1e9, cluster.fabric.pcie_bw,
+        "(nccl) a GPU's or NIC's PCIe slot; 0: not a limit"),
+    INT("nccl_channels", false, 1, 64, cluster.fabric.channels,
+        "(nccl) NCCL's channels"),
     END};
 static const field network_fields[] = {
-    INT("nics_per_node", false, 1, 64, cluster.nics_per_node),
-    NUM("nic_Gbps", true, 0, true, 1e9, 1e9 / 8, cluster.nic_bw),
-    NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.nic_lat),
-    ENUM("transport", transports, transport),
-    NUM("efficiency", false, 0, true, 1, 1, cluster.fabric.nic_efficiency),
-    INT("nodes_per_leaf", false, 0, 1 << 20, cluster.fabric.nodes_per_leaf),
-    NUM("oversubscription", false, 1, false, 1e3, 1, cluster.fabric.oversubscription),
-    PRESET("preset", false, NULL, PRESET_NETWORK),
+    INT("nics_per_node", false, 1, 64, cluster.nics_per_node,
+        "NICs of a node: one per GPU is rail-optimised, one per node is shared"),
+    NUM("nic_Gbps", true, 0, true, 1e9, 1e9 / 8, cluster.nic_bw,
+        "one NIC's line rate, per direction"),
+    NUM("latency_us", false, 0, false, 1e9, 1e-6, cluster.nic_lat,
+        "one hop through the network"),
+    ENUM("transport", transports, transport,
+        "(nccl) the transport, for its efficiency when none is given (ib 0.96, roce 0.96, tcp "
+        "0.65)"),
+    NUM("efficiency", false, 0, true, 1, 1, cluster.fabric.nic_efficiency,
+        "(nccl) fraction of the line rate the transport achieves"),
+    INT("nodes_per_leaf", false, 0, 1 << 20, cluster.fabric.nodes_per_leaf,
+        "(nccl) nodes under one leaf switch; 0: one non-blocking switch"),
+    NUM("oversubscription", false, 1, false, 1e3, 1, cluster.fabric.oversubscription,
+        "(nccl) a leaf's down/up ratio, paid when the job spans leaves"),
+    PRESET("preset", false, NULL, PRESET_NETWORK,
+        "a network preset (presets/network/) that the keys beside it override"),
     END};
 static const field storage_fields[] = {
-    NUM("write_GBps", false, 0, true, 1e9, 1e9, storage.write_bw),
-    NUM("read_GBps", false, 0, true, 1e9, 1e9, storage.read_bw),
-    NUM("latency_ms", false, 0, false, 1e6, 1e-3, storage.latency),
+    NUM("write_GBps", false, 0, true, 1e9, 1e9, storage.write_bw,
+        "checkpoint writes; absent: free"),
+    NUM("read_GBps", false, 0, true, 1e9, 1e9, storage.read_bw,
+        "checkpoint reads (a relaunch's restore)"),
+    NUM("latency_ms", false, 0, false, 1e6, 1e-3, storage.latency,
+        "one storage operation"),
     END};
 static const field cluster_fields[] = {
-    INT("nodes", true, 1, 65536, cluster.nodes),
-    INT("spare_nodes", false, 0, 65536, cluster.spares),
-    MAP("storage", false, storage_fields),
-    PRESET("node", false, NULL, PRESET_NODE),
-    {"gpus_per_node", T_SLOTS, true, 1, 1024, false, 1, 0, NULL, NULL, 0},
-    PRESET("gpu", true, NULL, PRESET_GPU),
-    MAP("intra", true, intra_fields),
-    PRESET("network", false, NULL, PRESET_NETWORK),
-    {"network_model", T_ENUM, false, 0, 0, false, 1, OFF(network_model), NULL, network_models, 0},
+    INT("nodes", true, 1, 65536, cluster.nodes,
+        "nodes the job starts on"),
+    INT("spare_nodes", false, 0, 65536, cluster.spares,
+        "nodes beyond `nodes` that a relaunch or host discovery may use"),
+    MAP("storage", false, storage_fields,
+        "where checkpoints go (absent: free)"),
+    PRESET("node", false, NULL, PRESET_NODE,
+        "a node preset (presets/node/): GPUs, links and NICs; the keys beside it override it"),
+    {"gpus_per_node", T_SLOTS, true, 1, 1024, false, 1, 0, NULL, NULL, 0,
+     "one number, or a list of one per node ([3, 2])"},
+    PRESET("gpu", true, NULL, PRESET_GPU,
+        "a GPU preset's name (gpu: h100-sxm), or a mapping of the keys below"),
+    MAP("intra", true, intra_fields,
+        "the links inside a node"),
+    PRESET("network", false, NULL, PRESET_NETWORK,
+        "the links between nodes (required when nodes > 1): a preset's name, or a mapping"),
+    {"network_model", T_ENUM, false, 0, 0, false, 1, OFF(network_model), NULL, network_models, 0,
+     "exact: SimGrid's analytic CM02 model; realistic: SimGrid's LV08; nccl: NCCL's own cost "
+     "model. Default: nccl when any part of the cluster comes from a preset, exact otherwise"},
     END};
 static const field model_fields[] = {
-    ENUM("kind", model_kinds, model.kind),
-    INT("hidden", false, 1, 1 << 20, model.hidden),
-    STR("name", false, model.name),
-    COUNT("parameters", false, 1, 1e15, model.parameters),
-    NUM("forward_gflops_per_sample", false, 0, true, 1e12, 1e9, model.forward_flops),
-    NUM("framework_overhead_ms", false, 0, false, 1e9, 1e-3, compute.overhead),
-    {"layers", T_LAYERS, false, 0, 0, false, 1, 0, NULL, NULL, 0},
+    ENUM("kind", model_kinds, model.kind,
+        "timing (FLOPs and bytes), or softmax or mlp (small C models that train on real numbers)"),
+    INT("hidden", false, 1, 1 << 20, model.hidden,
+        "mlp: hidden units"),
+    STR("name", false, model.name,
+        "the model's name, for the outputs"),
+    COUNT("parameters", false, 1, 1e15, model.parameters,
+        "timing: the parameter count (one tensor), or give layers"),
+    NUM("forward_gflops_per_sample", false, 0, true, 1e12, 1e9, model.forward_flops,
+        "what the simulated GPU spends per sample forward (backward is twice that); a real "
+        "model's own when absent"),
+    NUM("framework_overhead_ms", false, 0, false, 1e9, 1e-3, compute.overhead,
+        "the framework's own work per step, the GPU idle"),
+    {"layers", T_LAYERS, false, 0, 0, false, 1, 0, NULL, NULL, 0,
+     "timing: a list of {name, parameters, forward_gflops_per_sample, memory_MB_per_sample}, "
+     "in forward order"},
     END};
 static const field data_fields[] = {
-    ENUM("source", data_sources, data.source),
-    COUNT("train_samples", false, 1, 1e15, data.train),
-    COUNT("validation_samples", false, 0, 1e15, data.validation),
-    INT("inputs", false, 1, 1 << 24, data.inputs),
-    INT("classes", false, 2, 1 << 16, data.classes),
-    NUM("noise", false, 0, false, 1e6, 1, data.noise),
-    COUNT("seed", false, 0, 1e15, data.seed),
-    STR("train_images", false, data.train_images),
-    STR("train_labels", false, data.train_labels),
-    STR("validation_images", false, data.validation_images),
-    STR("validation_labels", false, data.validation_labels),
+    ENUM("source", data_sources, data.source,
+        "synthetic, or idx (MNIST / Fashion-MNIST files)"),
+    COUNT("train_samples", false, 1, 1e15, data.train,
+        "training samples (required for synthetic; idx: all the file's images when absent)"),
+    COUNT("validation_samples", false, 0, 1e15, data.validation,
+        "validation samples"),
+    INT("inputs", false, 1, 1 << 24, data.inputs,
+        "synthetic: features per sample"),
+    INT("classes", false, 2, 1 << 16, data.classes,
+        "classes of the labels"),
+    NUM("noise", false, 0, false, 1e6, 1, data.noise,
+        "synthetic: class overlap; unset: 0.28 sqrt(inputs) (about 93% for an MLP)"),
+    COUNT("seed", false, 0, 1e15, data.seed,
+        "synthetic data are drawn from it"),
+    STR("train_images", false, data.train_images,
+        "idx: the training images, relative to the scenario file"),
+    STR("train_labels", false, data.train_labels,
+        "idx: the training labels"),
+    STR("validation_images", false, data.validation_images,
+        "idx: the validation images"),
+    STR("validation_labels", false, data.validation_labels,
+        "idx: the validation labels"),
     END};
 static const field recipe_fields[] = {
-    COUNT("batch_per_worker", true, 1, 1e8, recipe.batch),
-    NUM("base_lr", false, 0, true, 1e6, 1, recipe.base_lr),
-    COUNT("epochs", true, 1, 1e6, recipe.epochs),
-    ENUM("lr_scaling", lr_scalings, recipe.lr_scaling),
-    NUM("warmup_epochs", false, 0, false, 1e6, 1, recipe.warmup_epochs),
-    {"lr_decay_epochs", T_DECAY, false, 0, 1e6, false, 1, 0, NULL, NULL, 0},
-    NUM("lr_decay_factor", false, 0, true, 1e6, 1, recipe.decay_factor),
-    ENUM("optimizer", optimizers, recipe.optimizer),
-    NUM("momentum", false, 0, false, 1e3, 1, recipe.momentum),
-    NUM("adam_beta1", false, 0, false, 0.999999, 1, recipe.beta1),
-    NUM("adam_beta2", false, 0, false, 0.999999999, 1, recipe.beta2),
-    NUM("epsilon", false, 0, false, 1, 1, recipe.eps),
-    NUM("adadelta_rho", false, 0, false, 1, 1, recipe.rho),
-    ENUM("epochs_rule", epochs_rules, recipe.epochs_rule),
-    ENUM("steps_per_epoch", steps_rules, recipe.steps_rule),
-    ENUM("validation_steps", val_rules, recipe.val_rule),
-    COUNT("stop_at_step", false, 0, 1e15, recipe.stop_at_step),
-    COUNT("seed", false, 0, 1e15, recipe.seed),
-    ENUM("shuffle", booleans, recipe.shuffle),
-    INT("checkpoint_every_epochs", false, 0, 1 << 20, recipe.checkpoint_every),
-    ENUM("sharding", shardings, recipe.sharding),
-    COUNT("validation_batch", false, 1, 1e8, recipe.val_batch),
-    COUNT("checkpoint_every_steps", false, 0, 1e12, recipe.checkpoint_every_steps),
+    COUNT("batch_per_worker", true, 1, 1e8, recipe.batch,
+        "samples per step on each worker"),
+    NUM("base_lr", false, 0, true, 1e6, 1, recipe.base_lr,
+        "the one-worker learning rate, scaled by lr_scaling"),
+    COUNT("epochs", true, 1, 1e6, recipe.epochs,
+        "epochs to train"),
+    ENUM("lr_scaling", lr_scalings, recipe.lr_scaling,
+        "size (lr x size), local_size, or none"),
+    NUM("warmup_epochs", false, 0, false, 1e6, 1, recipe.warmup_epochs,
+        "Horovod's LearningRateWarmupCallback over these epochs; 0: none"),
+    {"lr_decay_epochs", T_DECAY, false, 0, 1e6, false, 1, 0, NULL, NULL, 0,
+     "staircase decay at these epochs (a list; default: none)"},
+    NUM("lr_decay_factor", false, 0, true, 1e6, 1, recipe.decay_factor,
+        "each decay multiplies the lr by it"),
+    ENUM("optimizer", optimizers, recipe.optimizer,
+        "PyTorch's update rules"),
+    NUM("momentum", false, 0, false, 1e3, 1, recipe.momentum,
+        "sgd: momentum"),
+    NUM("adam_beta1", false, 0, false, 0.999999, 1, recipe.beta1,
+        "adam: beta1"),
+    NUM("adam_beta2", false, 0, false, 0.999999999, 1, recipe.beta2,
+        "adam: beta2"),
+    NUM("epsilon", false, 0, false, 1, 1, recipe.eps,
+        "adam, adadelta: epsilon"),
+    NUM("adadelta_rho", false, 0, false, 1, 1, recipe.rho,
+        "adadelta: rho"),
+    ENUM("epochs_rule", epochs_rules, recipe.epochs_rule,
+        "fixed, or divided: ceil(epochs / size)"),
+    ENUM("steps_per_epoch", steps_rules, recipe.steps_rule,
+        "divided: train/(batch x size); full: train/batch; loader: PyTorch's DistributedSampler "
+        "and DataLoader"),
+    ENUM("validation_steps", val_rules, recipe.val_rule,
+        "divided: (val/batch)/size; oversampled: 3 x val/(batch x size); full: each rank its "
+        "whole shard; none"),
+    COUNT("stop_at_step", false, 0, 1e15, recipe.stop_at_step,
+        "TensorFlow's StopAtStepHook: stop at step S // size; 0: no stop"),
+    COUNT("seed", false, 0, 1e15, recipe.seed,
+        "the shuffle and the initial weights are drawn from it"),
+    ENUM("shuffle", booleans, recipe.shuffle,
+        "shuffle the samples each epoch"),
+    INT("checkpoint_every_epochs", false, 0, 1 << 20, recipe.checkpoint_every,
+        "rank 0 writes a checkpoint every N epochs; 0: never"),
+    ENUM("sharding", shardings, recipe.sharding,
+        "distributed (DistributedSampler), or replicated (every rank the whole set)"),
+    COUNT("validation_batch", false, 1, 1e8, recipe.val_batch,
+        "the batch of validation steps (default: batch_per_worker)"),
+    COUNT("checkpoint_every_steps", false, 0, 1e12, recipe.checkpoint_every_steps,
+        "a checkpoint every N steps as well; 0: none between epochs' ends"),
     END};
 
 /* failures: scripted events and random failures */
 enum { ITEMS_EVENTS = 1, ITEMS_CHANGES = 2 };
 static const field event_fields[] = {
-    ENUM_AT("kind", true, rh_fault_names, FOFF(kind)),
-    INT_AT("node", false, 0, 1 << 20, FOFF(node)),
-    INT_AT("gpu", false, 0, 1024, FOFF(gpu)),
-    ENUM_AT("link", false, fault_links, FOFF(link)),
-    NUM_AT("at_s", false, 0, false, 1e12, 1, FOFF(at_s)),
-    COUNT_AT("epoch", false, 1, 1e6, FOFF(epoch)),
-    COUNT_AT("step", false, 1, 1e12, FOFF(step)),
-    ENUM_AT("during", false, fault_phases, FOFF(during)),
-    NUM_AT("after_ms", false, 0, false, 1e12, 1, FOFF(after_ms)),
-    NUM_AT("duration_s", false, 0, true, 1e12, 1, FOFF(duration_s)),
-    NUM_AT("factor", false, 0, true, 1, 1, FOFF(factor)),
-    NUM_AT("extra_latency_us", false, 0, false, 1e12, 1, FOFF(extra_latency_us)),
+    ENUM_AT("kind", true, rh_fault_names, FOFF(kind),
+        "what happens"),
+    INT_AT("node", false, 0, 1 << 20, FOFF(node),
+        "0-based; spares follow the job's nodes"),
+    INT_AT("gpu", false, 0, 1024, FOFF(gpu),
+        "required for gpu_crash, hang and a gpu link; a straggler without it is the whole node; "
+        "refused for host_crash and uplink faults"),
+    ENUM_AT("link", false, fault_links, FOFF(link),
+        "link faults: uplink (the node's NICs) or gpu (its NVLink/PCIe link)"),
+    NUM_AT("at_s", false, 0, false, 1e12, 1, FOFF(at_s),
+        "trigger: a simulated time"),
+    COUNT_AT("epoch", false, 1, 1e6, FOFF(epoch),
+        "trigger: rank 0 beginning this epoch (1-based), at `step` or its first"),
+    COUNT_AT("step", false, 1, 1e12, FOFF(step),
+        "trigger: the step of `epoch` (1-based)"),
+    ENUM_AT("during", false, fault_phases, FOFF(during),
+        "then at the first such phase after the trigger"),
+    NUM_AT("after_ms", false, 0, false, 1e12, 1, FOFF(after_ms),
+        "this much after the trigger or phase (alone: from the start)"),
+    NUM_AT("duration_s", false, 0, true, 1e12, 1, FOFF(duration_s),
+        "windowed kinds (link faults, stragglers): how long; absent: for good"),
+    NUM_AT("factor", false, 0, true, 1, 1, FOFF(factor),
+        "link_degraded: bandwidth x factor; straggler: speed x factor"),
+    NUM_AT("extra_latency_us", false, 0, false, 1e12, 1, FOFF(extra_latency_us),
+        "link_degraded: latency added (with it, factor may be left out)"),
     END};
 static const field failure_fields[] = {
-    COUNT("seed", false, 0, 1e15, failures.seed),
-    NUM("gpu_mtbf_hours", false, 0, true, 1e12, 1, failures.gpu_mtbf_h),
-    NUM("node_mtbf_hours", false, 0, true, 1e12, 1, failures.node_mtbf_h),
-    ITEMS("events", event_fields, ITEMS_EVENTS),
+    COUNT("seed", false, 0, 1e15, failures.seed,
+        "random failures are drawn from it: the same run every time"),
+    NUM("gpu_mtbf_hours", false, 0, true, 1e12, 1, failures.gpu_mtbf_h,
+        "mean time between failures of one GPU; absent: none"),
+    NUM("node_mtbf_hours", false, 0, true, 1e12, 1, failures.node_mtbf_h,
+        "mean time between failures of one node (all its GPUs); absent: none"),
+    ITEMS("events", event_fields, ITEMS_EVENTS,
+        "scripted failures: a trigger, then what happens"),
     END};
 static const field change_fields[] = {
-    NUM_AT("at_s", true, 0, false, 1e12, 1, COFF(at_s)),
-    INT_AT("add", false, 0, 1 << 20, COFF(add)),
-    INT_AT("remove", false, 0, 1 << 20, COFF(remove)),
+    NUM_AT("at_s", true, 0, false, 1e12, 1, COFF(at_s),
+        "when the discovery script gives this answer"),
+    INT_AT("add", false, 0, 1 << 20, COFF(add),
+        "hosts added (spare nodes, in order)"),
+    INT_AT("remove", false, 0, 1 << 20, COFF(remove),
+        "the node removed"),
     END};
 static const field elastic_fields[] = {
-    INT("min_np", false, 1, 1 << 24, elastic.min_np),
-    INT("max_np", false, 1, 1 << 24, elastic.max_np),
-    COUNT("commit_every_steps", false, 1, 1e12, elastic.commit_every),
-    NUM("rendezvous_s", false, 0, false, 1e9, 1, elastic.rendezvous_s),
-    NUM("rendezvous_timeout_s", false, 0, true, 1e9, 1, elastic.rendezvous_timeout_s),
-    NUM("timeout_s", false, 0, false, 1e9, 1, elastic.timeout_s),
-    NUM("worker_start_s", false, 0, false, 1e9, 1, elastic.worker_start_s),
-    NUM("discovery_interval_s", false, 0, false, 1e9, 1, elastic.discovery_interval_s),
-    NUM("commit_GBps", false, 0, false, 1e9, 1e9, elastic.commit_bw),
-    ITEMS("discovery", change_fields, ITEMS_CHANGES),
+    INT("min_np", false, 1, 1 << 24, elastic.min_np,
+        "below it the job ends, reported (default: the starting size)"),
+    INT("max_np", false, 1, 1 << 24, elastic.max_np,
+        "ranks fill hosts up to it (absent: no limit)"),
+    COUNT("commit_every_steps", false, 1, 1e12, elastic.commit_every,
+        "state.commit() when the global step is a multiple of N, and at each epoch's end"),
+    NUM("rendezvous_s", false, 0, false, 1e9, 1, elastic.rendezvous_s,
+        "re-forming the world (the driver's poll and the new Gloo context)"),
+    NUM("rendezvous_timeout_s", false, 0, true, 1e9, 1, elastic.rendezvous_timeout_s,
+        "a member that does not come within it failed (HOROVOD_GLOO_TIMEOUT_SECONDS)"),
+    NUM("timeout_s", false, 0, false, 1e9, 1, elastic.timeout_s,
+        "waiting for min_np slots (HOROVOD_ELASTIC_TIMEOUT)"),
+    NUM("worker_start_s", false, 0, false, 1e9, 1, elastic.worker_start_s,
+        "a new worker's start on an added host"),
+    NUM("discovery_interval_s", false, 0, false, 1e9, 1, elastic.discovery_interval_s,
+        "how often the host discovery script is read"),
+    NUM("commit_GBps", false, 0, false, 1e9, 1e9, elastic.commit_bw,
+        "the state's copy to host memory at each commit"),
+    ITEMS("discovery", change_fields, ITEMS_CHANGES,
+        "the discovery script's answers over time: hosts added, then removed"),
     END};
 static const field restart_fields[] = {
-    ENUM("policy", restart_policies, restart.policy),
-    NUM("relaunch_s", false, 0, false, 1e9, 1, restart.relaunch_s),
-    INT("max_restarts", false, 0, 1 << 20, restart.max_restarts),
+    ENUM("policy", restart_policies, restart.policy,
+        "none, or from_checkpoint: a scheduler's requeue from rank 0's last checkpoint"),
+    NUM("relaunch_s", false, 0, false, 1e9, 1, restart.relaunch_s,
+        "from a failure to the relaunched job's start"),
+    INT("max_restarts", false, 0, 1 << 20, restart.max_restarts,
+        "relaunches before the job is given up"),
     END};
 static field check_fields[RH_CHECK_COUNT + 5]; /* one switch per check, then the options */
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
 static const field top_fields[] = {
-    STR("name", true, name),
-    STR("description", false, description),
-    MAP("cluster", true, cluster_fields),
-    MAP("model", true, model_fields),
-    MAP("data", true, data_fields),
-    MAP("recipe", true, recipe_fields),
-    MAP("collective", false, collective_fields),
-    MAP("checks", false, check_fields),
-    NAMES("mistakes", rh_mistake_names, mistakes),
-    MAP("failures", false, failure_fields),
-    MAP_FLAG("elastic", elastic_fields, elastic.present),
-    MAP_FLAG("restart", restart_fields, restart.present),
-    {"sweep", T_SWEEP, false, 0, 0, false, 1, 0, NULL, NULL, 0},
+    STR("name", true, name,
+        "the scenario's name, for the outputs"),
+    STR("description", false, description,
+        "free text"),
+    MAP("cluster", true, cluster_fields,
+        "the simulated cluster: nodes, GPUs, links"),
+    MAP("model", true, model_fields,
+        "what each step computes, and the size of its gradients"),
+    MAP("data", true, data_fields,
+        "the samples"),
+    MAP("recipe", true, recipe_fields,
+        "batch, learning rate, optimizer, epochs, checkpoints"),
+    MAP("collective", false, collective_fields,
+        "the runtime's settings (units allowed: 64MiB, 30s, 500ms)"),
+    MAP("checks", false, check_fields,
+        "real models: every check on unless set false here"),
+    NAMES("mistakes", rh_mistake_names, mistakes,
+        "recipe mistakes to make on purpose, each caught by its check"),
+    MAP("failures", false, failure_fields,
+        "random and scripted failures"),
+    MAP_FLAG("elastic", elastic_fields, elastic.present,
+        "hvd.elastic.run: a failure shrinks the world; absent: a failure stops the job"),
+    MAP_FLAG("restart", restart_fields, restart.present,
+        "a fixed-size job relaunched from its checkpoint (not with elastic)"),
+    {"sweep", T_SWEEP, false, 0, 0, false, 1, 0, NULL, NULL, 0,
+     "`rehearsal sweep`'s axes: KEY: [values]"},
     END};
 
 static void init_collective_fields(void) {
   for (int i = 0; i < RH_SETTING_COUNT; i++)
     collective_fields[i] = (field){rh__setting_defs[i].name, T_SETTING, false, 0, 0, false, 1, 0,
-                                   NULL, NULL, i};
+                                   NULL, NULL, i, rh__setting_defs[i].doc};
   collective_fields[RH_SETTING_COUNT] = (field)END;
   for (int i = 0; i < RH_CHECK_COUNT; i++)
-    check_fields[i] = (field)ENUM(rh_check_names[i], booleans, checks.enabled[i]);
-  check_fields[RH_CHECK_COUNT] = (field)COUNT("serial_check_steps", false, 0, 1e15, checks.serial_steps);
-  check_fields[RH_CHECK_COUNT + 1] = (field)INT("resume_from_epoch", false, 0, 1 << 20, checks.resume_from_epoch);
-  check_fields[RH_CHECK_COUNT + 2] = (field)NAMES("expect_fail", rh_check_names, checks.expect_fail);
+    check_fields[i] = (field)ENUM(rh_check_names[i], booleans, checks.enabled[i],
+                                  "the check of this name, on where it applies: false turns it off");
+  check_fields[RH_CHECK_COUNT] =
+      (field)COUNT("serial_check_steps", false, 0, 1e15, checks.serial_steps,
+                   "serial_equivalence: compare with the serial replica for the first N steps; 0: all");
+  check_fields[RH_CHECK_COUNT + 1] =
+      (field)INT("resume_from_epoch", false, 0, 1 << 20, checks.resume_from_epoch,
+                 "resume_equivalence: resume from this epoch's checkpoint (turns the check on)");
+  check_fields[RH_CHECK_COUNT + 2] =
+      (field)NAMES("expect_fail", rh_check_names, checks.expect_fail,
+                   "checks this scenario expects to fail: it exits 0 when exactly these do");
   check_fields[RH_CHECK_COUNT + 3] =
-      (field)NUM("interval_tolerance_percent", false, 0, false, 100, 0.01, checks.interval_tolerance);
+      (field)NUM("interval_tolerance_percent", false, 0, false, 100, 0.01, checks.interval_tolerance,
+                 "commit_interval: the time lost beyond Young's interval's that passes");
   check_fields[RH_CHECK_COUNT + 4] = (field)END;
+}
+
+/* ---- defaults and the schema, for the reference ------------------------------------------- */
+
+void rh__scenario_defaults(rh_scenario *sc) {
+  sc->cluster.intra_lat = 0.7e-6; /* NVLink/NVSwitch hop, NCCL's LL figure */
+  sc->cluster.nic_lat = 5e-6;
+  sc->cluster.nics_per_node = 1;
+  sc->network_model = -1; /* exact, or nccl where the cluster is written from presets */
+  sc->cluster.fabric = (rh_fabric){.arch = RH_ARCH_AMPERE, .nvlink = true, .channels = 16,
+                                   .oversubscription = 1};
+  sc->recipe.base_lr = 0.01;
+  sc->model.hidden = 64;
+  sc->data.inputs = 784;
+  sc->data.classes = 10;
+  sc->data.noise = -1;
+  sc->data.seed = 1;
+  sc->recipe.decay_factor = 0.1;
+  sc->recipe.beta1 = 0.9;
+  sc->recipe.beta2 = 0.999;
+  sc->recipe.eps = 1e-8;
+  sc->recipe.rho = 0.9;
+  sc->recipe.seed = 42;
+  sc->recipe.shuffle = 1;
+  sc->recipe.checkpoint_every = 1;
+  sc->failures.seed = 1;
+  sc->checks.interval_tolerance = 0.01; /* one point of the job's time */
+  sc->elastic.commit_every = 1;         /* the OCI recipe commits every batch */
+  sc->elastic.rendezvous_s = 1;         /* discovery polled every second */
+  sc->elastic.rendezvous_timeout_s = 30; /* HOROVOD_GLOO_TIMEOUT_SECONDS */
+  sc->elastic.timeout_s = 600;          /* HOROVOD_ELASTIC_TIMEOUT */
+  sc->elastic.worker_start_s = 10;
+  sc->elastic.discovery_interval_s = 1;
+  sc->elastic.commit_bw = 25e9;         /* the state copied to host memory over PCIe 4 x16 */
+  sc->restart.policy = 1;
+  sc->restart.relaunch_s = 60;
+  sc->restart.max_restarts = 3;
+  for (int i = 0; i < RH_CHECK_COUNT; i++) sc->checks.enabled[i] = -1;
+}
+
+const field *rh__scenario_schema(void) {
+  init_collective_fields();
+  return top_fields;
+}
+
+const field *rh__scenario_preset_fields(const field *f) {
+  if (f->type != T_PRESET || !strcmp(f->key, "node") || !strcmp(f->key, "preset")) return NULL;
+  return f->setting == PRESET_GPU ? gpu_fields : network_fields;
 }
 
 /* ---- walking ----------------------------------------------------------------------------- */
@@ -513,7 +672,8 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
   rh_scenario *sc = w->sc;
   sc->model.layers = calloc((size_t)count, sizeof(rh_layer));
   sc->model.nlayers = count;
-  static const field pfield = {"parameters", T_COUNT, true, 1, 1e15, false, 1, 0, NULL, NULL, 0};
+  static const field pfield = {"parameters", T_COUNT, true, 1, 1e15, false, 1, 0, NULL, NULL, 0,
+                               "a layer's parameters"};
   for (int i = 0; i < count && !w->failed; i++) {
     yaml_node_t *item = yaml_document_get_node(w->doc, n->data.sequence.items.start[i]);
     char item_name[192];
@@ -536,7 +696,7 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
       bool is_flops = strcmp(key, "forward_gflops_per_sample") == 0;
       if (strcmp(key, "memory_MB_per_sample") == 0) {
         static const field mfield = {"memory_MB_per_sample", T_NUM, false, 0, 1e12, false, 1e6,
-                                     0, NULL, NULL, 0};
+                                     0, NULL, NULL, 0, "a layer's activation bytes"};
         w->key = k;
         double v1;
         if (number_value(w, v, &mfield, sub, &v1)) sc->model.layers[i].memory_bytes = v1 * 1e6;
@@ -544,7 +704,7 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
       }
       if (is_flops) {
         static const field ffield = {"forward_gflops_per_sample", T_NUM, false, 0, 1e12, true, 1e9,
-                                     0, NULL, NULL, 0};
+                                     0, NULL, NULL, 0, "a layer's forward FLOPs"};
         w->key = k;
         double v1;
         if (number_value(w, v, &ffield, sub, &v1)) sc->model.layers[i].forward_flops = v1 * 1e9;
@@ -769,7 +929,8 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
       yaml_node_t *item = yaml_document_get_node(w->doc, n->data.sequence.items.start[i]);
       char item_name[192];
       snprintf(item_name, sizeof item_name, "%s[%d]", name, i);
-      static const field epoch_field = {"epoch", T_COUNT, true, 1, 1e6, false, 1, 0, NULL, NULL, 0};
+      static const field epoch_field = {"epoch", T_COUNT, true, 1, 1e6, false, 1, 0, NULL, NULL, 0,
+                                        "a decay's epoch"};
       number_value(w, item, &epoch_field, item_name, &sc->recipe.decay_epochs[i]);
       if (!w->failed && i > 0 && sc->recipe.decay_epochs[i] <= sc->recipe.decay_epochs[i - 1])
         fail(w, item, item_name, "epochs must increase (%.17g after %.17g)",
@@ -1439,39 +1600,7 @@ rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, 
   err[0] = 0;
   init_collective_fields();
   if (rh_settings_init(&sc->settings, err, errlen) != RH_OK) return RH_ERR_INVALID;
-  sc->cluster.intra_lat = 0.7e-6; /* NVLink/NVSwitch hop, NCCL's LL figure */
-  sc->cluster.nic_lat = 5e-6;
-  sc->cluster.nics_per_node = 1;
-  sc->network_model = -1; /* exact, or nccl where the cluster is written from presets */
-  sc->cluster.fabric = (rh_fabric){.arch = RH_ARCH_AMPERE, .nvlink = true, .channels = 16,
-                                   .oversubscription = 1};
-  sc->recipe.base_lr = 0.01;
-  sc->model.hidden = 64;
-  sc->data.inputs = 784;
-  sc->data.classes = 10;
-  sc->data.noise = -1;
-  sc->data.seed = 1;
-  sc->recipe.decay_factor = 0.1;
-  sc->recipe.beta1 = 0.9;
-  sc->recipe.beta2 = 0.999;
-  sc->recipe.eps = 1e-8;
-  sc->recipe.rho = 0.9;
-  sc->recipe.seed = 42;
-  sc->recipe.shuffle = 1;
-  sc->recipe.checkpoint_every = 1;
-  sc->failures.seed = 1;
-  sc->checks.interval_tolerance = 0.01; /* one point of the job's time */
-  sc->elastic.commit_every = 1;         /* the OCI recipe commits every batch */
-  sc->elastic.rendezvous_s = 1;         /* discovery polled every second */
-  sc->elastic.rendezvous_timeout_s = 30; /* HOROVOD_GLOO_TIMEOUT_SECONDS */
-  sc->elastic.timeout_s = 600;          /* HOROVOD_ELASTIC_TIMEOUT */
-  sc->elastic.worker_start_s = 10;
-  sc->elastic.discovery_interval_s = 1;
-  sc->elastic.commit_bw = 25e9;         /* the state copied to host memory over PCIe 4 x16 */
-  sc->restart.policy = 1;
-  sc->restart.relaunch_s = 60;
-  sc->restart.max_restarts = 3;
-  for (int i = 0; i < RH_CHECK_COUNT; i++) sc->checks.enabled[i] = -1;
+  rh__scenario_defaults(sc);
   size_t len = 0;
   rh_status st;
   char *text = read_yaml(path, &len, err, errlen, &st);

@@ -7,6 +7,7 @@
 #define REHEARSAL_SCENARIO_H
 
 #include "internal.h"
+#include <stdio.h>
 #include "train/train.h"
 
 typedef struct rh_layer {
@@ -189,5 +190,9 @@ long rh_scenario_steps_per_epoch(const rh_scenario *sc);
  * else beside the running program (installed, or the tree it was built in), else the source
  * tree it was configured from.  *source (when not NULL) says which, for the settings block. */
 const char *rh_presets_root(char *buf, size_t len, const char **source);
+
+/* Writes the scenario reference (Markdown: every key, its type, default, accepted values and what
+ * it does) from the parser's schema table.  0, or 1 when the stream failed. */
+int rh_scenario_reference(FILE *out);
 
 #endif

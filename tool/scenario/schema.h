@@ -1,0 +1,55 @@
+/*
+ * schema.h: the scenario's schema table, inside the scenario room: what each key is (its type,
+ * whether it is required, its range or choices, its unit's scale, where its value goes, one line
+ * of documentation).  scenario.c walks a file against it; reference.c writes the reference page
+ * from it (`rehearsal schema`), so that the page cannot drift from what is parsed.
+ */
+#ifndef REHEARSAL_SCHEMA_H
+#define REHEARSAL_SCHEMA_H
+
+#include "scenario.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum {
+  T_MAP,     /* nested mapping: children */
+  T_INT,     /* integer in [min, max] */
+  T_NUM,     /* real number in [min, max] (min_open: > min) */
+  T_COUNT,   /* integer in [min, max], stored as a double (sample and parameter counts) */
+  T_STR,     /* string */
+  T_ENUM,    /* one of choices; stored as index */
+  T_SLOTS,   /* cluster.gpus_per_node: an integer, or a list of integers */
+  T_LAYERS,  /* model.layers: list of {name, parameters} */
+  T_SETTING, /* a runtime setting (rh_settings_parse) */
+  T_NAMES,   /* a list of names from choices; stored as a bit mask (unsigned) */
+  T_DECAY,   /* recipe.lr_decay_epochs: a list of epochs */
+  T_ITEMS,   /* a list of mappings, each walked against kids (failures.events, ...) */
+  T_PRESET,  /* a preset's name (a file of presets/<kind>/ walked against kids), or a mapping */
+  T_BOOL,    /* true or false, stored as a bool */
+  T_SWEEP,   /* sweep: KEY: [values] (the axes of `rehearsal sweep`) */
+} ftype;
+
+typedef struct field {
+  const char *key;
+  ftype type;
+  bool required;
+  double min, max;
+  bool min_open;
+  double scale;              /* stored value = parsed value * scale (units in key names) */
+  size_t offset;             /* in rh_scenario */
+  const struct field *kids;  /* T_MAP */
+  const char *const *choices; /* T_ENUM */
+  int setting;               /* T_SETTING */
+  const char *doc;           /* one line for the reference (`rehearsal schema`) */
+} field;
+
+/* The top-level keys, ending with a NULL key; each map's children under `kids`. */
+const field *rh__scenario_schema(void);
+/* The keys of the mapping that a preset field (`cluster.gpu`, `cluster.network`) also takes;
+ * NULL for the others, and for `node:` and `preset:`, which fill the mapping they are in. */
+const field *rh__scenario_preset_fields(const field *f);
+/* The values a scenario starts from, before its file and overrides are walked. */
+void rh__scenario_defaults(rh_scenario *sc);
+
+#endif
