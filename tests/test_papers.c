@@ -7,7 +7,7 @@
  * What must hold: DLPerf's BERT-base batch-96 series, its headline BERT table, within 3 points at
  * every GPU count; and no row of the table more than 3 points below its published efficiency (the
  * simulation leaves out the loss within one server that every framework here shows, so it errs
- * high; a row far below would be a new error).  The test prints the table the README shows.
+ * high; a row far below would be a new error).  The test prints the table docs/validation.md shows.
  */
 #include <setjmp.h>
 #include <stdarg.h>

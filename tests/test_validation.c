@@ -3,7 +3,7 @@
  * on clusters written from the presets (scenarios/validation/, one file per system, nothing tuned
  * per row) with the NCCL model, through `rehearsal collective` as a user runs it.  Every row must
  * land within 10% of the published figure, large messages (1 GB and up) within 5%.  The test
- * prints the table the README shows.
+ * prints the table docs/validation.md shows.
  */
 #include <setjmp.h>
 #include <stdarg.h>
