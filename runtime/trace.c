@@ -96,6 +96,7 @@ struct rh_tracer {
   long world_steps; /* ctx->steps_begun when this world began */
   atomic_int detail; /* collectives are recorded: set by the rank's own thread at each step */
   double recovery;   /* when the world formed, no step begun since; NAN: none */
+  double committed;  /* when the last commit ended (the job's start before one) */
   run run;
   int ranks[MAX_NAMED_RANKS], nranks; /* the ranks it had, for its track's name */
   long left_out, merged;
@@ -307,6 +308,7 @@ static void close_slice(rh_tracer *t, track *k, open_slice *o, double at) {
   trace_event *ev = &o->ev;
   if (at < ev->ts) at = ev->ts;
   ev->dur = at - ev->ts;
+  if (strcmp(ev->cat, "commit") == 0) t->committed = at;
   run *r = &t->run;
   switch (o->fate) {
   case KEEP: {
@@ -485,6 +487,24 @@ void rh__trace_step(rh_ctx *ctx) {
   unlock(t);
 }
 
+/* A failure rolled the survivors back to their last commit: the steps begun after it, up to
+ * `until`, were thrown away (the epoch table counts them as lost time, not as compute or wait),
+ * so their kept slices say so, and the others still add up to the table. */
+static void roll_back(rh_tracer *t, double until) {
+  track *tr = &t->tracks[RH_TRACK_MAIN];
+  static const char *const cats[] = {"step", "compute", "wait", "layer"};
+  for (size_t i = 0; i < tr->n; i++) {
+    trace_event *e = &tr->ev[i];
+    if (e->dur < 0 || e->ts < t->committed || e->ts >= until) continue;
+    for (size_t c = 0; c < sizeof cats / sizeof cats[0]; c++)
+      if (strcmp(e->cat, cats[c]) == 0) {
+        snprintf(e->cat, sizeof e->cat, "rolled back");
+        set_num(e, "rolled_back", 1);
+        break;
+      }
+  }
+}
+
 void rh__trace_world(rh_ctx *ctx, double since, rh_status st) {
   rh_tracer *t = ctx->trace;
   if (!t) return;
@@ -511,6 +531,7 @@ void rh__trace_world(rh_ctx *ctx, double since, rh_status st) {
     snprintf(e->text_key, sizeof e->text_key, "status");
     copy(e->text, sizeof e->text, rh_status_string(st));
   }
+  if (st == RH_OK) roll_back(t, since);
   if (st == RH_OK) {
     t->generation = ctx->generation;
     t->world_steps = ctx->steps_begun;
@@ -605,12 +626,26 @@ static void write_args(FILE *f, const trace_event *e, const char *extra_key, con
   fputc('}', f);
 }
 
-/* One event of a track: a complete slice, or a moment on its thread. */
+/* A time on the trace's clock: whole nanoseconds, written as microseconds (the format's unit). */
+static long long nanoseconds(double seconds) { return llround(seconds * 1e9); }
+static void put_us(FILE *f, long long ns) {
+  fprintf(f, "%s%lld.%03lld", ns < 0 ? "-" : "", llabs(ns) / 1000, llabs(ns) % 1000);
+}
+
+/* One event of a track: a complete slice, or a moment on its thread.  A slice's start and end are
+ * each rounded to the nanosecond, and its duration is their difference, so that a slice that
+ * ends where the next begins does not overlap it once rounded. */
 static void write_event(out *o, int pid, long tid, const trace_event *e, const char *name,
                         const char *extra_key, const char *extra) {
   FILE *f = next(o);
-  if (e->dur < 0) fprintf(f, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%ld,\"ts\":%.6f", pid, tid, e->ts * 1e6);
-  else fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":%.6f,\"dur\":%.6f", pid, tid, e->ts * 1e6, e->dur * 1e6);
+  long long ts = nanoseconds(e->ts);
+  fprintf(f, e->dur < 0 ? "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%ld,\"ts\":"
+                        : "{\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":", pid, tid);
+  put_us(f, ts);
+  if (e->dur >= 0) {
+    fputs(",\"dur\":", f);
+    put_us(f, nanoseconds(e->ts + e->dur) - ts);
+  }
   fputs(",\"cat\":", f);
   json_string(f, e->cat[0] ? e->cat : "-");
   fputs(",\"name\":", f);
@@ -879,8 +914,9 @@ static void write_log(out *o, const rh_fault_plan *plan, const rh_joblog *log, i
       snprintf(name, sizeof name, "world %u: %d ranks on %s", e->generation, (int)e->a, e->text);
       write_moment(o, job_pid, job_tid, e->time, "job", name, NULL);
       FILE *f = next(o);
-      fprintf(f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":%ld,\"ts\":%.6f,\"name\":\"ranks\",\"args\":{\"ranks\":%d}}",
-              job_pid, job_tid, e->time * 1e6, (int)e->a);
+      fprintf(f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":%ld,\"ts\":", job_pid, job_tid);
+      put_us(f, nanoseconds(e->time));
+      fprintf(f, ",\"name\":\"ranks\",\"args\":{\"ranks\":%d}}", (int)e->a);
       break;
     }
     case RH_EV_LEFT:
@@ -1010,11 +1046,13 @@ rh_status rh__timeline_write(const rh_timeline *tl, const char *path, char *cons
   fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"target\":");
   json_string(f, tl->target);
   fprintf(f, ",\"clock\":\"%s\",\"events_per_rank\":%ld,\"detailed_steps_per_world\":%d,",
-          tl->simulated ? "simulated seconds since the job's start, in microseconds"
-                        : "wall-clock seconds since the launch (rank 0's clock), in microseconds",
+          tl->simulated ? "simulated seconds since the job's start, in microseconds (whole nanoseconds)"
+                        : "wall-clock seconds since the launch (rank 0's clock), in microseconds (whole nanoseconds)",
           tl->budget, FULL_STEPS);
   fprintf(f, "\"detail\":\"each world's first %d steps in full (layers, collectives and their "
-             "phases, link tracks); then one slice per step with its compute and wait; past "
+             "phases, link tracks), of the steps it ran one by one (steps the simulator charges "
+             "without running them, a steady timing-only run from its fourth step on, are one "
+             "slice per run of them); then one slice per step with its compute and wait; past "
              "half of a rank's %ld events, one slice per run of steps of an epoch, the time of "
              "each category summed inside it; past three quarters, runs go on across epochs and "
              "moments are left out\",",

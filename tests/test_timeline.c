@@ -24,6 +24,7 @@
 #include "train/train.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +207,15 @@ static const char *str(json_t *o, const char *key) {
   return s ? s : "";
 }
 
+/* A time of an event (microseconds in the file) in nanoseconds: it must be a whole number of them. */
+static long long whole_ns(const track *k, json_t *ev, const char *key) {
+  double us = num(ev, key), ns = us * 1e3;
+  if (!(fabs(ns - round(ns)) <= 1e-3 * fmax(1, fabs(ns) * 1e-12)))
+    fail_msg("track %s: %s's %s %.9f us is not a whole number of nanoseconds", k->name,
+             str(ev, "name"), key, us);
+  return llround(ns);
+}
+
 /* Loads the file and checks the format: every event's phase and fields, each track's times in
  * order, every B ended by its E in order, every X nested in the slices it begins in. */
 static trace load(const char *path) {
@@ -239,25 +249,28 @@ static trace load(const char *path) {
     }
     k->ev[k->n++] = e;
   }
+  /* times are whole nanoseconds (microseconds with three decimals), and a slice nests in its
+   * parent and follows its sibling exactly, with no tolerance: a slice that ends where the next
+   * begins must not overlap it once rounded */
   for (size_t j = 0; j < t.n; j++) {
     track *k = &t.tracks[j];
-    double last = -INFINITY, ends[64];
+    long long last = LLONG_MIN, ends[64];
     int depth = 0, open = 0;
     for (size_t m = 0; m < k->n; m++) {
       json_t *ev = k->ev[m];
       const char *ph = str(ev, "ph");
-      double ts = num(ev, "ts");
-      if (ts < last) fail_msg("track %s: time goes back at %s (%.6f < %.6f)", k->name, str(ev, "name"), ts, last);
+      long long ts = whole_ns(k, ev, "ts");
+      if (ts < last) fail_msg("track %s: time goes back at %s (%lld < %lld ns)", k->name, str(ev, "name"), ts, last);
       last = ts;
       if (ph[0] == 'B') open++;
       if (ph[0] == 'E' && --open < 0) fail_msg("track %s: an E without its B", k->name);
       if (ph[0] != 'X') continue;
-      double dur = num(ev, "dur");
-      if (!(dur >= 0)) fail_msg("track %s: %s lasts %g", k->name, str(ev, "name"), dur);
-      while (depth > 0 && ts >= ends[depth - 1] - 1e-3) depth--; /* slices that ended */
-      if (depth > 0 && ts + dur > ends[depth - 1] + 1e-3)
-        fail_msg("track %s: %s [%.6f, %.6f] overlaps the end of its parent at %.6f", k->name,
-                 str(ev, "name"), ts, ts + dur, ends[depth - 1]);
+      long long dur = whole_ns(k, ev, "dur");
+      if (dur < 0) fail_msg("track %s: %s lasts %lld ns", k->name, str(ev, "name"), dur);
+      while (depth > 0 && ts >= ends[depth - 1]) depth--; /* slices that ended */
+      if (depth > 0 && ts + dur > ends[depth - 1])
+        fail_msg("track %s: %s [%lld, %lld] ns overlaps the end of its parent or sibling at %lld",
+                 k->name, str(ev, "name"), ts, ts + dur, ends[depth - 1]);
       if (depth < 64) ends[depth++] = ts + dur;
     }
     if (open != 0) fail_msg("track %s: %d B without their E", k->name, open);
@@ -443,6 +456,14 @@ static void test_failure_shows(void **state) {
     recovered += count(&t.tracks[i], "recovery", true);
   }
   assert_true(noticed >= 1);
+  /* the steps the failure threw away are marked, and the others add up to the epoch table */
+  track *r0 = named(&t, "rank 0 ", "(gpu ");
+  int rolled = 0;
+  for (size_t i = 0; r0 && i < r0->n; i++)
+    rolled += strcmp(str(r0->ev[i], "cat"), "rolled back") == 0 &&
+              strncmp(str(r0->ev[i], "name"), "epoch 1 step ", 13) == 0;
+  assert_true(rolled >= 1); /* steps 9 to 12 began after the commit of step 8 */
+  sums_match(&t, &rep);
   assert_int_equal(rendezvous, 4); /* the survivors */
   assert_int_equal(restored, 4);
   assert_int_equal(recovered, 4);
