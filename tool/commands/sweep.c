@@ -473,7 +473,12 @@ int rh_cmd_sweep(int argc, char **argv) {
   point *pts = rc < 0 ? calloc((size_t)npts, sizeof *pts) : NULL;
   if (rc < 0 && !pts) rc = 1;
   for (int p = 0; rc < 0 && p < npts; p++) {
-    pts[p] = (point){.index = p, .exit = -1, .sets = calloc((size_t)all.naxes, sizeof(char *))};
+    pts[p] = (point){.index = p, .exit = -1, .sets = calloc((size_t)all.naxes, sizeof(char *)),
+                     .runs = calloc((size_t)(2 * all.naxes), sizeof(char *))};
+    if (!pts[p].sets || !pts[p].runs) {
+      rc = 1;
+      break;
+    }
     snprintf(pts[p].dir, sizeof pts[p].dir, "%s/points/%03d", cmd.out, p);
     /* the first axis outermost: the last one changes fastest */
     for (int a = all.naxes - 1, k = p; a >= 0; a--) {
@@ -484,7 +489,6 @@ int rh_cmd_sweep(int argc, char **argv) {
       pts[p].sets[a] = malloc(len);
       snprintf(pts[p].sets[a], len, "%s=%s", ax->key, v);
     }
-    pts[p].runs = calloc((size_t)(2 * all.naxes), sizeof(char *));
     for (int a = 0; rc < 0 && a < all.naxes; a++)
       rc = expand(&sc, &pts[p], pts[p].sets[a]);
   }
@@ -503,8 +507,9 @@ int rh_cmd_sweep(int argc, char **argv) {
     json_decref(rows);
     if (!rc && failed) rc = 1;
   }
+  /* a bad value stops the points' making: those after it have no values to free */
   for (int p = 0; pts && p < npts; p++) {
-    for (int a = 0; a < all.naxes; a++) free(pts[p].sets[a]);
+    for (int a = 0; pts[p].sets && a < all.naxes; a++) free(pts[p].sets[a]);
     for (int a = 0; a < pts[p].nruns; a++) free(pts[p].runs[a]);
     free(pts[p].sets);
     free(pts[p].runs);
