@@ -70,9 +70,64 @@ static void test_bad_gpu_count_before_the_last_point(void **state) {
   free(err);
 }
 
+/* An axis of `n` values 1..n: "KEY=1,2,...,n" (caller frees). */
+static char *axis_of(const char *key, int n) {
+  size_t len = strlen(key) + 2 + 8 * (size_t)n;
+  char *text = malloc(len);
+  assert_non_null(text);
+  int at = snprintf(text, len, "%s=", key);
+  for (int i = 1; i <= n; i++) at += snprintf(text + at, len - (size_t)at, i > 1 ? ",%d" : "%d", i);
+  return text;
+}
+
+/* 100 x 533 x 61 x 1321 = 2^32 + 4 points: refused as too many, not wrapped to 4 points in int;
+ * and a product past 64 bits too. */
+static void test_point_count_past_int(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "ovf"));
+  char *err = strdup(rh_test_path(tmpdir, "ovf.err"));
+  char *a = axis_of("data.seed", 100), *b = axis_of("recipe.seed", 533);
+  char *c = axis_of("model.framework_overhead_ms", 61);
+  char *d = axis_of("collective.pipeline_chunk", 1321);
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "-j", "1", "--axis", a,
+                       "--axis", b, "--axis", c, "--axis", d, "--out", out), 2);
+  assert_file_has(err, "rehearsal sweep: 4294967300 points: too many for one sweep");
+  assert_false(exists(out));
+  /* 256^4 = 2^32: 0 points in int */
+  char *e = axis_of("data.seed", 256), *f = axis_of("recipe.seed", 256);
+  char *e2 = axis_of("recipe.epochs", 256), *f2 = axis_of("recipe.base_lr", 256);
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis", e, "--axis",
+                       f, "--axis", e2, "--axis", f2, "--out", out), 2);
+  assert_file_has(err, "rehearsal sweep: 4294967296 points: too many for one sweep");
+  assert_false(exists(out));
+  /* 7 axes of 1,000 values: 10^21 points, more than 64 bits count */
+  static const char *const keys[] = {"data.seed", "recipe.seed", "model.framework_overhead_ms",
+                                     "collective.pipeline_chunk", "recipe.base_lr",
+                                     "recipe.epochs", "data.train_samples"};
+  char *g[7];
+  for (int i = 0; i < 7; i++) g[i] = axis_of(keys[i], 1000);
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis", g[0],
+                       "--axis", g[1], "--axis", g[2], "--axis", g[3], "--axis", g[4], "--axis",
+                       g[5], "--axis", g[6], "--out", out), 2);
+  assert_file_has(err, "rehearsal sweep: more than 18446744073709551615 points: too many");
+  assert_false(exists(out));
+  for (int i = 0; i < 7; i++) free(g[i]);
+  free(a);
+  free(b);
+  free(c);
+  free(d);
+  free(e);
+  free(f);
+  free(e2);
+  free(f2);
+  free(out);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
+      cmocka_unit_test(test_point_count_past_int),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

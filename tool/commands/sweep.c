@@ -467,9 +467,17 @@ int rh_cmd_sweep(int argc, char **argv) {
   }
   if (rc < 0 && all.naxes == 0)
     rc = rh_cli_error("sweep", "no axis: give --axis KEY=V1,V2,... or a sweep: section in %s", argv[first]);
-  int npts = 1;
-  for (int i = 0; rc < 0 && i < all.naxes; i++) npts *= all.axes[i].n;
-  if (rc < 0 && npts > 100000) rc = rh_cli_error("sweep", "%d points: too many for one sweep", npts);
+  /* the count in 64 bits, each product checked: in int, 2^32 + 4 points wrapped to 4 */
+  uint64_t count = 1;
+  bool past = false;
+  for (int i = 0; rc < 0 && i < all.naxes && !past; i++)
+    past = __builtin_mul_overflow(count, (uint64_t)all.axes[i].n, &count);
+  if (rc < 0 && past)
+    rc = rh_cli_error("sweep", "more than %llu points: too many for one sweep",
+                      (unsigned long long)UINT64_MAX);
+  else if (rc < 0 && count > 100000)
+    rc = rh_cli_error("sweep", "%llu points: too many for one sweep", (unsigned long long)count);
+  int npts = rc < 0 ? (int)count : 0;
   point *pts = rc < 0 ? calloc((size_t)npts, sizeof *pts) : NULL;
   if (rc < 0 && !pts) rc = 1;
   for (int p = 0; rc < 0 && p < npts; p++) {
