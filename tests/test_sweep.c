@@ -12,10 +12,15 @@
 
 #include "harness.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char tmpdir[64];
@@ -38,6 +43,38 @@ static int teardown(void **state) {
 static bool exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
+}
+
+/* Starts a command line in the background, its stdout and stderr to files; its PID. */
+static pid_t start(char *const argv[], const char *out_path, const char *err_path) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fo < 0 || fe < 0) _exit(127);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  assert_true(pid > 0);
+  return pid;
+}
+
+/* Sleeps `ms` milliseconds. */
+static void nap(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&t, NULL);
+}
+
+/* Waits up to `seconds` for `path` to exist. */
+static bool appears(const char *path, double seconds) {
+  for (int i = 0; i < seconds * 100; i++) {
+    if (exists(path)) return true;
+    nap(10);
+  }
+  return false;
 }
 
 /* Asserts that the file at `path` holds `text`, printing the file when it does not. */
@@ -124,10 +161,65 @@ static void test_point_count_past_int(void **state) {
   free(err);
 }
 
+/* A second sweep into the directory of one that runs is turned away, naming the first's PID; a
+ * lock left by a sweep that died is taken; the lock goes when the sweep ends. */
+static void test_two_sweeps_one_out(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "shared"));
+  char *lock = strdup(rh_test_path(out, "sweep.lock"));
+  char *a_err = strdup(rh_test_path(tmpdir, "a.err"));
+  char *b_err = strdup(rh_test_path(tmpdir, "b.err"));
+  /* two points of some seconds each, one at a time */
+  pid_t a = start((char *const[]){RH_BINARY, "sweep", "scenarios/default.yaml", "-j", "1", "--set",
+                                  "recipe.epochs=2500", "--axis", "cluster.nodes=1,2", "--out", out,
+                                  NULL},
+                  "/dev/null", a_err);
+  assert_true(appears(rh_test_path(out, "points/000"), 30));
+  assert_int_equal(RUN("/dev/null", b_err, "sweep", "scenarios/default.yaml", "-j", "1", "--set",
+                       "recipe.batch_per_worker=32", "--axis", "cluster.nodes=1,2", "--out", out),
+                   2);
+  char want[128];
+  snprintf(want, sizeof want, "rehearsal sweep: %s is in use by sweep PID %ld", out, (long)a);
+  assert_file_has(b_err, want);
+  int status;
+  assert_int_equal(waitpid(a, &status, 0), a);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_false(exists(lock));
+
+  /* the lock of a sweep that died: its PID is no process's, and no process holds the file */
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  assert_int_equal(waitpid(dead, NULL, 0), dead);
+  FILE *f = fopen(lock, "w");
+  assert_non_null(f);
+  fprintf(f, "%ld\n", (long)dead);
+  fclose(f);
+  assert_int_equal(RUN("/dev/null", b_err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2", "--out", out), 0);
+  assert_false(exists(lock));
+
+  /* a holder that is alive: this process */
+  int fd = open(lock, O_RDWR | O_CREAT, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(flock(fd, LOCK_EX), 0);
+  dprintf(fd, "%ld\n", (long)getpid());
+  assert_int_equal(RUN("/dev/null", b_err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2", "--out", out), 2);
+  snprintf(want, sizeof want, "is in use by sweep PID %ld", (long)getpid());
+  assert_file_has(b_err, want);
+  close(fd);
+  unlink(lock);
+  free(out);
+  free(lock);
+  free(a_err);
+  free(b_err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
       cmocka_unit_test(test_point_count_past_int),
+      cmocka_unit_test(test_two_sweeps_one_out),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

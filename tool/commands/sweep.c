@@ -19,10 +19,12 @@
 #include <jansson.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -325,6 +327,62 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
   return rc;
 }
 
+/* ---- the directory's lock ---------------------------------------------------------------- */
+
+/* Takes DIR/sweep.lock for this sweep, so that a second sweep into the same directory does not
+ * run the first's points again or report them as its own.  The lock is an flock, which the
+ * system lets go of when its holder dies however it dies, so the lock of a sweep that died is
+ * free to take; the file holds the holder's PID for the message of a sweep turned away.  The
+ * descriptor, or -1: in use (exit 2) or -2: cannot be taken (exit 1), said on stderr. */
+static int lock_out(const char *out) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/sweep.lock", out);
+  for (;;) {
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      fprintf(stderr, "rehearsal sweep: cannot create %s: %s\n", path, strerror(errno));
+      return -2;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int e = errno;
+      char text[32] = "";
+      ssize_t n = pread(fd, text, sizeof text - 1, 0);
+      close(fd);
+      if (e != EWOULDBLOCK) {
+        fprintf(stderr, "rehearsal sweep: cannot lock %s: %s\n", path, strerror(e));
+        return -2;
+      }
+      long pid = n > 0 ? strtol(text, NULL, 10) : 0;
+      if (pid > 0) fprintf(stderr, "rehearsal sweep: %s is in use by sweep PID %ld\n", out, pid);
+      else fprintf(stderr, "rehearsal sweep: %s is in use by another sweep\n", out);
+      return -1;
+    }
+    /* A holder that ended removed the file after it was opened here: lock the one at the path. */
+    struct stat held, named;
+    if (fstat(fd, &held) != 0 || stat(path, &named) != 0 || held.st_ino != named.st_ino ||
+        held.st_dev != named.st_dev) {
+      close(fd);
+      continue;
+    }
+    char text[32];
+    int len = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) {
+      fprintf(stderr, "rehearsal sweep: cannot write %s: %s\n", path, strerror(errno));
+      close(fd);
+      return -2;
+    }
+    return fd;
+  }
+}
+
+/* Removes the lock, then lets go of it. */
+static void unlock_out(const char *out, int fd) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/sweep.lock", out);
+  unlink(path);
+  close(fd);
+}
+
 /* ---- the command ------------------------------------------------------------------------- */
 
 /* The overrides an axis value makes: itself, or for the axis `gpus` the nodes and GPUs per node
@@ -501,10 +559,16 @@ int rh_cmd_sweep(int argc, char **argv) {
       rc = expand(&sc, &pts[p], pts[p].sets[a]);
   }
   if (rc < 0) rc = check_points(argv[first], &opts, pts, npts) ? 2 : -1;
+  /* one sweep at a time in a directory: the lock is taken once the points are known good */
+  int lock = -2;
+  if (rc < 0) {
+    lock = rh_make_dirs(cmd.out) ? -2 : lock_out(cmd.out);
+    if (lock < 0) rc = lock == -1 ? 2 : 1;
+  }
   if (rc < 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int jobs = cmd.jobs > 0 ? cmd.jobs : cores > 0 ? (int)cores : 1;
-    rc = rh_make_dirs(cmd.out) || run_points(argv[first], &opts, pts, npts, all.naxes, jobs, cmd.force);
+    rc = run_points(argv[first], &opts, pts, npts, all.naxes, jobs, cmd.force);
     json_t *rows = json_array();
     bool failed = false;
     for (int p = 0; p < npts; p++) {
@@ -515,6 +579,7 @@ int rh_cmd_sweep(int argc, char **argv) {
     json_decref(rows);
     if (!rc && failed) rc = 1;
   }
+  if (lock >= 0) unlock_out(cmd.out, lock);
   /* a bad value stops the points' making: those after it have no values to free */
   for (int p = 0; pts && p < npts; p++) {
     for (int a = 0; pts[p].sets && a < all.naxes; a++) free(pts[p].sets[a]);
