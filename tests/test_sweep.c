@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -215,11 +217,79 @@ static void test_two_sweeps_one_out(void **state) {
   free(b_err);
 }
 
+/* A sweep of two points that run for some 25 s each, both at once, into `out`: started in the
+ * background once both points run; its PID. */
+static pid_t start_long_sweep(const char *out, const char *err) {
+  pid_t pid = start((char *const[]){RH_BINARY, "sweep", "scenarios/default.yaml", "-j", "2",
+                                    "--set", "recipe.epochs=20000", "--axis", "cluster.nodes=1,2",
+                                    "--out", (char *)out, NULL},
+                    "/dev/null", err);
+  /* a point's stderr.txt is made by its process, before it runs */
+  assert_true(appears(rh_test_path(out, "points/000/stderr.txt"), 30));
+  assert_true(appears(rh_test_path(out, "points/001/stderr.txt"), 30));
+  nap(200);
+  return pid;
+}
+
+/* Reaps the points a dead sweep left to this process (a subreaper): true when none is left
+ * within `seconds`, each of them killed rather than run to its end. */
+static bool orphans_gone(double seconds) {
+  for (int i = 0; i < seconds * 100; i++) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno == ECHILD) return true;
+    if (pid > 0 && !WIFSIGNALED(status)) {
+      fprintf(stderr, "a point of the dead sweep ran to its end (PID %ld)\n", (long)pid);
+      return false;
+    }
+    if (pid == 0) nap(10);
+  }
+  fprintf(stderr, "points of the dead sweep still run after %g s\n", seconds);
+  return false;
+}
+
+/* SIGTERM: the sweep stops its running points, says so and exits 143; nothing runs on. */
+static void test_sweep_stopped_by_sigterm(void **state) {
+  (void)state;
+  assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  char *out = strdup(rh_test_path(tmpdir, "term"));
+  char *err = strdup(rh_test_path(tmpdir, "term.err"));
+  pid_t sweep = start_long_sweep(out, err);
+  assert_int_equal(kill(sweep, SIGTERM), 0);
+  int status;
+  assert_int_equal(waitpid(sweep, &status, 0), sweep);
+  bool gone = orphans_gone(5);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 143);
+  assert_file_has(err, "rehearsal sweep: stopped by SIGTERM: 2 running points stopped");
+  assert_true(gone);
+  assert_false(exists(rh_test_path(out, "sweep.lock")));
+  assert_false(exists(rh_test_path(out, "sweep.csv")));
+  free(out);
+  free(err);
+}
+
+/* SIGKILL: the sweep cannot stop its points, so they end with it (their parent-death signal). */
+static void test_sweep_killed_leaves_nothing_running(void **state) {
+  (void)state;
+  assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  char *out = strdup(rh_test_path(tmpdir, "kill"));
+  char *err = strdup(rh_test_path(tmpdir, "kill.err"));
+  pid_t sweep = start_long_sweep(out, err);
+  assert_int_equal(kill(sweep, SIGKILL), 0);
+  assert_int_equal(waitpid(sweep, NULL, 0), sweep);
+  assert_true(orphans_gone(5));
+  free(out);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
       cmocka_unit_test(test_point_count_past_int),
       cmocka_unit_test(test_two_sweeps_one_out),
+      cmocka_unit_test(test_sweep_stopped_by_sigterm),
+      cmocka_unit_test(test_sweep_killed_leaves_nothing_running),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -8,9 +8,11 @@
 #include <jansson.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 int rh_cli_error(const char *command, const char *fmt, ...) {
@@ -176,8 +178,13 @@ pid_t rh_cli_spawn_run(const char *file, const rh_scenario_opts *opts, char *con
   argv[argc++] = "--out";
   argv[argc++] = (char *)dir;
   argv[argc++] = "--no-what-if";
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
+    /* The run ends with the process that started it, however that ends (SIGKILL included), so
+     * that no point of a killed sweep runs on unseen; a parent gone before the signal was set
+     * (the child then belongs to another) ends it now. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
     char out[4300], err[4300];
     snprintf(out, sizeof out, "%s/stdout.txt", dir);
     snprintf(err, sizeof err, "%s/stderr.txt", dir);

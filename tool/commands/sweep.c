@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,9 @@ static const char usage_text[] =
     "      --set KEY=VALUE  override a scenario key at every point (repeatable)\n"
     "      --help, --version\n"
     "Then: rehearsal plot DIR draws throughput and scaling efficiency against the axis.\n"
-    "Exit status: 0 every point ran and passed, 1 some point failed, 2 bad input.\n";
+    "Exit status: 0 every point ran and passed, 1 some point failed, 2 bad input (or DIR is in\n"
+    "use by another sweep), 128 + the signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP) when stopped\n"
+    "by one: the running points are stopped, and running the sweep again goes on.\n";
 
 typedef struct axis {
   char *key;
@@ -429,6 +432,51 @@ static int check_points(const char *file, const rh_scenario_opts *common, point 
   return 0;
 }
 
+/* The points of the sweep, for a stopping signal's handler to stop those that run, and the
+ * signal. */
+static point *volatile live_pts;
+static volatile int live_npts;
+static volatile sig_atomic_t stop_signal;
+
+/* Kills every point that runs: it runs again when the sweep is run again, so nothing of it is
+ * kept.  Safe in a signal handler. */
+static void stop_points(void) {
+  point *pts = live_pts;
+  for (int i = 0; pts && i < live_npts; i++)
+    if (pts[i].pid > 0 && pts[i].exit < 0) kill(pts[i].pid, SIGKILL);
+}
+
+static void on_stop(int sig) {
+  stop_signal = sig;
+  stop_points();
+}
+
+/* Reaps one finished point, its exit status into its `exit` and its index into *index (-1: not
+ * a point's process): the PID, or -1 with errno (EINTR: a signal came first).  The process is
+ * reaped with stopping signals held and marked as no longer running before they are let
+ * through, so that a handler never kills a reaped point's PID, which another process may have
+ * by then. */
+static pid_t reap_point(point *pts, int npts, int *index) {
+  siginfo_t info = {0};
+  if (waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) return -1;
+  sigset_t held, old;
+  sigemptyset(&held);
+  sigaddset(&held, SIGINT);
+  sigaddset(&held, SIGTERM);
+  sigaddset(&held, SIGHUP);
+  sigprocmask(SIG_BLOCK, &held, &old);
+  int status;
+  pid_t pid = waitpid(info.si_pid, &status, 0);
+  *index = -1;
+  for (int i = 0; pid > 0 && i < npts; i++)
+    if (pts[i].pid == pid && pts[i].exit < 0) {
+      pts[i].exit = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      *index = i;
+    }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  return pid;
+}
+
 static int run_points(const char *file, const rh_scenario_opts *common, point *pts, int npts,
                       int naxes, int jobs, bool force) {
   uint64_t hash = file_hash(file);
@@ -443,9 +491,19 @@ static int run_points(const char *file, const rh_scenario_opts *common, point *p
     done += pts[p].reused;
   }
   rh_progress_update(prog, done, NAN);
+  /* SIGINT, SIGTERM and SIGHUP stop the running points (the handler kills them) and then the
+   * sweep; without SA_RESTART, so that the wait below returns to see it */
+  live_pts = pts;
+  live_npts = npts;
+  stop_signal = 0;
+  struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term, old_hup;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);
   int rc = 0;
-  while (done < npts && rc == 0) {
-    while (running < jobs && next < npts) {
+  while (done < npts && rc == 0 && !stop_signal) {
+    while (running < jobs && next < npts && !stop_signal) {
       point *p = &pts[next++];
       if (p->reused) continue;
       /* a point's old files go first, so that none of them is taken for its result */
@@ -462,31 +520,48 @@ static int run_points(const char *file, const rh_scenario_opts *common, point *p
       }
       running++;
     }
-    if (running == 0) break;
-    int status;
-    pid_t pid = wait(&status);
+    if (running == 0 || stop_signal) break;
+    int i;
+    pid_t pid = reap_point(pts, npts, &i);
     if (pid < 0) {
       rc = errno == EINTR ? 0 : 1;
       continue;
     }
-    for (int i = 0; i < npts; i++) {
-      if (pts[i].pid != pid || pts[i].exit >= 0) continue;
-      pts[i].exit = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-      running--;
-      done++;
-      json_t *rec = json_pack("{s:O, s:i}", "identity", ids[i], "exit", pts[i].exit);
-      char *text = json_dumps(rec, JSON_INDENT(2));
-      if (!text || rh_write_output(pts[i].dir, "point.json", text)) rc = 1;
-      free(text);
-      json_decref(rec);
-      if (pts[i].exit > 1)
-        rh_progress_note(prog, "point %d did not run (exit %d): see %s/stderr.txt", i, pts[i].exit,
-                         pts[i].dir);
-      rh_progress_update(prog, done, NAN);
-    }
+    if (i < 0) continue;
+    running--;
+    done++;
+    json_t *rec = json_pack("{s:O, s:i}", "identity", ids[i], "exit", pts[i].exit);
+    char *text = json_dumps(rec, JSON_INDENT(2));
+    if (!text || rh_write_output(pts[i].dir, "point.json", text)) rc = 1;
+    free(text);
+    json_decref(rec);
+    if (pts[i].exit > 1)
+      rh_progress_note(prog, "point %d did not run (exit %d): see %s/stderr.txt", i, pts[i].exit,
+                       pts[i].dir);
+    rh_progress_update(prog, done, NAN);
   }
-  while (running > 0 && wait(NULL) > 0) running--;
+  /* a point started after the signal's handler ran is stopped here */
+  int stopped = stop_signal ? running : 0;
+  if (stop_signal) stop_points();
+  while (running > 0) {
+    int i;
+    pid_t pid = reap_point(pts, npts, &i);
+    if (pid < 0 && errno != EINTR) break;
+    if (pid > 0 && i >= 0) running--;
+  }
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
+  live_pts = NULL;
   rh_progress_end(prog);
+  if (stop_signal) {
+    int sig = stop_signal;
+    fprintf(stderr, "rehearsal sweep: stopped by %s: %d running point%s stopped, %d of %d points "
+                    "finished; run the sweep again to go on\n",
+            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", stopped,
+            stopped == 1 ? "" : "s", done, npts);
+    rc = 128 + sig;
+  }
   for (int p = 0; p < npts; p++) json_decref(ids[p]);
   free(ids);
   return rc;
