@@ -283,6 +283,82 @@ static void test_sweep_killed_leaves_nothing_running(void **state) {
   free(err);
 }
 
+/* default.yaml with `section` after it, as FILE in the temporary directory (caller frees). */
+static char *scenario_with(const char *name, const char *section) {
+  char *text = rh_test_slurp("scenarios/default.yaml");
+  assert_non_null(text);
+  char *file = strdup(rh_test_path(tmpdir, name));
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fprintf(f, "%s%s", text, section);
+  fclose(f);
+  free(text);
+  return file;
+}
+
+/* The line of `text` in FILE, 1-based. */
+static int line_in(const char *file, const char *text) {
+  char *all = rh_test_slurp(file);
+  assert_non_null(all);
+  char *at = strstr(all, text);
+  assert_non_null(at);
+  int line = 1;
+  for (char *p = all; p < at; p++) line += *p == '\n';
+  free(all);
+  return line;
+}
+
+/* A key twice in sweep:, and axes that set the same key, are refused with their names; the
+ * command line's axis replaces those of the section that set its keys. */
+static void test_duplicate_and_conflicting_axes(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "dup"));
+  char *err = strdup(rh_test_path(tmpdir, "dup.err"));
+  char want[512];
+  char *dup = scenario_with("dup.yaml", "sweep:\n  cluster.nodes: [1]\n  cluster.nodes: [2, 3]\n"
+                                        "  gpus: [4]\n");
+  assert_int_equal(RUN("/dev/null", err, "sweep", dup, "--out", out), 2);
+  snprintf(want, sizeof want, "%s:%d: sweep.cluster.nodes: appears twice", dup,
+           line_in(dup, "  cluster.nodes: [2, 3]"));
+  assert_file_has(err, want);
+  assert_false(exists(out));
+
+  char *clash = scenario_with("clash.yaml", "sweep:\n  gpus: [4, 8]\n  cluster.nodes: [1, 2]\n");
+  assert_int_equal(RUN("/dev/null", err, "sweep", clash, "--out", out), 2);
+  snprintf(want, sizeof want, "%s:%d: sweep.cluster.nodes: sets cluster.nodes, as the axis gpus "
+           "(line %d) does", clash, line_in(clash, "  cluster.nodes: [1, 2]"),
+           line_in(clash, "  gpus: [4, 8]"));
+  assert_file_has(err, want);
+  assert_false(exists(out));
+
+  /* the same on the command line */
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis", "gpus=4,8",
+                       "--axis", "cluster.nodes=1,2", "--out", out), 2);
+  assert_file_has(err, "rehearsal sweep: --axis cluster.nodes=...: sets cluster.nodes, as --axis "
+                       "gpus=... does");
+  assert_false(exists(out));
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1", "--axis", "cluster.nodes=2,3", "--out", out), 2);
+  assert_file_has(err, "rehearsal sweep: --axis cluster.nodes=...: appears twice");
+  assert_false(exists(out));
+
+  /* an axis of the command line replaces the section's that set its keys: 2 points, not 4 */
+  char *nodes = scenario_with("nodes.yaml", "sweep:\n  cluster.nodes: [1, 2]\n");
+  assert_int_equal(RUN("/dev/null", err, "sweep", nodes, "--axis", "gpus=4,8", "--out", out), 0);
+  char *csv = rh_test_slurp(rh_test_path(out, "sweep.csv"));
+  assert_non_null(csv);
+  int rows = 0;
+  for (char *p = csv; *p; p++) rows += *p == '\n';
+  assert_int_equal(rows, 3); /* the header and two points */
+  assert_null(strstr(csv, "cluster.nodes"));
+  free(csv);
+  free(nodes);
+  free(clash);
+  free(dup);
+  free(out);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
@@ -290,6 +366,7 @@ int main(void) {
       cmocka_unit_test(test_two_sweeps_one_out),
       cmocka_unit_test(test_sweep_stopped_by_sigterm),
       cmocka_unit_test(test_sweep_killed_leaves_nothing_running),
+      cmocka_unit_test(test_duplicate_and_conflicting_axes),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -97,14 +97,23 @@ static void free_axes(axis *axes, int n) {
   free(axes);
 }
 
-/* Puts `a` into the list, in place of an axis of the same key; 0, or 1 out of memory. */
+/* Puts `a` into the list, in place of the axes that set any of its keys (the first of them
+ * where it was); 0, or 1 out of memory. */
 static int put_axis(axis **axes, int *n, axis a) {
-  for (int i = 0; i < *n; i++)
-    if (strcmp((*axes)[i].key, a.key) == 0) {
-      clear_axis(&(*axes)[i]);
+  int at = -1;
+  for (int i = 0; i < *n; i++) {
+    if (!rh_sweep_axes_clash((*axes)[i].key, a.key)) continue;
+    clear_axis(&(*axes)[i]);
+    if (at < 0) {
       (*axes)[i] = a;
-      return 0;
+      at = i;
+    } else {
+      memmove(&(*axes)[i], &(*axes)[i + 1], (size_t)(*n - i - 1) * sizeof **axes);
+      (*n)--;
+      i--;
     }
+  }
+  if (at >= 0) return 0;
   axis *grown = realloc(*axes, (size_t)(*n + 1) * sizeof *grown);
   if (!grown) return 1;
   *axes = grown;
@@ -112,14 +121,36 @@ static int put_axis(axis **axes, int *n, axis a) {
   return 0;
 }
 
-/* An axis from the command line, replacing one of the same key. */
+/* An axis from the command line, after the others (check_flag_axes refuses two that set the
+ * same key). */
 static int add_axis(sweep_flags *f, const char *key, size_t keylen, const char *values) {
   axis a = {.key = strndup(key, keylen)};
-  if (split_values(values, &a) != 0) {
+  if (!a.key || split_values(values, &a) != 0) {
     clear_axis(&a);
     return 2;
   }
-  return put_axis(&f->axes, &f->naxes, a);
+  axis *grown = realloc(f->axes, (size_t)(f->naxes + 1) * sizeof *grown);
+  if (!grown) {
+    clear_axis(&a);
+    return 1;
+  }
+  f->axes = grown;
+  f->axes[f->naxes++] = a;
+  return 0;
+}
+
+/* Two --axis flags that set the same key: named, 2; or -1 to go on. */
+static int check_flag_axes(const sweep_flags *f) {
+  for (int i = 0; i < f->naxes; i++)
+    for (int j = 0; j < i; j++) {
+      const char *both = rh_sweep_axes_clash(f->axes[j].key, f->axes[i].key);
+      if (both && strcmp(f->axes[j].key, f->axes[i].key) == 0)
+        return rh_cli_error("sweep", "--axis %s=...: appears twice", f->axes[i].key);
+      if (both)
+        return rh_cli_error("sweep", "--axis %s=...: sets %s, as --axis %s=... does",
+                            f->axes[i].key, both, f->axes[j].key);
+    }
+  return -1;
 }
 
 static int sweep_option(int c, const char *v, void *arg) {
@@ -580,13 +611,14 @@ int rh_cmd_sweep(int argc, char **argv) {
   if (rc < 0 && argc - first != 1) rc = rh_cli_error("sweep", "needs one scenario FILE");
   if (rc < 0 && !cmd.out) rc = rh_cli_error("sweep", "needs --out DIR (the points and results go there)");
   if (rc < 0 && rh_output_dir_ok(cmd.out) != 0) rc = 2;
+  if (rc < 0) rc = check_flag_axes(&cmd);
   rh_scenario sc = {0};
   char err[1024];
   if (rc < 0 && rh_scenario_load_opts(argv[first], &opts, &sc, err, sizeof err) != RH_OK) {
     fprintf(stderr, "rehearsal: %s\n", err);
     rc = 2;
   }
-  /* the scenario's axes, then the command line's (which replace one of the same key) */
+  /* the scenario's axes, then the command line's (which replace those that set their keys) */
   sweep_flags all = {0};
   for (int i = 0; rc < 0 && i < sc.sweep.naxes; i++) {
     const rh_sweep_axis *a = &sc.sweep.axes[i];

@@ -791,8 +791,33 @@ static void walk_items(walker *w, const yaml_node_t *n, const field *f, const ch
   w->key = key;
 }
 
+/* The keys an axis sets: itself, or the two of `gpus`. */
+static int sweep_axis_sets(const char *axis, const char *keys[2]) {
+  if (strcmp(axis, "gpus") != 0) {
+    keys[0] = axis;
+    return 1;
+  }
+  keys[0] = "cluster.nodes";
+  keys[1] = "cluster.gpus_per_node";
+  return 2;
+}
+
+const char *rh_sweep_axes_clash(const char *a, const char *b) {
+  const char *ka[2], *kb[2];
+  int na = sweep_axis_sets(a, ka), nb = sweep_axis_sets(b, kb);
+  for (int i = 0; i < na; i++)
+    for (int j = 0; j < nb; j++) {
+      size_t la = strlen(ka[i]), lb = strlen(kb[j]), n = la < lb ? la : lb;
+      const char *longer = la < lb ? kb[j] : ka[i];
+      if (strncmp(ka[i], kb[j], n) == 0 && (longer[n] == 0 || longer[n] == '.'))
+        return longer;
+    }
+  return NULL;
+}
+
 /* sweep: each key a dotted scenario path, each value a list of values (or one); kept as text,
- * for `rehearsal sweep` to set one point at a time. */
+ * for `rehearsal sweep` to set one point at a time.  A key twice, or two axes that set the same
+ * key, are refused: the points would record values that were not what ran. */
 static void walk_sweep(walker *w, const yaml_node_t *n, const char *name) {
   if (n->type != YAML_MAPPING_NODE) {
     fail(w, n, name, "expected a mapping of scenario keys to lists of values, got %s", type_word(n));
@@ -808,6 +833,14 @@ static void walk_sweep(walker *w, const yaml_node_t *n, const char *name) {
     }
     char where[200];
     snprintf(where, sizeof where, "%s.%s", name, scalar(k));
+    for (int i = 0; i < sc->sweep.naxes; i++) {
+      const rh_sweep_axis *other = &sc->sweep.axes[i];
+      const char *both = rh_sweep_axes_clash(other->key, scalar(k));
+      if (both && strcmp(other->key, scalar(k)) == 0) fail(w, k, where, "appears twice");
+      else if (both)
+        fail(w, k, where, "sets %s, as the axis %s (line %d) does", both, other->key, other->line);
+      if (both) return;
+    }
     int count = v->type == YAML_SEQUENCE_NODE ? (int)(v->data.sequence.items.top - v->data.sequence.items.start) : 1;
     if (v->type == YAML_MAPPING_NODE || count < 1) {
       fail(w, v, where, "expected a list of values");

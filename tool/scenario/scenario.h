@@ -49,6 +49,12 @@ typedef struct rh_sweep_axis {
   int line;
 } rh_sweep_axis;
 
+/* The scenario key that sweep axes `a` and `b` both set, or NULL: the same key, one inside the
+ * other (cluster.network and cluster.network.nic_Gbps: the inner one), or `gpus` (which sets
+ * cluster.nodes and cluster.gpus_per_node) and one of those.  Two such axes would give points
+ * whose values are not what ran. */
+const char *rh_sweep_axes_clash(const char *a, const char *b);
+
 typedef struct rh_scenario {
   char *path;
   char *name;
