@@ -359,6 +359,31 @@ static void test_duplicate_and_conflicting_axes(void **state) {
   free(err);
 }
 
+/* A sweep run again says which of its points it took from the earlier run. */
+static void test_rerun_says_what_it_reused(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "again"));
+  char *err = strdup(rh_test_path(tmpdir, "again.err"));
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2,3", "--out", out), 0);
+  char *text = rh_test_slurp(err);
+  assert_null(strstr(text, "reused"));
+  free(text);
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2,3,4", "--out", out), 0);
+  char want[256];
+  snprintf(want, sizeof want, "rehearsal sweep: reused 3 of 4 points from an earlier run "
+           "(%s/points/NNN/point.json; --force runs them again)", out);
+  assert_file_has(err, want);
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2,3,4", "--out", out, "--force"), 0);
+  text = rh_test_slurp(err);
+  assert_null(strstr(text, "reused"));
+  free(text);
+  free(out);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
@@ -367,6 +392,7 @@ int main(void) {
       cmocka_unit_test(test_sweep_stopped_by_sigterm),
       cmocka_unit_test(test_sweep_killed_leaves_nothing_running),
       cmocka_unit_test(test_duplicate_and_conflicting_axes),
+      cmocka_unit_test(test_rerun_says_what_it_reused),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

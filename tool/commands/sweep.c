@@ -508,10 +508,9 @@ static pid_t reap_point(point *pts, int npts, int *index) {
   return pid;
 }
 
-static int run_points(const char *file, const rh_scenario_opts *common, point *pts, int npts,
-                      int naxes, int jobs, bool force) {
+static int run_points(const char *file, const char *out, const rh_scenario_opts *common,
+                      point *pts, int npts, int naxes, int jobs, bool force) {
   uint64_t hash = file_hash(file);
-  rh_progress *prog = rh_progress_start("sweep", npts, "points");
   int running = 0, next = 0, done = 0;
   json_t **ids = calloc((size_t)npts, sizeof *ids);
   if (!ids) return 1;
@@ -521,6 +520,12 @@ static int run_points(const char *file, const rh_scenario_opts *common, point *p
     pts[p].reused = pts[p].exit >= 0;
     done += pts[p].reused;
   }
+  /* the figures of points taken from an earlier run are that run's: said, on stderr so that the
+   * table is the same however many of its points ran this time */
+  if (done > 0)
+    fprintf(stderr, "rehearsal sweep: reused %d of %d points from an earlier run "
+                    "(%s/points/NNN/point.json; --force runs them again)\n", done, npts, out);
+  rh_progress *prog = rh_progress_start("sweep", npts, "points");
   rh_progress_update(prog, done, NAN);
   /* SIGINT, SIGTERM and SIGHUP stop the running points (the handler kills them) and then the
    * sweep; without SA_RESTART, so that the wait below returns to see it */
@@ -675,7 +680,7 @@ int rh_cmd_sweep(int argc, char **argv) {
   if (rc < 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int jobs = cmd.jobs > 0 ? cmd.jobs : cores > 0 ? (int)cores : 1;
-    rc = run_points(argv[first], &opts, pts, npts, all.naxes, jobs, cmd.force);
+    rc = run_points(argv[first], cmd.out, &opts, pts, npts, all.naxes, jobs, cmd.force);
     json_t *rows = json_array();
     bool failed = false;
     for (int p = 0; p < npts; p++) {
