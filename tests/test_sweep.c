@@ -384,6 +384,27 @@ static void test_rerun_says_what_it_reused(void **state) {
   free(err);
 }
 
+/* The tool on real processes (rehearsal-mpi) cannot run a sweep's points, which run on the
+ * simulator: it says so at once, exit 2, nothing written. */
+static void test_mpi_tool_refuses_a_sweep(void **state) {
+  (void)state;
+#ifdef RH_MPI_BINARY
+  char *out = strdup(rh_test_path(tmpdir, "mpi"));
+  char *err = strdup(rh_test_path(tmpdir, "mpi.err"));
+  assert_int_equal(rh_test_spawn((char *const[]){RH_MPI_BINARY, "sweep", "scenarios/default.yaml",
+                                                 "--axis", "cluster.nodes=1,2", "--out", out, NULL},
+                                 "/dev/null", err),
+                   2);
+  assert_file_has(err, "rehearsal sweep: a sweep runs its points on the simulator: use `rehearsal "
+                       "sweep`");
+  assert_false(exists(out));
+  free(out);
+  free(err);
+#else
+  skip(); /* built without MPI */
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
@@ -393,6 +414,7 @@ int main(void) {
       cmocka_unit_test(test_sweep_killed_leaves_nothing_running),
       cmocka_unit_test(test_duplicate_and_conflicting_axes),
       cmocka_unit_test(test_rerun_says_what_it_reused),
+      cmocka_unit_test(test_mpi_tool_refuses_a_sweep),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -45,6 +45,7 @@ static const char usage_text[] =
     "      --set KEY=VALUE  override a scenario key at every point (repeatable)\n"
     "      --help, --version\n"
     "Then: rehearsal plot DIR draws throughput and scaling efficiency against the axis.\n"
+    "The points run on the simulator: rehearsal-mpi and rehearsal-gpu refuse a sweep.\n"
     "Exit status: 0 every point ran and passed, 1 some point failed, 2 bad input (or DIR is in\n"
     "use by another sweep), 128 + the signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP) when stopped\n"
     "by one: the running points are stopped, and running the sweep again goes on.\n";
@@ -417,6 +418,10 @@ static void unlock_out(const char *out, int fd) {
   close(fd);
 }
 
+/* SimGrid's entry point: linked into the tool on the simulator, absent (null) from the tool on
+ * real processes (rehearsal-mpi, rehearsal-gpu), which shares this file. */
+extern void simgrid_init(int *argc, char **argv) __attribute__((weak));
+
 /* ---- the command ------------------------------------------------------------------------- */
 
 /* The overrides an axis value makes: itself, or for the axis `gpus` the nodes and GPUs per node
@@ -613,6 +618,11 @@ int rh_cmd_sweep(int argc, char **argv) {
   int first = 0;
   int rc = rh_cli_parse("sweep", usage_text, argc, argv, "o:a:j:", options, sweep_option, &cmd,
                         &opts, &first);
+  /* each point is this program's `run`, which on real processes needs mpirun and the cluster's
+   * processes: the sweep is the simulator's alone */
+  if (rc < 0 && !simgrid_init)
+    rc = rh_cli_error("sweep", "a sweep runs its points on the simulator: use `rehearsal sweep` "
+                      "(this program runs on real processes)");
   if (rc < 0 && argc - first != 1) rc = rh_cli_error("sweep", "needs one scenario FILE");
   if (rc < 0 && !cmd.out) rc = rh_cli_error("sweep", "needs --out DIR (the points and results go there)");
   if (rc < 0 && rh_output_dir_ok(cmd.out) != 0) rc = 2;
