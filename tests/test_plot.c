@@ -253,6 +253,68 @@ static void test_sweep(void **state) {
   free(d3);
 }
 
+/* Every key's sample is drawn as its line is: no stand-in entry in a colour of its own, each
+ * dashed ideal line keyed in its series' colour (a sweep of two series over a network axis). */
+static void test_keys_match_their_lines(void **state) {
+  (void)state;
+  char *d = strdup(rh_test_path(tmpdir, "keys"));
+  char *argv[] = {RH_BINARY, "sweep", "scenarios/default.yaml", "--axis",
+                  "cluster.network.nic_Gbps=10,25", "--axis", "collective.fusion_threshold=8MiB,64MiB",
+                  "--out", d, NULL};
+  assert_int_equal(rh_test_spawn(argv, "/dev/null", "/dev/null"), 0);
+  assert_int_equal(plot(d, NULL), 0);
+  char plots[400];
+  snprintf(plots, sizeof plots, "%s/plots", d);
+  char *gp = rh_test_slurp(rh_test_path(plots, "sweep-throughput.gp"));
+  assert_non_null(gp);
+  assert_null(strstr(gp, "NaN with")); /* a key drawn from no data */
+  /* each series' ideal line: dashed, in the colour of the series' own line, with its own key */
+  int dashed = 0;
+  for (char *l = strstr(gp, "dt 2"); l; l = strstr(l + 1, "dt 2")) {
+    char *rgb = strstr(l, "lc rgb '"), colour[16] = "";
+    assert_non_null(rgb);
+    sscanf(rgb + 8, "%15[^']", colour);
+    char solid[64];
+    snprintf(solid, sizeof solid, "pt 7 lc rgb '%s' title", colour);
+    if (!strstr(gp, solid)) print_error("the dashed line in %s has no solid line of its colour\n", colour);
+    assert_non_null(strstr(gp, solid));
+    char *eol = strchr(l, '\n');
+    char *title = strstr(l, " title ");
+    assert_true(title && (!eol || title < eol));
+    dashed++;
+  }
+  assert_int_equal(dashed, 2);
+  free(gp);
+  free(d);
+}
+
+/* A failure that made one epoch's steps a hundred times longer: the epochs are drawn on a log
+ * axis, so that the normal epochs still show. */
+static void test_failure_epochs_on_a_log_axis(void **state) {
+  (void)state;
+  char *d = strdup(rh_test_path(tmpdir, "failed-run"));
+  mkdir(d, 0755);
+  FILE *f = fopen(rh_test_path(d, "summary.json"), "w");
+  assert_non_null(f);
+  fprintf(f, "{\"scenario\": \"host-crash\", \"cluster\": \"3 nodes x 2 GPUs\", \"epochs\": [\n"
+             "  {\"epoch\": 1, \"steps\": 32, \"time_s\": 0.0047, \"compute_s\": 0.0004, "
+             "\"comm_wait_s\": 0.0039, \"lost_s\": 0},\n"
+             "  {\"epoch\": 2, \"steps\": 43, \"time_s\": 1.0055, \"compute_s\": 0.0005, "
+             "\"comm_wait_s\": 0.0038, \"lost_s\": 1.0008},\n"
+             "  {\"epoch\": 3, \"steps\": 47, \"time_s\": 0.0048, \"compute_s\": 0.0006, "
+             "\"comm_wait_s\": 0.0038, \"lost_s\": 0}]}\n");
+  fclose(f);
+  assert_int_equal(plot(d, NULL), 0);
+  char plots[400];
+  snprintf(plots, sizeof plots, "%s/plots", d);
+  assert_figure(plots, "run-epochs", "host-crash");
+  char *gp = rh_test_slurp(rh_test_path(plots, "run-epochs.gp"));
+  assert_non_null(strstr(gp, "set logscale y"));
+  assert_non_null(strstr(gp, "title 'lost (failures)'"));
+  free(gp);
+  free(d);
+}
+
 static void test_nothing_to_draw(void **state) {
   (void)state;
   char *d = strdup(rh_test_path(tmpdir, "empty"));
@@ -317,6 +379,8 @@ int main(void) {
       cmocka_unit_test(test_collective),
       cmocka_unit_test(test_run),
       cmocka_unit_test(test_sweep),
+      cmocka_unit_test(test_keys_match_their_lines),
+      cmocka_unit_test(test_failure_epochs_on_a_log_axis),
       cmocka_unit_test(test_nothing_to_draw),
       cmocka_unit_test(test_gnuplot_missing_or_failing),
   };

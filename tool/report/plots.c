@@ -833,17 +833,19 @@ static int plot_sweep_lines(plotter *pl, sweep *s, const char *source) {
         snprintf(title, sizeof title, "ideal: linear from %g GPU%s", base->gpus,
                  base->gpus == 1 ? "" : "s");
       else if (gpus_x)
-        snprintf(title, sizeof title, "ideal (dashed): linear from each line's fewest GPUs");
+        snprintf(title, sizeof title, "ideal, linear from its fewest GPUs");
       else
-        snprintf(title, sizeof title, "ideal (dashed): no time spent communicating");
+        snprintf(title, sizeof title, "ideal, no time spent communicating");
       /* one line: dark grey, so that it shows over the measured one it may lie on; several:
-       * each in its line's colour, and the legend's sample in grey says "dashed" for all */
-      fprintf(f.g, ", \\\n     '' index %d using 1:3 with lines lw 2 dt 2 lc rgb '%s' notitle", k,
-              nseries == 1 ? "#303030" : colours[k % NCOLOURS]);
-      if (k == nseries - 1) {
-        fprintf(f.g, ", \\\n     NaN with lines lw 2 dt 2 lc rgb '#303030' title ");
-        gq(f.g, title);
+       * each in its line's colour, with a key of its own in that colour */
+      if (nseries > 1) {
+        char one[sizeof title];
+        snprintf(one, sizeof one, "%.200s: %.100s", labels[k][0] ? labels[k] : "series", title);
+        snprintf(title, sizeof title, "%s", one);
       }
+      fprintf(f.g, ", \\\n     '' index %d using 1:3 with lines lw 2 dt 2 lc rgb '%s' title ", k,
+              nseries == 1 ? "#303030" : colours[k % NCOLOURS]);
+      gq(f.g, title);
     }
     if (!thr) fprintf(f.g, ", \\\n     100 with lines lw 1 dt 3 lc rgb '#7f7f7f' title '100%%'");
     fprintf(f.g, "\n");
@@ -967,7 +969,7 @@ static void plot_epochs(plotter *pl, json_t *root, const char *scenario, const c
     pl->failed++;
     return;
   }
-  double most = 0, other_most = 0;
+  double most = 0, least = INFINITY, other_most = 0;
   bool lost = false;
   size_t every = n <= 20 ? 1 : (n + 19) / 20; /* at most some 20 labels under the bars */
   fprintf(f.d, "# epoch label compute_ms waiting_ms lost_ms other_ms step_ms (per step; other: the rest\n"
@@ -983,6 +985,7 @@ static void plot_epochs(plotter *pl, json_t *root, const char *scenario, const c
     if (isnan(lo)) lo = 0;
     double other = fmax(0, step - compute - wait - lo);
     most = fmax(most, step);
+    if (step > 0) least = fmin(least, step);
     other_most = fmax(other_most, other);
     lost = lost || lo > 0;
     int epoch = (int)jnum(e, "epoch", (double)i + 1);
@@ -996,17 +999,35 @@ static void plot_epochs(plotter *pl, json_t *root, const char *scenario, const c
   fprintf(f.g, "set xlabel 'epoch'\nset ylabel 'time per step (ms)'\n"
                "set grid ytics\nset style data histograms\nset style histogram rowstacked\n"
                "set style fill solid 0.85 border -1\nset boxwidth 0.7\n");
-  bar_key(f.g, most);
-  fprintf(f.g,
-          "plot '%s.dat' using 3:xtic(2) lc rgb '%s' title 'compute', \\\n"
-          "     '' using 4 lc rgb '%s' title 'waiting for gradients'",
-          f.name, colours[0], colours[1]);
-  if (lost) fprintf(f.g, ", \\\n     '' using 5 lc rgb '#d62728' title 'lost (failures)'");
-  /* the rest of an epoch's time (validation, checkpoints, and with failures commits and
-   * recovery): drawn when it is a visible share of a step */
-  if (other_most > 0.005 * most)
-    fprintf(f.g, ", \\\n     '' using 6 lc rgb '%s' title 'other (validation, checkpoints%s)'",
-            colours[8], lost || json_object_get(json_array_get(epochs, 0), "commit_s") ? ", recovery" : "");
+  bool others = other_most > 0.005 * most;
+  const char *other_title = lost || json_object_get(json_array_get(epochs, 0), "commit_s")
+                                ? "other (validation, checkpoints, recovery)"
+                                : "other (validation, checkpoints)";
+  if (most > 20 * least) {
+    /* an epoch a failure made 20 times longer than the others would flatten them to nothing on
+     * a linear axis: the axis is logarithmic, from below the shortest step.  gnuplot stacks no
+     * histogram on a log axis, so each bar is drawn as its running sums, tallest first. */
+    fprintf(f.g, "set logscale y\nset yrange [%.9g:%.9g]\n"
+                 "set ylabel 'time per step (ms, log scale)'\nset style data boxes\n"
+                 "set key inside top center horizontal box opaque\nset xtics nomirror\n",
+            least / 4, most * 8);
+    fprintf(f.g, "plot '%s.dat' using 0:($3+$4+$5+$6):xtic(2) lc rgb '%s' title '%s', \\\n"
+                 "     '' using 0:($3+$4+$5) lc rgb '#d62728' title 'lost (failures)', \\\n"
+                 "     '' using 0:($3+$4) lc rgb '%s' title 'waiting for gradients', \\\n"
+                 "     '' using 0:3 lc rgb '%s' title 'compute'",
+            f.name, colours[8], others ? other_title : "", colours[1], colours[0]);
+    if (!others) fprintf(f.g, " # no other time: its boxes are those of the lost time");
+  } else {
+    bar_key(f.g, most);
+    fprintf(f.g,
+            "plot '%s.dat' using 3:xtic(2) lc rgb '%s' title 'compute', \\\n"
+            "     '' using 4 lc rgb '%s' title 'waiting for gradients'",
+            f.name, colours[0], colours[1]);
+    if (lost) fprintf(f.g, ", \\\n     '' using 5 lc rgb '#d62728' title 'lost (failures)'");
+    /* the rest of an epoch's time (validation, checkpoints, and with failures commits and
+     * recovery): drawn when it is a visible share of a step */
+    if (others) fprintf(f.g, ", \\\n     '' using 6 lc rgb '%s' title '%s'", colours[8], other_title);
+  }
   fprintf(f.g, "\n");
   fig_draw(pl, &f, "summary.json");
   fig_free(&f);
