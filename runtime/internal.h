@@ -184,6 +184,9 @@ typedef struct rh_joblog {
 
 void rh__log(rh_joblog *log, const rh_event *e);
 void rh__joblog_free(rh_joblog *log);
+/* The index of the event that says `node` left the job before event k, or log->n: a fault of
+ * such a node hits no worker of the job (a node that left never comes back to it). */
+size_t rh__joblog_left(const rh_joblog *log, size_t k, int node);
 
 /* ---- topology ---------------------------------------------------------------------------- */
 

@@ -38,6 +38,12 @@ void rh__log_rank(rh_ctx *ctx, rh_event_kind kind, rh_status status, double a, d
   rh__log(ctx->log, &e);
 }
 
+size_t rh__joblog_left(const rh_joblog *log, size_t k, int node) {
+  for (size_t j = 0; j < k && j < log->n; j++)
+    if (log->events[j].kind == RH_EV_LEFT && log->events[j].node == node) return j;
+  return log->n;
+}
+
 void rh__joblog_free(rh_joblog *log) {
   if (!log) return;
   free(log->events);

@@ -13,10 +13,11 @@
 #include <string.h>
 
 typedef enum { HOW_NONE, HOW_ELASTIC, HOW_HOSTS, HOW_RELAUNCH, HOW_ENDED, HOW_STOPPED, HOW_DELAY,
-               HOW_DURING } how_t;
+               HOW_DURING, HOW_GONE } how_t;
 
 static const char *const how_names[] = {"unnoticed", "elastic",  "host change", "relaunch",
-                                        "job ended", "job stopped", "delay",    "during another recovery"};
+                                        "job ended", "job stopped", "delay",
+                                        "during another recovery", "already left"};
 
 typedef struct incident {
   const rh_fault *fault; /* NULL: a host change */
@@ -34,6 +35,7 @@ typedef struct incident {
   long redone;           /* steps rolled back */
   int before, after;     /* world sizes */
   int attempts;          /* worlds formed again by failures during the recovery */
+  int left_in;           /* HOW_GONE: the incident its node left the job in (1-based; 0: none) */
   char world[600];       /* the new world's nodes, and nodes that left */
   double until;          /* a window's end */
   double slow;           /* a window's extra step time */
@@ -125,7 +127,8 @@ static double nominal_step(const rh_train_result *res, const incident *inc, int 
     for (int k = 0; k < ninc && clean; k++) {
       if (inc[k].fault && windowed(inc[k].fault) && r->start < inc[k].until && end > inc[k].at)
         clean = false;
-      if (inc[k].how != HOW_DELAY && inc[k].how != HOW_NONE && r->start < inc[k].to && end > inc[k].from)
+      if (inc[k].how != HOW_DELAY && inc[k].how != HOW_NONE && inc[k].how != HOW_GONE &&
+          r->start < inc[k].to && end > inc[k].from)
         clean = false;
     }
     if (!clean) continue;
@@ -192,6 +195,15 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
           inc->until = log->events[j].time;
           break;
         }
+    }
+    /* a crash, hang or lasting fault of a node that had already left hits nothing of the job */
+    size_t gone = inc->fault && !windowed(inc->fault) ? rh__joblog_left(log, k, inc->fault->node)
+                                                      : log->n;
+    if (gone < log->n) {
+      inc->how = HOW_GONE;
+      for (int m = 0; m < n - 1; m++)
+        if (out[m].at <= log->events[gone].time) inc->left_in = m + 1;
+      continue;
     }
     /* the size of the world it hit */
     for (size_t j = 0; j <= k; j++)
@@ -312,7 +324,8 @@ static double lost_within(const incident *inc, int n, double t0, double t1) {
       if (!done[i] && (pick < 0 || inc[i].from < inc[pick].from)) pick = i;
     done[pick] = 1;
     const incident *c = &inc[pick];
-    if (c->how == HOW_NONE || c->how == HOW_DELAY || c->how == HOW_DURING) continue;
+    if (c->how == HOW_NONE || c->how == HOW_DELAY || c->how == HOW_DURING || c->how == HOW_GONE)
+      continue;
     double a = fmax(fmax(c->from, reach), t0), b = fmin(c->to, t1);
     if (b > a) total += b - a;
     if (c->to > reach) reach = c->to;
@@ -388,7 +401,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     if (c->fault) describe_fault(c->fault, what, sizeof what);
     else snprintf(what, sizeof what, "host change");
     double cost = c->how == HOW_DELAY ? c->slow
-                  : c->how == HOW_NONE || c->how == HOW_DURING ? 0 : c->to - c->from;
+                  : c->how == HOW_NONE || c->how == HOW_DURING || c->how == HOW_GONE ? 0
+                  : c->to - c->from;
     json_t *j = json_pack("{s:s, s:f, s:s}", "event", what, "time_s", c->at, "outcome", how_names[c->how]);
     if (c->fault && c->fault->line) json_object_set_new(j, "line", json_integer(c->fault->line));
     if (c->fault && c->fault->line == 0) json_object_set_new(j, "random", json_true());
@@ -412,6 +426,13 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
       json_object_set_new(j, "slow_steps", json_integer(c->slow_steps));
     } else if (c->how == HOW_NONE) {
       if (out) fprintf(out, "     nobody noticed it\n");
+    } else if (c->how == HOW_GONE) {
+      if (out && c->left_in)
+        fprintf(out, "     node %d had already left the job (event %d)\n", c->fault->node,
+                c->left_in);
+      else if (out)
+        fprintf(out, "     node %d had already left the job\n", c->fault->node);
+      if (c->left_in) json_object_set_new(j, "left_in_event", json_integer(c->left_in));
     } else if (c->how == HOW_DURING) {
       if (out) fprintf(out, "     during the recovery of another failure: its node left at %.6f s\n", c->noticed);
     } else if (c->how != HOW_HOSTS) {
