@@ -229,7 +229,7 @@ rh_status rh_elastic_run(rh_ctx *ctx, rh_state *s, rh_elastic_fn fn, void *arg) 
       return st; /* a fixed-size job, or a failure no reset can mend */
     }
     if (!ctx->ops->rendezvous) return RH_ERR_UNSUPPORTED;
-    if (ctx->rank == 0) rh__log_rank(ctx, RH_EV_RESET, RH_OK, failure ? 1 : 2, 0, NULL);
+    if (ctx->rank == 0) rh__log_rank(ctx, RH_EV_RESET, RH_OK, failure ? 1 : 2, skip_sync, NULL);
     if (ctx->ops->progress) ctx->ops->progress(ctx, RH_PHASE_RENDEZVOUS);
     st = ctx->ops->rendezvous(ctx);
     if (st != RH_OK) return st;

@@ -247,7 +247,10 @@ static double notice_time(const sim_job *job, double at) {
   return p > 0 ? ceil(at / p) * p : at;
 }
 
-/* Whether the assignment over the discovered hosts differs from the current world's. */
+/* Whether the assignment over the discovered hosts differs from the latest world's: the one
+ * forming when there is one (it holds every change seen so far), else the current one.  Horovod's
+ * ElasticDriver notifies no worker of a change that leaves the assignment as it is (a host that
+ * had already gone removed, a blacklisted host added). */
 static bool assignment_changes(sim_job *job) {
   int *hosts = calloc((size_t)job->nnodes, sizeof(int));
   if (!hosts) return false;
@@ -256,7 +259,7 @@ static bool assignment_changes(sim_job *job) {
   int *node_of = calloc((size_t)(total ? total : 1), sizeof(int));
   int size = node_of ? rh__assign_hosts(hosts, k, job->cluster->gpus_per_node,
                                         job->elastic->max_np, node_of) : 0;
-  const sim_world *w = job->world;
+  const sim_world *w = job->driver->forming ? job->driver->forming : job->world;
   bool differ = !w || size != w->topo.size;
   for (int r = 0; !differ && r < size; r++) differ = node_of[r] != job->node_of_slot[w->slots[r]];
   free(hosts);

@@ -68,6 +68,21 @@ static const drill drills[] = {
     {"crash-of-a-spare", 1,
      {"nobody noticed it", "FAIL  failures_noticed       the host_crash of node 3 (line 23)"}},
     {"degraded-uplink", 0, {"link_degraded of node 0's uplink", "s slower in all"}},
+    /* discovery changes that leave the assignment as it is cost no reset, as in Horovod */
+    {"discovery-adds-a-failed-node", 0,
+     {"elastic reset: 6 -> 4 ranks, nodes 0,2; node 1 left: failed: its process died\n",
+      "!host change", "!4 -> 4 ranks"}},
+    {"discovery-removes-twice", 0,
+     {"1. host change at 0.002512 s (epoch 1, step 15)\n"
+      "     elastic reset: 6 -> 4 ranks, nodes 0,2\n"
+      "     cost 1.000000 s = rendezvous 1.000000 s + sync 0.000000 s\n",
+      "!2. host change", "!formed again"}},
+    {"discovery-removes-then-crash", 0,
+     {"1. host change at 0.002512 s (epoch 1, step 15)\n"
+      "     elastic reset: 6 -> 4 ranks, nodes 0,2\n"
+      "     cost 1.000000 s = rendezvous 1.000000 s + sync 0.000000 s\n",
+      "elastic reset: 4 -> 2 ranks, nodes 0; node 2 left: failed: its process died\n",
+      "!formed again"}},
     {"failure-after-the-end", 1,
      {"never happened: the job ended at", "FAIL  failures_noticed"}},
     {"failure-in-the-first-step", 0,

@@ -179,6 +179,7 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
   for (size_t k = 0; log && k < log->n && n < cap; k++) {
     const rh_event *e = &log->events[k];
     bool hosts = e->kind == RH_EV_RESET && e->a == 2;
+    bool no_sync = hosts && e->b == 1; /* hosts removed only: training goes on at the release */
     if (e->kind != RH_EV_FAULT && !hosts) continue;
     incident *inc = &out[n++];
     *inc = (incident){.fault = hosts ? NULL : fault_of(plan, log, e->fault), .index = e->fault,
@@ -297,8 +298,9 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
             inc->redone = (long)log->events[j].b;
             if (log->events[j].rank == 0) break;
           }
-      size_t sy = find(log, w, RH_EV_SYNCED, inc->world_at);
-      inc->synced = sy < log->n ? log->events[sy].time : inc->world_at;
+      /* without a sync the recovery ends with the new world: a later one is another's */
+      size_t sy = no_sync ? w : find(log, w, RH_EV_SYNCED, inc->world_at);
+      inc->synced = sy < log->n && !no_sync ? log->events[sy].time : inc->world_at;
       inc->to = inc->synced;
       /* a failure during the recovery re-forms the world again: the sync is the last world's */
       for (size_t j = w + 1; j < log->n && j < sy; j++)
