@@ -155,7 +155,8 @@ typedef enum rh_event_kind {
   RH_EV_HOSTS,    /* discovery changed the hosts: a = 1 added, 2 removed, 3 both */
   RH_EV_STOPPED,  /* the launch ended with a failure */
   RH_EV_RELAUNCH, /* the job was started again: a = size */
-  RH_EV_ENDED,    /* the elastic job ended: status (RH_ERR_TOO_FEW, ...) */
+  RH_EV_ENDED,    /* the job ended: status (RH_ERR_TOO_FEW, ...; RH_OK: text says why, as when a
+                   * fixed-size job reached its max_restarts) */
   RH_EV_RESET,    /* rank 0 left its world for a rendezvous: a = 1 after a failure, 2 hosts;
                    * b = 1 when the new world starts without the state's sync (hosts removed) */
 } rh_event_kind;

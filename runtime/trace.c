@@ -933,7 +933,8 @@ static void write_log(out *o, const rh_fault_plan *plan, const rh_joblog *log, i
       write_moment(o, job_pid, job_tid, e->time, "job", name, NULL);
       break;
     case RH_EV_ENDED:
-      snprintf(name, sizeof name, "the job ended: %s", rh_status_string(e->status));
+      snprintf(name, sizeof name, "the job ended: %s",
+               e->status == RH_OK ? e->text : rh_status_string(e->status));
       write_moment(o, job_pid, job_tid, e->time, "job", name, e->text);
       break;
     default: break; /* a rank's own events are on its track, recorded as they happened */

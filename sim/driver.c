@@ -43,7 +43,8 @@ struct sim_driver {
   double release_at;     /* RDV_FORMED: the new world is released then */
   sim_world *forming;
   /* relaunch of a fixed-size job */
-  double relaunch_at;    /* > 0: due then */
+  bool relaunching;      /* one is due at relaunch_at */
+  double relaunch_at;
   int *launch_nodes, nlaunch_nodes;
 };
 
@@ -465,7 +466,7 @@ static void finish(sim_job *job) {
 /* Spare nodes replace the failed nodes of a launch, in order. */
 static void relaunch(sim_job *job) {
   sim_driver *d = job->driver;
-  d->relaunch_at = 0;
+  d->relaunching = false;
   int *nodes = calloc((size_t)job->nnodes, sizeof(int)), k = 0;
   if (!nodes) {
     finish(job);
@@ -502,9 +503,12 @@ static void launch_over(sim_job *job) {
           node_leaves(job, job->node_of_slot[wk->slot], wk->hung ? "failed: hung" : "failed: its process died");
         kill_hung(job, wk);
       }
+      d->relaunching = true;
       d->relaunch_at = now() + rs->relaunch;
       return;
     }
+    /* a policy's limit, not a status of the job's: the reason is the text alone */
+    if (rs) log_event(job, RH_EV_ENDED, -1, RH_OK, 0, "max_restarts %d reached", rs->max_restarts);
   }
   finish(job);
 }
@@ -524,11 +528,10 @@ static void step(sim_job *job) {
     }
     if (d->phase == RDV_FORMED) release(job);
   }
-  if (d->relaunch_at > 0) {
-    if (now() >= d->relaunch_at) relaunch(job);
-    return;
-  }
-  if (d->phase == RDV_NONE && !d->over) launch_over(job);
+  if (!d->relaunching && d->phase == RDV_NONE && !d->over) launch_over(job);
+  /* A relaunch due now (relaunch_s 0) starts at once: the driver's wait cannot be for no time
+   * (SimGrid waits for good when a semaphore's timeout is 0). */
+  if (d->relaunching && now() >= d->relaunch_at) relaunch(job);
 }
 
 static double next_wake(const sim_job *job) {
@@ -539,7 +542,7 @@ static double next_wake(const sim_job *job) {
   if (d->phase == RDV_OPEN) next = fmin(next, d->deadline);
   if (d->phase == RDV_SLOTS) next = fmin(next, d->slots_deadline);
   if (d->phase == RDV_FORMED) next = fmin(next, d->release_at);
-  if (d->relaunch_at > 0) next = fmin(next, d->relaunch_at);
+  if (d->relaunching) next = fmin(next, d->relaunch_at);
   return next;
 }
 

@@ -124,7 +124,14 @@ static const drill drills[] = {
       "2. gpu_crash of node 2 GPU 1", "PASS  no_committed_work_lost",
       "PASS  state_identical_after_reset after each of 2 resets"}},
     {"rank0-host-crash", 0, {"elastic reset: 6 -> 4 ranks, nodes 1,2; node 0 left"}},
-    {"relaunch-exhausted", 1, {"relaunched at 30.", "the job stopped (no restart policy)"}},
+    {"relaunch-exhausted", 1, {"relaunched at 30.", "the job stopped (max_restarts 1 reached)"}},
+    /* a relaunch with no delay relaunches at the same instant, as one a nanosecond later does */
+    {"relaunch-at-once", 0,
+     {"relaunched at 0.000150 s on 4 ranks (nodes 0,1)", "PASS  failures_noticed",
+      "!no restart policy"}},
+    {"relaunch-no-node-left", 1,
+     {"relaunched at 2.002002 s on 2 ranks (nodes 0)",
+      "the job stopped (no node left to relaunch on)"}},
     {"relaunch-from-checkpoint", 0, {"relaunched at", "on 6 ranks (nodes 0,2,3)"}},
     {"straggler", 0, {"straggler of node 2 GPU 0", "s slower in all"}},
 };

@@ -264,8 +264,12 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
       size_t again = find(log, stop, RH_EV_RELAUNCH, log->events[stop].time);
       inc->from = ckpt;
       if (again == log->n) {
+        /* why the driver did not relaunch it: its reason, else there was no restart policy */
+        size_t why = find(log, stop, RH_EV_ENDED, log->events[stop].time);
         inc->how = HOW_STOPPED;
         inc->to = end;
+        snprintf(inc->world, sizeof inc->world, "%s",
+                 why < log->n ? log->events[why].text : "no restart policy");
       } else {
         inc->how = HOW_RELAUNCH;
         inc->world_at = log->events[again].time;
@@ -476,8 +480,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
       json_object_set_new(j, "redone_s", json_real(work));
     } else if (c->how == HOW_ENDED || c->how == HOW_STOPPED) {
       if (out) {
-        fprintf(out, "     %s%s%s\n", c->how == HOW_ENDED ? "the job ended: " : "the job stopped",
-                c->world, c->how == HOW_STOPPED ? " (no restart policy)" : "");
+        if (c->how == HOW_ENDED) fprintf(out, "     the job ended: %s\n", c->world);
+        else fprintf(out, "     the job stopped (%s)\n", c->world);
         fprintf(out, "     lost %.6f s: all since %s\n", cost,
                 c->from > 0 ? "its last checkpoint" : "the start (no checkpoint was written)");
       }
