@@ -13,9 +13,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!path) return 0;
   if ((data[0] & 1) == 0) {
     rh_nccl_row *rows = NULL;
-    int n = 0, ranks = 0;
+    int n = 0, ranks = 0, unmeasured = 0;
     char coll[64] = "";
-    if (rh_read_nccl_tests(path, &rows, &n, &ranks, coll) == 0 &&
+    if (rh_read_nccl_tests(path, &rows, &n, &ranks, coll, &unmeasured) == 0 &&
         !(n > 0 && rows[n - 1].bytes >= 1 && rows[n - 1].seconds > 0 && rows[n - 1].busbw > 0))
       abort(); /* a table it accepts has rows, and every row the positive numbers it checked */
     free(rows);

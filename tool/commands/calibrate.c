@@ -151,9 +151,9 @@ static const char *scale_bottleneck(rh_cluster *cl, const rh_plan *plan, int ran
 
 static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_name) {
   rh_nccl_row *m = NULL;
-  int n = 0, ranks = 0;
+  int n = 0, ranks = 0, unmeasured = 0;
   char coll_seen[64] = "";
-  int rc = rh_read_nccl_tests(path, &m, &n, &ranks, coll_seen);
+  int rc = rh_read_nccl_tests(path, &m, &n, &ranks, coll_seen, &unmeasured);
   if (rc) return rc;
   static const char *const names[] = {"allreduce", "broadcast", "allgather"};
   static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER};
@@ -199,6 +199,9 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
   predict(&v, kinds[which], m, n, after, &plan);
   printf("# rehearsal calibrate: %s busbw from %s on %s (%d ranks); fitted %s\n", names[which],
          path, sc->name, size, *what ? what : "nothing (the model already meets it)");
+  if (unmeasured)
+    printf("# %d row%s with busbw 0.00 (below the printed precision) left out\n", unmeasured,
+           unmeasured == 1 ? "" : "s");
   printf("#%14s %12s %12s %9s %12s %9s  %s\n", "size", "measured", "before", "error", "after",
          "error", "algorithm");
   printf("#%14s %12s %12s %9s %12s %9s\n", "(B)", "(GB/s)", "(GB/s)", "(%)", "(GB/s)", "(%)");

@@ -41,7 +41,8 @@ static FILE *open_table(const char *path) {
   return f;
 }
 
-int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ranks, char *coll) {
+int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ranks, char *coll,
+                       int *unmeasured) {
   FILE *f = open_table(path);
   if (!f) return 2;
   char *line = NULL;
@@ -49,6 +50,7 @@ int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ran
   int n = 0, cap = 0, lineno = 0, rc = 0;
   rh_nccl_row *rows = NULL;
   *ranks = 0;
+  *unmeasured = 0;
   while (rc == 0 && getline(&line, &cap_line, f) > 0) {
     lineno++;
     char *p = line;
@@ -71,16 +73,22 @@ int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ran
     if (k < 9) bad = k < 8 ? cols[k] : cols[8];
     else if (!(size >= 1 && size <= 1e15)) bad = "size";
     else if (!rh_table_number(tok[5], &time) || !(time > 0)) bad = "time";
-    else if (!rh_table_number(tok[7], &busbw) || !(busbw > 0)) bad = "busbw";
+    else if (!rh_table_number(tok[7], &busbw) || !(busbw >= 0)) bad = "busbw";
     else if (!rh_table_number(tok[1], &v) || v < 0) bad = "count";
     if (bad) {
       fprintf(stderr,
               "rehearsal calibrate: %s:%d: %s: expected an nccl-tests row \"size count type redop "
-              "root time algbw busbw #wrong ...\" with positive numbers (size in bytes, time in us, "
+              "root time algbw busbw #wrong ...\" with numbers (size in bytes, time in us, "
               "busbw in GB/s)\n",
               path, lineno, bad);
       rc = 2;
       break;
+    }
+    /* nccl-tests prints bandwidths to two decimals: a small size's 0.00 says only that it is
+     * below 0.005 GB/s, no figure to fit or to compare with */
+    if (busbw == 0) {
+      ++*unmeasured;
+      continue;
     }
     if (n == cap) {
       cap = cap ? 2 * cap : 32;
@@ -96,8 +104,13 @@ int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ran
   free(line);
   fclose(f);
   if (rc == 0 && n == 0) {
-    fprintf(stderr, "rehearsal calibrate: %s: no nccl-tests rows (size count type redop root "
-                    "time algbw busbw ...)\n", path);
+    if (*unmeasured)
+      fprintf(stderr, "rehearsal calibrate: %s: every row's busbw is 0.00 GB/s (%d rows): nothing "
+                      "to fit; measure larger sizes (nccl-tests -e 1G or more)\n",
+              path, *unmeasured);
+    else
+      fprintf(stderr, "rehearsal calibrate: %s: no nccl-tests rows (size count type redop root "
+                      "time algbw busbw ...)\n", path);
     rc = 2;
   }
   if (rc) {

@@ -14,10 +14,12 @@ typedef struct rh_nccl_row {
 } rh_nccl_row;
 
 /* The rows of an nccl-tests output: lines whose first word is a number; the rest (the `#`
- * header and footer, NCCL's INFO lines) are not rows.  *ranks: the "#  Rank ... Pid" lines seen;
- * coll (64 bytes): the collective the header names ("Collective test starting: NAME"), or left
- * as it was.  *out is the caller's to free. */
-int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ranks, char *coll);
+ * header and footer, NCCL's INFO lines) are not rows.  Rows whose busbw prints as 0.00 (below the
+ * two decimals nccl-tests prints) are counted in *unmeasured and left out.  *ranks: the
+ * "#  Rank ... Pid" lines seen; coll (64 bytes): the collective the header names ("Collective
+ * test starting: NAME"), or left as it was.  *out is the caller's to free. */
+int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ranks, char *coll,
+                       int *unmeasured);
 
 /* One GEMM of a sweep: 2 M N K FLOPs at a measured rate. */
 typedef struct rh_gemm_row {
