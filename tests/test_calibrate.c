@@ -387,6 +387,46 @@ static void test_outputs_from_8_bytes(void **state) {
   assert_true(file_says("zeros", "err", "every row's busbw is 0.00 GB/s"));
 }
 
+/* Older nccl-tests print no `root` column and a float `error` for #wrong: the columns are where
+ * the header line puts them, or, without a header, where the row's shape (12 fields, not 13) puts
+ * them; a row of neither shape is refused, and so is a fit slower than any link (a misread table
+ * gave 2e-7 GB/s). */
+static void test_old_format_without_root(void **state) {
+  (void)state;
+  char *fitted;
+  char *two = scenario("old", "  node: dgx-h100\n  nodes: 1\n  gpus_per_node: 2\n"
+                              "  network_model: nccl\n");
+  const char *table = "tests/data/nccl-tests/h100-2gpu-no-root.txt";
+  assert_int_equal(calibrate_table(two, table, "old", &fitted), 0);
+  double with_header = yaml_value(fitted, "bandwidth_GBps");
+  print_message("no root, with its header: fitted intra.bandwidth_GBps %.6g\n", with_header);
+  assert_true(with_header > 250 && with_header < 400); /* busbw measured up to 299 GB/s */
+  assert_true(file_says("old", "out", "1073741824      299.330"));
+  /* its rows alone */
+  char *text = rh_test_slurp(table), *rows = path("old-rows.txt");
+  assert_non_null(text);
+  FILE *f = fopen(rows, "w");
+  assert_non_null(f);
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+    if (line[strspn(line, " ")] != '#') fprintf(f, "%s\n", line);
+  fclose(f);
+  free(text);
+  assert_int_equal(calibrate_table(two, rows, "old-rows", &fitted), 0);
+  assert_true(fabs(yaml_value(fitted, "bandwidth_GBps") - with_header) < 1e-9 * with_header);
+  /* eleven fields: neither layout */
+  char *odd = path("eleven.txt");
+  write_file(odd, "  1048576  262144  float  sum  11.50  91.22  91.22  2e-07  11.50  91.22  91.22\n");
+  assert_int_equal(calibrate_table(two, odd, "eleven", &fitted), 2);
+  assert_true(file_says("eleven", "err", "eleven.txt:1: the number of fields"));
+  /* 0.05 GB/s at 1 GiB: slower than any link */
+  char *slow = path("slow.txt");
+  write_file(slow, "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+                   " 1073741824 268435456 float sum -1 2e7 0.05 0.05 0 2e7 0.05 0.05 0\n");
+  assert_int_equal(calibrate_table(two, slow, "slow", &fitted), 2);
+  assert_true(file_says("slow", "err", "every link moves at least 0.1 GB/s"));
+  assert_null(fopen(fitted, "r"));
+}
+
 static int setup(void **state) {
   (void)state;
   return rh_test_mkdtemp(tmpdir, "calibrate");
@@ -402,7 +442,7 @@ int main(void) {
       cmocka_unit_test(test_nvlink_round_trip), cmocka_unit_test(test_nic_round_trip),
       cmocka_unit_test(test_gemm_fit),          cmocka_unit_test(test_step_fit),
       cmocka_unit_test(test_bad_measurements), cmocka_unit_test(test_h100_measurements),
-      cmocka_unit_test(test_outputs_from_8_bytes),
+      cmocka_unit_test(test_outputs_from_8_bytes), cmocka_unit_test(test_old_format_without_root),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -401,24 +401,38 @@ static int output_target(const char *out, const char *nccl, const char *gemm, ch
   return 0;
 }
 
-/* Every fitted figure finite and positive where the model needs it so; else says which is not. */
+/* Every fitted figure finite and positive where the model needs it so, every bandwidth at least
+ * 0.1 GB/s (slower than any link a GPU cluster has: a misread table gives such figures), every
+ * efficiency at most 1; else says which is not, in the unit the preset writes it in. */
 static int figures_sound(const rh_scenario *sc) {
   const rh_cluster *cl = &sc->cluster;
-  const struct { const char *name; double v; } f[] = {
-      {"gpu.tflops", cl->gpu_flops},         {"intra.bandwidth_GBps", cl->intra_bw},
-      {"network.nic_Gbps", cl->nodes > 1 ? cl->nic_bw : 1},
-      {"network.efficiency", cl->fabric.nic_efficiency},
-      {"intra.nvls_efficiency", cl->fabric.nvls_efficiency > 0 ? cl->fabric.nvls_efficiency : 1},
-      {"intra.pcie_GBps", cl->fabric.pcie_bw > 0 ? cl->fabric.pcie_bw : 1},
-      {"intra.nccl_cap_GBps", cl->fabric.intra_cap > 0 ? cl->fabric.intra_cap : 1},
-      {"gpu.gemm_efficiency", sc->compute.gemm_efficiency > 0 ? sc->compute.gemm_efficiency : 1}};
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-    if (!isfinite(f[i].v) || !(f[i].v > 1e-9) || f[i].v > 1e18 ||
-        (strstr(f[i].name, "efficiency") && f[i].v > 1.0000001)) {
-      fprintf(stderr, "rehearsal calibrate: the fit gives %s = %g, which no cluster has: check the "
-                      "measurements\n", f[i].name, f[i].v);
+  const rh_fabric *fab = &cl->fabric;
+  const double link = 0.1e9; /* B/s */
+  const struct {
+    const char *name;
+    double v, unit, least; /* the figure and its least in B/s (FLOP/s, a fraction) */
+    bool used;
+  } f[] = {
+      {"gpu.tflops", cl->gpu_flops, 1e12, 1e-9, true},
+      {"intra.bandwidth_GBps", cl->intra_bw, 1e9, link, true},
+      {"network.nic_Gbps", cl->nic_bw, 1e9 / 8, link, cl->nodes > 1},
+      {"network.efficiency", fab->nic_efficiency, 1, 1e-9, true},
+      {"intra.nvls_efficiency", fab->nvls_efficiency, 1, 1e-9, fab->nvls_efficiency > 0},
+      {"intra.pcie_GBps", fab->pcie_bw, 1e9, link, fab->pcie_bw > 0},
+      {"intra.nccl_cap_GBps", fab->intra_cap, 1e9, link, fab->intra_cap > 0},
+      {"gpu.gemm_efficiency", sc->compute.gemm_efficiency, 1, 1e-9,
+       sc->compute.gemm_efficiency > 0}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    if (!f[i].used) continue;
+    bool fraction = strstr(f[i].name, "efficiency") != NULL;
+    if (!isfinite(f[i].v) || !(f[i].v >= f[i].least) || f[i].v > 1e18 ||
+        (fraction && f[i].v > 1.0000001)) {
+      fprintf(stderr, "rehearsal calibrate: the fit gives %s = %g, which no cluster has%s: check "
+                      "the measurements\n", f[i].name, f[i].v / f[i].unit,
+              f[i].least == link ? " (every link moves at least 0.1 GB/s)" : "");
       return 2;
     }
+  }
   return 0;
 }
 

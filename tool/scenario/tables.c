@@ -41,6 +41,64 @@ static FILE *open_table(const char *path) {
   return f;
 }
 
+/* Where a row's columns are: nccl-tests' own layout since 2.0 has `root` after `redop`; older
+ * versions (and many published logs) have none, with `error` (a float) in place of `#wrong`. */
+typedef struct nccl_layout {
+  int time, algbw, busbw; /* token indexes */
+  int fields;             /* of a whole row, in-place columns included */
+  bool header;            /* found from the header line, not guessed from the row's shape */
+} nccl_layout;
+
+static const nccl_layout with_root = {5, 6, 7, 13, false}, without_root = {4, 5, 6, 12, false};
+
+/* The columns a `#  size count type ...` header line names, into *lay; false when the line is not
+ * such a header (it names no time, algbw and busbw after size). */
+static bool header_layout(char *p, nccl_layout *lay) {
+  char *tok[32];
+  while (*p == '#') p++;
+  int k = tokens(p, tok, 32);
+  if (k < 4 || strcmp(tok[0], "size") != 0) return false;
+  int time = -1, algbw = -1, busbw = -1;
+  for (int i = 1; i < k; i++) {
+    if (time < 0 && strcmp(tok[i], "time") == 0) time = i;
+    else if (algbw < 0 && strcmp(tok[i], "algbw") == 0) algbw = i;
+    else if (busbw < 0 && strcmp(tok[i], "busbw") == 0) busbw = i;
+  }
+  if (time < 0 || algbw < 0 || busbw < 0) return false;
+  *lay = (nccl_layout){time, algbw, busbw, k, true};
+  return true;
+}
+
+/* The column a row of k fields lacks in layout lay, or "the number of fields" when it has a count
+ * neither the whole row nor its out-of-place half has; NULL when its shape is right. */
+static const char *row_shape(const nccl_layout *lay, int k) {
+  static const char *const cols[] = {"size", "count", "type", "redop", "root", "time",
+                                     "algbw", "busbw", "#wrong"};
+  if (k >= lay->busbw + 2)
+    return k == lay->fields || k == lay->busbw + 2 ? NULL : "the number of fields";
+  if (!lay->header) return cols[k < 8 ? k : 8];
+  return k <= lay->time    ? "time"
+         : k <= lay->algbw ? "algbw"
+         : k <= lay->busbw ? "busbw"
+                           : "the field after busbw";
+}
+
+/* The first column of a row of k fields (tok) that is missing or not a number as it must be,
+ * or NULL with its time (us) and busbw (GB/s). */
+static const char *row_problem(const nccl_layout *lay, char **tok, int k, double *time,
+                               double *busbw) {
+  const char *shape = row_shape(lay, k);
+  if (shape) return shape;
+  double size, count, algbw;
+  rh_table_number(tok[0], &size);
+  if (!(size >= 1 && size <= 1e15)) return "size";
+  if (!rh_table_number(tok[lay->time], time) || !(*time > 0)) return "time";
+  if (!rh_table_number(tok[lay->algbw], &algbw) || !(algbw >= 0)) return "algbw";
+  if (!rh_table_number(tok[lay->busbw], busbw) || !(*busbw >= 0)) return "busbw";
+  if (!rh_table_number(tok[1], &count) || count < 0) return "count";
+  return NULL;
+}
+
 int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ranks, char *coll,
                        int *unmeasured) {
   FILE *f = open_table(path);
@@ -49,6 +107,7 @@ int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ran
   size_t cap_line = 0;
   int n = 0, cap = 0, lineno = 0, rc = 0;
   rh_nccl_row *rows = NULL;
+  nccl_layout header = {0};
   *ranks = 0;
   *unmeasured = 0;
   while (rc == 0 && getline(&line, &cap_line, f) > 0) {
@@ -59,27 +118,25 @@ int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ran
       if (strstr(p, "Rank") && strstr(p, "Pid")) ++*ranks;
       const char *start = strstr(p, "Collective test starting:");
       if (start) sscanf(start + strlen("Collective test starting:"), " %63s", coll);
+      header_layout(p, &header);
       continue;
     }
     char *tok[16];
     int k = tokens(p, tok, 16);
-    double size, v;
+    double size;
     if (k == 0 || !rh_table_number(tok[0], &size)) continue; /* not a row: NCCL's INFO lines, text */
-    /* size count type redop root time algbw busbw #wrong [the in-place four] */
-    static const char *const cols[] = {"size", "count", "type", "redop", "root", "time",
-                                       "algbw", "busbw", "#wrong"};
+    /* size count type redop [root] time algbw busbw #wrong|error [the in-place four]: the header
+     * says which; without one, the row's shape (9 or 13 fields with root, 8 or 12 without) */
+    nccl_layout lay = header.header ? header : k == 8 || k == 12 ? without_root : with_root;
     double time = 0, busbw = 0;
-    const char *bad = NULL;
-    if (k < 9) bad = k < 8 ? cols[k] : cols[8];
-    else if (!(size >= 1 && size <= 1e15)) bad = "size";
-    else if (!rh_table_number(tok[5], &time) || !(time > 0)) bad = "time";
-    else if (!rh_table_number(tok[7], &busbw) || !(busbw >= 0)) bad = "busbw";
-    else if (!rh_table_number(tok[1], &v) || v < 0) bad = "count";
+    const char *bad = row_problem(&lay, tok, k, &time, &busbw);
     if (bad) {
       fprintf(stderr,
               "rehearsal calibrate: %s:%d: %s: expected an nccl-tests row \"size count type redop "
-              "root time algbw busbw #wrong ...\" with numbers (size in bytes, time in us, "
-              "busbw in GB/s)\n",
+              "root time algbw busbw #wrong ...\" (13 fields, or 9 without the in-place columns; "
+              "older versions: 12 or 8, no root, error for #wrong; a header line \"size ... time "
+              "algbw busbw\" says which) with numbers (size in bytes, time in us, bandwidths in "
+              "GB/s)\n",
               path, lineno, bad);
       rc = 2;
       break;

@@ -14,10 +14,13 @@ typedef struct rh_nccl_row {
 } rh_nccl_row;
 
 /* The rows of an nccl-tests output: lines whose first word is a number; the rest (the `#`
- * header and footer, NCCL's INFO lines) are not rows.  Rows whose busbw prints as 0.00 (below the
- * two decimals nccl-tests prints) are counted in *unmeasured and left out.  *ranks: the
- * "#  Rank ... Pid" lines seen; coll (64 bytes): the collective the header names ("Collective
- * test starting: NAME"), or left as it was.  *out is the caller's to free. */
+ * header and footer, NCCL's INFO lines) are not rows.  The columns are where the header line
+ * ("#  size count type redop root time algbw busbw ...") puts them; without one, the row's shape
+ * tells nccl-tests' layout (13 fields, 9 without the in-place ones) from the older one without
+ * `root` (12 or 8).  Rows whose busbw prints as 0.00 (below the two decimals nccl-tests prints)
+ * are counted in *unmeasured and left out.  *ranks: the "#  Rank ... Pid" lines seen; coll (64
+ * bytes): the collective the header names ("Collective test starting: NAME"), or left as it was.
+ * *out is the caller's to free. */
 int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ranks, char *coll,
                        int *unmeasured);
 
