@@ -3,7 +3,8 @@
  * all, even when the disk fills between two of them, and a directory made for them alone goes
  * again; a temporary left by a writer killed before its rename is removed by the next writer,
  * and a live writer's is not; a path that is not UTF-8 still reaches summary.json, its stray
- * bytes as \xNN; an --out that cannot be written is found before the work.
+ * bytes as \xNN; an --out that cannot be written (a file in the way, a file system that takes no
+ * entry) is found before the work.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -186,6 +187,28 @@ static void test_unwritable_out_checked_first(void **state) {
   free(err);
 }
 
+/* An --out under a file system that takes no new entry (/proc), which the permission bits do not
+ * tell (root passes them everywhere): found before the work too, exit 2, nothing run. */
+static void test_out_where_nothing_can_be_made(void **state) {
+  (void)state;
+  char *std = strdup(rh_test_path(tmpdir, "std.txt")), *err = strdup(rh_test_path(tmpdir, "err.txt"));
+  static const char *const cmds[] = {"run", "collective", "sweep"};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rh_test_spawn((char *const[]){RH_BINARY, (char *)cmds[i],
+                                                   "scenarios/default.yaml", "--out",
+                                                   "/proc/nope/x", NULL},
+                                   std, err),
+                     2);
+    char *o = rh_test_slurp(std), *e = rh_test_slurp(err);
+    assert_string_equal(o, "");
+    assert_non_null(strstr(e, "cannot write into /proc/nope/x: cannot create anything in /proc"));
+    free(o);
+    free(e);
+  }
+  free(std);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_together_or_not_at_all),
@@ -193,6 +216,7 @@ int main(void) {
       cmocka_unit_test(test_json_text),
       cmocka_unit_test(test_summary_names_any_path),
       cmocka_unit_test(test_unwritable_out_checked_first),
+      cmocka_unit_test(test_out_where_nothing_can_be_made),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

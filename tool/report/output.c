@@ -142,6 +142,21 @@ json_t *rh_json_text(const char *s) {
   return j;
 }
 
+/* Whether an entry can be made in the directory `path` (on the way to dir): access() answers
+ * from the permission bits alone, which root passes everywhere, and not for file systems that
+ * take nothing (/proc, a read-only mount), so a directory is made there and removed again. */
+static int probe(const char *dir, const char *path) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s/.rehearsal-probe.%ld.XXXXXX", path, (long)getpid());
+  if (!mkdtemp(tmp)) {
+    fprintf(stderr, "rehearsal: cannot write into %s: cannot create anything in %s: %s\n", dir,
+            path, strerror(errno));
+    return 1;
+  }
+  rmdir(tmp);
+  return 0;
+}
+
 int rh_output_dir_ok(const char *dir) {
   char path[4096];
   if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
@@ -160,7 +175,7 @@ int rh_output_dir_ok(const char *dir) {
         fprintf(stderr, "rehearsal: cannot write into %s: %s: %s\n", dir, path, strerror(errno));
         return 1;
       }
-      return 0;
+      return probe(dir, path);
     }
     if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: a file on the way, found above */
       fprintf(stderr, "rehearsal: cannot write into %s: %s: %s\n", dir, path, strerror(errno));
