@@ -191,7 +191,8 @@ static void test_unwritable_out_checked_first(void **state) {
  * tell (root passes them everywhere): found before the work too, exit 2, nothing run. */
 static void test_out_where_nothing_can_be_made(void **state) {
   (void)state;
-  char *std = strdup(rh_test_path(tmpdir, "std.txt")), *err = strdup(rh_test_path(tmpdir, "err.txt"));
+  char *std = strdup(rh_test_path(tmpdir, "std.txt"));
+  char *err = strdup(rh_test_path(tmpdir, "err.txt"));
   static const char *const cmds[] = {"run", "collective", "sweep"};
   for (int i = 0; i < 3; i++) {
     assert_int_equal(rh_test_spawn((char *const[]){RH_BINARY, (char *)cmds[i],
@@ -209,6 +210,29 @@ static void test_out_where_nothing_can_be_made(void **state) {
   free(err);
 }
 
+/* summary.json names the network model that timed the run, as the console does: it said "exact"
+ * for the nccl model, and `rehearsal plot` titles its figures from it. */
+static void test_summary_names_network_model(void **state) {
+  (void)state;
+  static const char *const models[] = {"exact", "realistic", "nccl"};
+  for (int i = 0; i < 3; i++) {
+    char set[64];
+    snprintf(set, sizeof set, "cluster.network_model=%s", models[i]);
+    char *out = strdup(rh_test_path(tmpdir, models[i]));
+    assert_int_equal(rh_test_spawn((char *const[]){RH_BINARY, "run", "scenarios/default.yaml",
+                                                   "--set", set, "--set", "data.train_samples=2048",
+                                                   "--no-what-if", "--out", out, NULL},
+                                   "/dev/null", NULL),
+                     0);
+    json_t *root = json_load_file(rh_test_path(out, "summary.json"), 0, NULL);
+    assert_non_null(root);
+    json_t *model = json_object_get(json_object_get(root, "cluster"), "network_model");
+    assert_string_equal(json_string_value(model), models[i]);
+    json_decref(root);
+    free(out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_together_or_not_at_all),
@@ -217,6 +241,7 @@ int main(void) {
       cmocka_unit_test(test_summary_names_any_path),
       cmocka_unit_test(test_unwritable_out_checked_first),
       cmocka_unit_test(test_out_where_nothing_can_be_made),
+      cmocka_unit_test(test_summary_names_network_model),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -530,7 +530,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
                                 "intra_latency_us", sc.cluster.intra_lat * 1e6, "nics_per_node",
                                 sc.cluster.nics_per_node, "nic_Gbps", sc.cluster.nic_bw * 8 / 1e9,
                                 "nic_latency_us", sc.cluster.nic_lat * 1e6, "network_model",
-                                sc.cluster.exact_network ? "exact" : "realistic"));
+                                rh_net_model_names[sc.cluster.net_model]));
   json_t *je = json_array();
   double total = 0, compute = 0, exposed = 0;
   long all_steps = 0;
