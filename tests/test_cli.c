@@ -290,6 +290,46 @@ static void test_timing_only_above_memory_limit(void **state) {
   free(text);
 }
 
+/* A YAML alias bomb of `levels` levels: nine lists of nine references to the level below. */
+static char *alias_bomb(int levels) {
+  static char text[1024];
+  int n = snprintf(text, sizeof text, "[&a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\","
+                                      "\"lol\",\"lol\",\"lol\"]");
+  for (int l = 1; l < levels; l++) {
+    n += snprintf(text + n, sizeof text - (size_t)n, ", &%c [", 'a' + l);
+    for (int i = 0; i < 9; i++)
+      n += snprintf(text + n, sizeof text - (size_t)n, "%s*%c", i ? "," : "", 'a' + l - 1);
+    n += snprintf(text + n, sizeof text - (size_t)n, "]");
+  }
+  snprintf(text + n, sizeof text - (size_t)n, "]");
+  return text;
+}
+
+/* --set refuses YAML anchors and aliases, whose copies multiply: nine levels of nine (400 bytes)
+ * held 2.4 GB before "out of memory".  The refusal names them, at any key, in bounded memory. */
+static void test_set_refuses_aliases(void **state) {
+  (void)state;
+  static const char *const keys[] = {"description", "x.y", "cluster.nodes"};
+  char set[1100], *err = path_in("alias.err");
+  for (int levels = 5; levels <= 9; levels += 4) /* the small one first: cheap when it fails */
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+      snprintf(set, sizeof set, "%s=%s", keys[k], alias_bomb(levels));
+      long rss = 0;
+      char *argv[] = {RH_BINARY, "run", "scenarios/default.yaml", "--set", set, NULL};
+      assert_int_equal(rh_test_spawn_rss(argv, "/dev/null", err, &rss), 2);
+      char *said = rh_test_slurp(err);
+      if (!strstr(said, "the value uses YAML anchors or aliases")) fail_msg("%s", said);
+      free(said);
+      if (rss > 200 * 1024) fail_msg("%d levels at %s: %ld KiB", levels, keys[k], rss);
+    }
+  assert_int_equal(run("/dev/null", err, "run", "scenarios/default.yaml", "--set", "x.y=&a 5",
+                       NULL, NULL, NULL, NULL),
+                   2);
+  char *said = rh_test_slurp(err);
+  assert_non_null(strstr(said, "--set x.y=&a 5: the value uses YAML anchors or aliases"));
+  free(said);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_default_scenario),
@@ -300,6 +340,7 @@ int main(void) {
       cmocka_unit_test(test_collectives_match_skips_without_negotiation),
       cmocka_unit_test(test_collective_sweep),
       cmocka_unit_test(test_timing_only_above_memory_limit),
+      cmocka_unit_test(test_set_refuses_aliases),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
