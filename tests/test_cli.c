@@ -18,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char tmpdir[64];
@@ -330,6 +333,49 @@ static void test_set_refuses_aliases(void **state) {
   free(said);
 }
 
+/* Runs argv with its stderr in err_path under an alarm of `seconds` (it survives the exec, so a
+ * command that blocks is killed instead of holding the suite); its exit code, or -SIGNAL. */
+static int spawn_with_alarm(char *const argv[], const char *err_path, unsigned seconds) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int null = open("/dev/null", O_WRONLY);
+    if (fd < 0 || null < 0 || dup2(fd, 2) < 0 || dup2(null, 1) < 0) _exit(127);
+    alarm(seconds);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+/* A FIFO given where a file is read (the scenario, --compare, a table, a node preset) is refused
+ * as not a regular file: the open waited for a writer that never came. */
+static void test_fifo_refused(void **state) {
+  (void)state;
+  char *fifo = strdup(path_in("fifo.yaml")), *err = strdup(path_in("fifo.err"));
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  char node[400];
+  snprintf(node, sizeof node, "cluster.node=%s", fifo);
+  char *const cmds[][7] = {
+      {RH_BINARY, "run", fifo, NULL},
+      {RH_BINARY, "run", "scenarios/default.yaml", "--compare", fifo, NULL},
+      {RH_BINARY, "calibrate", "scenarios/default.yaml", "--nccl-tests", fifo, NULL},
+      {RH_BINARY, "run", "scenarios/default.yaml", "--set", node, NULL},
+  };
+  for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+    int rc = spawn_with_alarm(cmds[i], err, 10);
+    if (rc != 2) fail_msg("%s %s %s: %d (-%d: SIGALRM, it blocked)", cmds[i][1], cmds[i][2],
+                          cmds[i][3] ? cmds[i][3] : "", rc, SIGALRM);
+    char *said = rh_test_slurp(err);
+    if (!strstr(said, "a FIFO, not a regular file")) fail_msg("%s", said);
+    free(said);
+  }
+  free(fifo);
+  free(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_default_scenario),
@@ -341,6 +387,7 @@ int main(void) {
       cmocka_unit_test(test_collective_sweep),
       cmocka_unit_test(test_timing_only_above_memory_limit),
       cmocka_unit_test(test_set_refuses_aliases),
+      cmocka_unit_test(test_fifo_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -96,8 +96,18 @@ static int run_option(int c, const char *v, void *arg) {
 }
 
 bool rh_summary_step(const char *path, double *step_ms, char *target, size_t len) {
+  FILE *f;
+  struct stat st;
+  int opened = rh_open_regular(path, "r", &f, &st);
+  if (opened != 0) {
+    fprintf(stderr, "rehearsal: %s: --compare: cannot read: %s%s\n", path,
+            opened > 0 ? rh_not_regular(&st) : strerror(errno),
+            opened > 0 ? ", not a regular file" : "");
+    return false;
+  }
   json_error_t jerr;
-  json_t *root = json_load_file(path, 0, &jerr);
+  json_t *root = json_loadf(f, 0, &jerr);
+  fclose(f);
   if (!root) {
     fprintf(stderr, "rehearsal: %s:%d: --compare: %s\n", path, jerr.line, jerr.text);
     return false;

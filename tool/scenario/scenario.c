@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -568,26 +569,61 @@ static int too_deep(const char *text, size_t len) {
   return 0;
 }
 
+int rh_open_regular(const char *path, const char *mode, FILE **f, struct stat *st) {
+  *f = NULL;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (fstat(fd, st) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    close(fd);
+    return 1;
+  }
+  /* a regular file never blocks, but its reads should wait as usual */
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 || !(*f = fdopen(fd, mode))) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+const char *rh_not_regular(const struct stat *st) {
+  mode_t m = st->st_mode;
+  return S_ISDIR(m)                   ? "a directory"
+         : S_ISFIFO(m)                ? "a FIFO"
+         : S_ISCHR(m) || S_ISBLK(m)   ? "a device"
+         : S_ISSOCK(m)                ? "a socket"
+                                      : "not a file";
+}
+
 /* Reads a YAML file whole (NUL-terminated, *len bytes; the caller frees it), after checking that
  * it is a regular file of at most YAML_MAX_BYTES whose flow nesting is bounded.  On failure
  * returns NULL with a message naming the file (and the line) in err, and *st RH_ERR_IO (cannot
  * read) or RH_ERR_INVALID (not a file for a scenario). */
 static char *read_yaml(const char *path, size_t *len, char *err, size_t errlen, rh_status *st) {
   *st = RH_ERR_IO;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  FILE *f;
+  struct stat fst;
+  int opened = rh_open_regular(path, "rb", &f, &fst);
+  if (opened < 0) {
     snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return NULL;
   }
-  struct stat fst;
-  char *text = NULL;
-  if (fstat(fileno(f), &fst) != 0) {
-    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-  } else if (!S_ISREG(fst.st_mode)) {
+  if (opened > 0) {
     *st = RH_ERR_INVALID;
-    snprintf(err, errlen, "%s: is %s, not a YAML file", path,
-             S_ISDIR(fst.st_mode) ? "a directory" : "not a regular file");
-  } else if (fst.st_size > YAML_MAX_BYTES) {
+    snprintf(err, errlen, "%s: is %s, not a %s file", path, rh_not_regular(&fst),
+             S_ISDIR(fst.st_mode) ? "YAML" : "regular");
+    return NULL;
+  }
+  char *text = NULL;
+  if (fst.st_size > YAML_MAX_BYTES) {
     *st = RH_ERR_INVALID;
     snprintf(err, errlen, "%s: the file has %lld bytes; a scenario or preset has at most %d (4 MiB)",
              path, (long long)fst.st_size, YAML_MAX_BYTES);

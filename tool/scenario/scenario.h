@@ -7,8 +7,10 @@
 #define REHEARSAL_SCENARIO_H
 
 #include "internal.h"
-#include <stdio.h>
 #include "train/train.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
 
 typedef struct rh_layer {
   char *name;
@@ -200,5 +202,14 @@ const char *rh_presets_root(char *buf, size_t len, const char **source);
 /* Writes the scenario reference (Markdown: every key, its type, default, accepted values and what
  * it does) from the parser's schema table.  0, or 1 when the stream failed. */
 int rh_scenario_reference(FILE *out);
+
+/* Opens path for reading ("r" or "rb") when it is a regular file.  The open is non-blocking, so
+ * that a FIFO without a writer is found by fstat instead of holding the open forever.  0 with *f;
+ * -1 with errno when it cannot be opened; 1 when it is not a regular file (*st says what it is:
+ * S_ISDIR a directory, else a FIFO, a device, a socket). */
+int rh_open_regular(const char *path, const char *mode, FILE **f, struct stat *st);
+/* What the path is ("a directory", "a FIFO", "a device", "a socket"), for a message after
+ * rh_open_regular returned 1. */
+const char *rh_not_regular(const struct stat *st);
 
 #endif

@@ -2,6 +2,7 @@
  * tables.c: the readers of the measurement tables `rehearsal calibrate` fits (see tables.h).
  */
 #include "tables.h"
+#include "scenario.h"
 
 #include <errno.h>
 #include <math.h>
@@ -30,14 +31,13 @@ static int tokens(char *line, char **tok, int max) {
 
 /* The table file, open for reading when it is a regular file; else NULL, with the reason said. */
 static FILE *open_table(const char *path) {
-  FILE *f = fopen(path, "r");
+  FILE *f;
   struct stat st;
-  if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fprintf(stderr, "rehearsal calibrate: %s: cannot read: %s\n", path,
-            f ? "not a regular file" : strerror(errno));
-    if (f) fclose(f);
-    return NULL;
-  }
+  int opened = rh_open_regular(path, "r", &f, &st);
+  if (opened != 0)
+    fprintf(stderr, "rehearsal calibrate: %s: cannot read: %s%s\n", path,
+            opened > 0 ? rh_not_regular(&st) : strerror(errno),
+            opened > 0 ? ", not a regular file" : "");
   return f;
 }
 
