@@ -396,6 +396,42 @@ static void test_progress(void **state) {
   free(err);
 }
 
+/* -n and -w stop at 1000 on the simulator (each iteration is simulated again, and all are alike),
+ * saying why; sizes take T and TiB, agree with 1024G, and a refused size gives the range. */
+static void test_bounds_said(void **state) {
+  (void)state;
+  /* 1001 first: a regression runs it in a moment, where 10^9 would run for hours */
+  static const char *const flags[] = {"-n", "-w"};
+  static const char *const counts[] = {"1001", "1000000000"};
+  for (int f = 0; f < 2; f++)
+    for (int c = 0; c < 2; c++) {
+      assert_int_equal(collective("scenarios/default.yaml", "-b", "8", "-e", "8", flags[f],
+                                  counts[c], NULL),
+                       2);
+      char *text = err_text();
+      if (!strstr(text, "to 1000: the simulator is deterministic")) fail_msg("%s", text);
+      free(text);
+    }
+  assert_int_equal(collective("scenarios/default.yaml", "-b", "8", "-e", "8", "-n", "1000", NULL),
+                   0);
+  static const char *const tib[] = {"1T", "1TiB", "1024G", "1099511627776"};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(collective("scenarios/default.yaml", "-b", tib[i], "-e", tib[i], "-c", "0",
+                                NULL),
+                     0);
+    row rows[2];
+    assert_int_equal(table(rows, 2), 1);
+    assert_true(rows[0].size == 1099511627776.0);
+  }
+  static const char *const beyond[] = {"2048G", "2T", "0", "1.5TiB"};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(collective("scenarios/default.yaml", "-e", beyond[i], NULL), 2);
+    char *text = err_text();
+    if (!strstr(text, "a size is whole bytes from 1 B to 1 TiB")) fail_msg("%s", text);
+    free(text);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes_as_nccl_tests), cmocka_unit_test(test_iterations),
@@ -404,6 +440,7 @@ int main(void) {
       cmocka_unit_test(test_cluster_only_scenario), cmocka_unit_test(test_progress),
       cmocka_unit_test(test_mem_limit_counts_all_buffers),
       cmocka_unit_test(test_mem_limit_holds_the_peak),
+      cmocka_unit_test(test_bounds_said),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,6 +7,7 @@
  * elastic-rank is its helper).  Exit codes: 0 success, 1 failure of the job or of a check, 2 bad
  * input.  Every command takes --help (stdout, exit 0) and --version.
  */
+#include "cli.h"
 #include "commands.h"
 
 #include <stdio.h>
@@ -36,6 +37,9 @@ static int usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+#ifdef RH_REAL_TARGET
+  rh_cli_target = RH_REAL_TARGET;
+#endif
   if (argc < 2) return usage(stderr);
   const char *cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0)

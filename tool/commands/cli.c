@@ -25,6 +25,17 @@ int rh_cli_error(const char *command, const char *fmt, ...) {
   return 2;
 }
 
+const char *rh_cli_target = "simulator";
+
+static char why[512];
+
+void rh_cli_why(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+}
+
 static int add_set(rh_scenario_opts *opts, const char *command, const char *kv) {
   const char *eq = strchr(kv, '=');
   if (!eq || eq == kv) return rh_cli_error(command, "--set %s: expected KEY=VALUE", kv);
@@ -116,8 +127,10 @@ int rh_cli_parse(const char *command, const char *usage, int argc, char **argv,
     int r = fn ? fn(c, optarg, arg) : 2;
     if (r == 2) {
       flag_name(all, longindex, c, flag, sizeof flag);
-      rc = optarg ? rh_cli_error(command, "cannot use %s %s", flag, optarg)
+      rc = optarg ? rh_cli_error(command, "cannot use %s %s%s%s", flag, optarg, *why ? ": " : "",
+                                 why)
                   : rh_cli_error(command, "cannot use %s here", flag);
+      *why = 0;
       break;
     }
     if (r != 0) {

@@ -23,12 +23,19 @@ enum { RH_OPT_HELP = 0x100, RH_OPT_VERSION, RH_OPT_SET };
  * found goes to `fn(c, optarg, arg)`, which returns 0 to go on or an exit code to stop with; the
  * common ones are handled here: --help prints `usage` to stdout (exit 0), --version (exit 0),
  * --set adds to opts->sets.  An unknown flag, a missing value or a value fn refuses (fn returns
- * 2) is named on stderr with the usage.  The positional arguments are left in
+ * 2, with rh_cli_why's reason) is named on stderr with the usage.  The positional arguments are left in
  * argv[*first .. argc).  Returns -1 to go on, or the exit code to return. */
 typedef int (*rh_cli_option_fn)(int c, const char *value, void *arg);
 int rh_cli_parse(const char *command, const char *usage, int argc, char **argv,
                  const char *shortopts, const struct option *longopts, rh_cli_option_fn fn,
                  void *arg, rh_scenario_opts *opts, int *first);
+/* The target this program runs its jobs on: "simulator" (rehearsal), or the real one its main
+ * names ("mpi" for rehearsal-mpi, "nccl" for rehearsal-gpu). */
+extern const char *rh_cli_target;
+
+/* Why fn refuses the value it is given, said after "cannot use FLAG VALUE: " (the accepted range
+ * or names); for fn to call before it returns 2. */
+void rh_cli_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Releases what rh_cli_parse added to opts. */
 void rh_cli_opts_free(rh_scenario_opts *opts);
 

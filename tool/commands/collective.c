@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -405,8 +406,10 @@ static const char usage_text[] =
     "  -f, --stepfactor N      multiply the size by N each row (default 2)\n"
     "  -i, --stepbytes SIZE    add SIZE each row instead (give -f or -i, not both)\n"
     "  -n, --iters N           timed iterations, the time is their mean (default 20 on real\n"
-    "                          GPUs and processes, 1 on the simulator, which is deterministic)\n"
-    "  -w, --warmup_iters N    untimed iterations first (default 1 on real targets, 0 simulated)\n"
+    "                          GPUs and processes, 1 on the simulator, which is deterministic;\n"
+    "                          at most 1000 there, 1000000 on real targets)\n"
+    "  -w, --warmup_iters N    untimed iterations first (default 1 on real targets, 0 simulated;\n"
+    "                          at most as -n)\n"
     "  -c, --check N           check the results of N runs per size (default 1; 0: no check)\n"
     "  -o, --op OP             sum, avg, min or max (default sum)\n"
     "  -d, --datatype TYPE     float, double, half or int32 (also float32, float64, float16,\n"
@@ -422,7 +425,8 @@ static const char usage_text[] =
     "      --out DIR           write DIR/collective.txt and DIR/collective.json\n"
     "      --set KEY=VALUE     override a scenario key (e.g. cluster.network.nic_Gbps=100)\n"
     "      --help, --version\n"
-    "SIZE: bytes, with K, M, G as nccl-tests (powers of 1024), or B, KiB, MiB, GiB, KB, MB, GB.\n";
+    "SIZE: 1 B to 1 TiB, in bytes, with K, M, G, T as nccl-tests (powers of 1024), or B, KiB,\n"
+    "MiB, GiB, TiB, KB, MB, GB.\n";
 
 enum { OPT_COLL = 0x200, OPT_MEM_LIMIT, OPT_OUT };
 
@@ -435,28 +439,40 @@ typedef struct options {
   bool help;
 } options;
 
-/* A size as nccl-tests writes it (a number, then K, M or G in powers of 1024) or with the
- * units the scenario files use; whole bytes, at least 1. */
+/* A size as nccl-tests writes it (a number, then K, M, G or T in powers of 1024) or with the
+ * units the scenario files use; whole bytes from 1 B to 1 TiB (what the settings take). */
 static bool parse_size(const char *s, double *out) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (end != s && !errno && end[0] && !end[1] && strchr("KkMmGg", end[0])) {
-    int shift = strchr("Kk", end[0]) ? 10 : strchr("Mm", end[0]) ? 20 : 30;
+  bool ok = end != s && !errno && end[0] && (!end[1] || strcmp(end + 1, "iB") == 0) &&
+            strchr("KkMmGgTt", end[0]);
+  if (ok) { /* K as nccl-tests writes it, KiB as the scenarios do: the same */
+    int shift = 10 * (int)(strchr("KMGT", toupper((unsigned char)end[0])) - "KMGT" + 1);
     *out = floor(ldexp(v, shift));
-  } else if (rh_settings_parse(RH_SETTING_FUSION_THRESHOLD, s, out) == RH_OK) {
-    *out = floor(*out);
   } else {
-    return false;
+    ok = rh_settings_parse(RH_SETTING_FUSION_THRESHOLD, s, out) == RH_OK;
+    if (ok) *out = floor(*out);
   }
-  return isfinite(*out) && *out >= 1;
+  if (ok && isfinite(*out) && *out >= 1 && *out <= RH_SETTING_MAX_BYTES) return true;
+  rh_cli_why("a size is whole bytes from 1 B to 1 TiB: a number, with K, M, G or T as in "
+             "nccl-tests (powers of 1024), or B, KiB, MiB, GiB, TiB, KB, MB, GB");
+  return false;
 }
 
-static bool parse_count(const char *s, long lo, long *out) {
+#define BIG 1000000000L
+
+/* A whole number from lo to hi; else says the range, and why `hi` when `why_hi` says. */
+static bool parse_count(const char *s, long lo, long hi, const char *why_hi, long *out) {
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (end == s || *end || errno || v < lo || v > 1000000000L) return false;
+  if (end == s || *end || errno || v < lo || v > hi) {
+    bool above = end != s && !*end && v > hi;
+    rh_cli_why("expected a whole number from %ld to %ld%s%s", lo, hi,
+               above && why_hi ? ": " : "", above && why_hi ? why_hi : "");
+    return false;
+  }
   *out = v;
   return true;
 }
@@ -481,17 +497,24 @@ static int option(int c, const char *v, void *arg) {
   options *o = arg;
   bench *b = o->b;
   long k;
+  /* every iteration is simulated again, though the simulator's are all alike (-n 1 is exact):
+   * 1000 of a large size already take minutes */
+  bool sim = strcmp(rh_cli_target, "simulator") == 0;
+  long iters_max = sim ? 1000 : 1000000;
+  const char *iters_why = sim ? "the simulator is deterministic, so every iteration takes the "
+                                "same time (-n 1 is exact) and each more is simulated again"
+                              : NULL;
   switch (c) {
   case 'b': return parse_size(v, &o->min_bytes) ? 0 : 2;
   case 'e': return parse_size(v, &o->max_bytes) ? 0 : 2;
   case 'i': return parse_size(v, &o->step_bytes) ? 0 : 2;
-  case 'f': return parse_count(v, 2, &o->factor) ? 0 : 2;
-  case 'n': return parse_count(v, 1, &k) ? (b->iters = (int)k, 0) : 2;
-  case 'w': return parse_count(v, 0, &k) ? (b->warmup = (int)k, 0) : 2;
-  case 'c': return parse_count(v, 0, &k) ? (b->checks = (int)k, 0) : 2;
-  case 'r': return parse_count(v, 0, &k) ? (b->root = (int)k, 0) : 2;
-  case 'g': return parse_count(v, 0, &k) ? (o->ngpus = (int)k, 0) : 2;
-  case 't': return parse_count(v, 0, &k) ? (o->nthreads = (int)k, 0) : 2;
+  case 'f': return parse_count(v, 2, BIG, NULL, &o->factor) ? 0 : 2;
+  case 'n': return parse_count(v, 1, iters_max, iters_why, &k) ? (b->iters = (int)k, 0) : 2;
+  case 'w': return parse_count(v, 0, iters_max, iters_why, &k) ? (b->warmup = (int)k, 0) : 2;
+  case 'c': return parse_count(v, 0, BIG, NULL, &k) ? (b->checks = (int)k, 0) : 2;
+  case 'r': return parse_count(v, 0, BIG, NULL, &k) ? (b->root = (int)k, 0) : 2;
+  case 'g': return parse_count(v, 0, BIG, NULL, &k) ? (o->ngpus = (int)k, 0) : 2;
+  case 't': return parse_count(v, 0, BIG, NULL, &k) ? (o->nthreads = (int)k, 0) : 2;
   case 'o': return (k = find(op_names, v)) >= 0 ? (b->op = (rh_op)k, 0) : 2;
   case 'd': return find_type(v, &b->dtype) ? 0 : 2;
   case 'h': o->help = true; return 0;
