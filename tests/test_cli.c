@@ -376,6 +376,21 @@ static void test_fifo_refused(void **state) {
   free(err);
 }
 
+/* From 16,384 simulated GPUs a line on stderr says, before the platform is built, what to expect
+ * (the command is stopped after 3 s: the line comes first or not at all). */
+static void test_big_platform_announced(void **state) {
+  (void)state;
+  char *err = path_in("big.err");
+  char *const argv[] = {RH_BINARY, "collective", "scenarios/default.yaml", "--set",
+                        "cluster.nodes=2048", "--set", "cluster.gpus_per_node=8", "-b", "8",
+                        "-e", "8", NULL};
+  spawn_with_alarm(argv, err, 3);
+  char *said = rh_test_slurp(err);
+  if (!strstr(said, "rehearsal: building the platform of 16384 GPUs: expect about 16 s and 610 MiB"))
+    fail_msg("%s", said);
+  free(said);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_default_scenario),
@@ -388,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_timing_only_above_memory_limit),
       cmocka_unit_test(test_set_refuses_aliases),
       cmocka_unit_test(test_fifo_refused),
+      cmocka_unit_test(test_big_platform_announced),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -285,6 +285,41 @@ static FILE *temp_file(char *path) {
   return f;
 }
 
+/* A cluster past RH_SCENARIO_MAX_GPUS (spares included) is refused at cluster.nodes with the
+ * limit and why: 65,536 x 1,024 GPUs were taken and spent minutes in SimGrid, silent. */
+static void test_simulated_gpus_bounded(void **state) {
+  (void)state;
+  static const struct {
+    const char *cluster;
+    bool ok;
+  } cases[] = {
+      {"nodes: 128, gpus_per_node: 1024", true},
+      {"nodes: 129, gpus_per_node: 1024", false},
+      {"nodes: 127, spare_nodes: 2, gpus_per_node: 1024", false},
+      {"nodes: 65536, gpus_per_node: 1024", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char path[] = "/tmp/rh-gpus-XXXXXX";
+    FILE *f = temp_file(path);
+    fprintf(f, "name: big\ncluster: {%s, gpu: {tflops: 10}, intra: {bandwidth_GBps: 100},\n"
+               "  network: {nic_Gbps: 100}}\n"
+               "model: {parameters: 1000, forward_gflops_per_sample: 1}\n"
+               "data: {train_samples: 1.0e9}\nrecipe: {batch_per_worker: 1, epochs: 1}\n",
+            cases[i].cluster);
+    fclose(f);
+    if (cases[i].ok) {
+      char err[1024] = "";
+      rh_scenario sc;
+      if (rh_scenario_load(path, &sc, err, sizeof err) != RH_OK) fail_msg("%s", err);
+      rh_scenario_free(&sc);
+    } else {
+      load_fails(path, RH_ERR_INVALID, ": cluster.nodes: the cluster has ");
+      load_fails(path, RH_ERR_INVALID, "at most 131072 are simulated (twice the 65,536");
+    }
+    unlink(path);
+  }
+}
+
 /* Nesting 100,000 levels deep took libyaml minutes (its time grows with the square of the
  * depth): the file is refused, naming its line, before libyaml reads it. */
 static void test_deep_nesting_refused(void **state) {
@@ -555,6 +590,7 @@ int main(void) {
       cmocka_unit_test(test_short_error_buffer),
       cmocka_unit_test(test_missing_file),
       cmocka_unit_test(test_deep_nesting_refused),
+      cmocka_unit_test(test_simulated_gpus_bounded),
       cmocka_unit_test(test_big_file_and_directory),
       cmocka_unit_test(test_default_scenario),
       cmocka_unit_test(test_uneven_hosts),

@@ -36,6 +36,18 @@ void rh_cli_why(const char *fmt, ...) {
   va_end(ap);
 }
 
+void rh_cli_platform_note(const rh_scenario *sc) {
+  const rh_cluster *cl = &sc->cluster;
+  long gpus = 0;
+  for (int i = 0; i < cl->nodes + cl->spares; i++) gpus += cl->gpus_per_node[i];
+  if (strcmp(rh_cli_target, "simulator") != 0 || gpus < 16384) return;
+  double seconds, mib;
+  rh_scenario_cost(gpus, &seconds, &mib);
+  fprintf(stderr, "rehearsal: building the platform of %ld GPUs: expect about %.0f s and %.0f MiB "
+          "(bench_scale: 16 s and 610 MiB for 10 steps of 16,384 GPUs on 2 cores; a longer job "
+          "takes longer)\n", gpus, seconds, mib);
+}
+
 static int add_set(rh_scenario_opts *opts, const char *command, const char *kv) {
   const char *eq = strchr(kv, '=');
   if (!eq || eq == kv) return rh_cli_error(command, "--set %s: expected KEY=VALUE", kv);

@@ -36,6 +36,9 @@ extern const char *rh_cli_target;
 /* Why fn refuses the value it is given, said after "cannot use FLAG VALUE: " (the accepted range
  * or names); for fn to call before it returns 2. */
 void rh_cli_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* On the simulator, for a cluster of 16,384 GPUs or more, a line on stderr before its platform is
+ * built, with the time and memory to expect (else nothing is said for many seconds). */
+void rh_cli_platform_note(const rh_scenario *sc);
 /* Releases what rh_cli_parse added to opts. */
 void rh_cli_opts_free(rh_scenario_opts *opts);
 

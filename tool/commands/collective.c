@@ -735,6 +735,7 @@ int rh_cmd_collective(int argc, char **argv) {
     rh_scenario_free(&sc);
     return 1;
   }
+  rh_cli_platform_note(&sc);
   b.progress = rh_progress_start("collective", b.nsizes, "sizes");
   rh_launch_config cfg = {.cluster = &sc.cluster, .settings = &sc.settings};
   rh_launch_result lres = {0};

@@ -473,6 +473,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     rh_scenario_free(&sc);
     return rc;
   }
+  rh_cli_platform_note(&sc);
   in.cfg.progress = rh_progress_start("run", (double)res_steps_total(&sc, epochs_cap), "steps");
   in.launch.config.timeline = fl->timeline;
   rh_train_job job = {.cfg = cfg, .result = &res};

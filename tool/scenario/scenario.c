@@ -1416,6 +1416,16 @@ static void check_whole(walker *w) {
   for (int i = cl->nodes; i < cl->nodes + cl->spares; i++) slots[i] = slots[cl->nodes - 1];
   free(given);
   cl->gpus_per_node = slots;
+  long gpus = 0;
+  for (int i = 0; i < cl->nodes + cl->spares; i++) gpus += slots[i];
+  if (gpus > RH_SCENARIO_MAX_GPUS) {
+    double seconds, mib;
+    rh_scenario_cost(gpus, &seconds, &mib);
+    fail(w, node_at(w->doc, "cluster.nodes"), "cluster.nodes",
+         "the cluster has %ld GPUs (spares included); at most %d are simulated (twice the 65,536 "
+         "the simulator is built for: at about 38 KiB a GPU these would take %.0f MiB, and "
+         "about %.0f s to build and start)", gpus, RH_SCENARIO_MAX_GPUS, mib, seconds);
+  }
   if (sc->network_model < 0) sc->network_model = sc->presets_used ? RH_NET_NCCL : RH_NET_EXACT;
   cl->net_model = (rh_net_model)sc->network_model;
   cl->exact_network = sc->network_model != RH_NET_REALISTIC;
@@ -1537,6 +1547,11 @@ static void check_whole(walker *w) {
 }
 
 /* ---- entry points ------------------------------------------------------------------------- */
+
+void rh_scenario_cost(long gpus, double *seconds, double *mib) {
+  *seconds = 15.7 * pow((double)gpus / 16384, 1.4);
+  *mib = 610.0 * (double)gpus / 16384;
+}
 
 int rh_scenario_size(const rh_scenario *sc) { return rh_cluster_size(&sc->cluster); }
 
