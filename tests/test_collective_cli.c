@@ -432,6 +432,29 @@ static void test_bounds_said(void **state) {
   }
 }
 
+/* A refused op, type or collective is told with what is accepted, and --help ends with the exit
+ * statuses. */
+static void test_names_listed(void **state) {
+  (void)state;
+  static const char *const cases[][3] = {
+      {"-d", "bfloat16", "cannot use -d bfloat16: expected float, double, half or int32"},
+      {"-o", "prod", "cannot use -o prod: expected sum, avg, min or max"},
+      {"--coll", "alltoall", "cannot use --coll alltoall: expected allreduce, broadcast or allgather"},
+      {"--coll", "reduce_scatter", "expected allreduce, broadcast or allgather"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    assert_int_equal(collective("scenarios/default.yaml", cases[i][0], cases[i][1], NULL), 2);
+    char *text = err_text();
+    if (!strstr(text, cases[i][2])) fail_msg("%s", text);
+    free(text);
+  }
+  assert_int_equal(collective("--help", NULL), 0);
+  char *text = out_text();
+  assert_non_null(strstr(text, "Exit status: 0 every result right, 1 a wrong element or the job "
+                               "failed, 2 bad input."));
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes_as_nccl_tests), cmocka_unit_test(test_iterations),
@@ -441,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_mem_limit_counts_all_buffers),
       cmocka_unit_test(test_mem_limit_holds_the_peak),
       cmocka_unit_test(test_bounds_said),
+      cmocka_unit_test(test_names_listed),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,6 +14,19 @@
 #include <string.h>
 
 static int usage(FILE *f) {
+#ifdef RH_REAL_TARGET
+  /* the commands that run on real processes; the others are the simulator's (`rehearsal`) */
+  fprintf(f, "usage: %s COMMAND FILE [options]   (COMMAND --help for each)\n"
+             "  run FILE [--out DIR]          run the scenario's training on the processes mpirun\n"
+             "                                started (one a GPU)\n"
+             "  collective FILE [options]     nccl-tests-style table on those processes\n"
+             "Sweeps, plots, platforms, calibration and the elastic driver are `rehearsal`'s.\n"
+             "Options every scenario command takes: --set KEY=VALUE (override a scenario key),\n"
+             "--help, --version.\n"
+             "Exit status: 0 success, 1 the job failed or a check did not hold, 2 bad input.\n",
+          strcmp(RH_REAL_TARGET, "nccl") == 0 ? "rehearsal-gpu" : "rehearsal-mpi");
+  return f == stdout ? 0 : 2;
+#endif
   fprintf(f, "usage: rehearsal COMMAND FILE [options]   (rehearsal COMMAND --help for each)\n"
              "  run FILE [--out DIR]          replay the scenario's training on the simulator\n"
              "  sweep FILE [--axis KEY=V1,V2,...]... --out DIR\n"

@@ -426,7 +426,8 @@ static const char usage_text[] =
     "      --set KEY=VALUE     override a scenario key (e.g. cluster.network.nic_Gbps=100)\n"
     "      --help, --version\n"
     "SIZE: 1 B to 1 TiB, in bytes, with K, M, G, T as nccl-tests (powers of 1024), or B, KiB,\n"
-    "MiB, GiB, TiB, KB, MB, GB.\n";
+    "MiB, GiB, TiB, KB, MB, GB.\n"
+    "Exit status: 0 every result right, 1 a wrong element or the job failed, 2 bad input.\n";
 
 enum { OPT_COLL = 0x200, OPT_MEM_LIMIT, OPT_OUT };
 
@@ -492,6 +493,16 @@ static int find_type(const char *s, rh_dtype *out) {
   return 0;
 }
 
+/* A name not among `names`: says which are, and returns 2. */
+static int refuse_name(const char *const *names) {
+  char list[256] = "";
+  for (int i = 0; names[i]; i++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+             i == 0 ? "" : !names[i + 1] ? " or " : ", ", names[i]);
+  rh_cli_why("expected %s", list);
+  return 2;
+}
+
 /* One flag (rh_cli_parse's callback): 0 to go on, 2 when its value is refused. */
 static int option(int c, const char *v, void *arg) {
   options *o = arg;
@@ -515,10 +526,14 @@ static int option(int c, const char *v, void *arg) {
   case 'r': return parse_count(v, 0, BIG, NULL, &k) ? (b->root = (int)k, 0) : 2;
   case 'g': return parse_count(v, 0, BIG, NULL, &k) ? (o->ngpus = (int)k, 0) : 2;
   case 't': return parse_count(v, 0, BIG, NULL, &k) ? (o->nthreads = (int)k, 0) : 2;
-  case 'o': return (k = find(op_names, v)) >= 0 ? (b->op = (rh_op)k, 0) : 2;
-  case 'd': return find_type(v, &b->dtype) ? 0 : 2;
+  case 'o': return (k = find(op_names, v)) >= 0 ? (b->op = (rh_op)k, 0) : refuse_name(op_names);
+  case 'd':
+    if (find_type(v, &b->dtype)) return 0;
+    rh_cli_why("expected float, double, half or int32 (or float32, float64, float16, int)");
+    return 2;
   case 'h': o->help = true; return 0;
-  case OPT_COLL: return (k = find(coll_names, v)) >= 0 ? (b->coll = (coll_kind)k, 0) : 2;
+  case OPT_COLL:
+    return (k = find(coll_names, v)) >= 0 ? (b->coll = (coll_kind)k, 0) : refuse_name(coll_names);
   case OPT_MEM_LIMIT: return parse_size(v, &b->mem_limit) ? 0 : 2;
   case OPT_OUT: o->out = v; return 0;
   default: return 2;
