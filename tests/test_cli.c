@@ -391,6 +391,21 @@ static void test_big_platform_announced(void **state) {
   free(said);
 }
 
+/* --resume on a timing-only run, which keeps no checkpoints, says that it starts over instead of
+ * doing so in silence. */
+static void test_resume_timing_only_said(void **state) {
+  (void)state;
+  char *err = path_in("resume.err"), *out = path_in("resume");
+  assert_int_equal(run("/dev/null", err, "run", "scenarios/default.yaml", "--no-what-if", "--out",
+                       out, "--resume", NULL, NULL),
+                   0);
+  char *said = rh_test_slurp(err);
+  if (!strstr(said, "--resume: scenarios/default.yaml is timing-only") ||
+      !strstr(said, "the run starts from its first step"))
+    fail_msg("%s", said);
+  free(said);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_default_scenario),
@@ -404,6 +419,7 @@ int main(void) {
       cmocka_unit_test(test_set_refuses_aliases),
       cmocka_unit_test(test_fifo_refused),
       cmocka_unit_test(test_big_platform_announced),
+      cmocka_unit_test(test_resume_timing_only_said),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

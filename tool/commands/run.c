@@ -233,7 +233,12 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
                                        sc->model.layers[i].memory_bytes};
     c->layers = in->layers;
     c->nlayers = sc->model.nlayers;
-    /* a timing-only model checkpoints its position, for a relaunch to resume from */
+    /* a timing-only model checkpoints its position, for a relaunch to resume from; without a
+     * restart policy it keeps nothing, and a run is as quick to simulate again as to resume */
+    if (resume && !in->launch.has_restart)
+      fprintf(stderr, "rehearsal: --resume: %s is timing-only (no model data) and keeps no "
+                      "checkpoints without a restart: section; the run starts from its first "
+                      "step\n", sc->path);
     return in->launch.has_restart ? checkpoint_dir(out, in) : 0;
   }
 
