@@ -415,7 +415,8 @@ static void test_old_format_without_root(void **state) {
   assert_true(fabs(yaml_value(fitted, "bandwidth_GBps") - with_header) < 1e-9 * with_header);
   /* eleven fields: neither layout */
   char *odd = path("eleven.txt");
-  write_file(odd, "  1048576  262144  float  sum  11.50  91.22  91.22  2e-07  11.50  91.22  91.22\n");
+  write_file(odd,
+             "  1048576  262144  float  sum  11.50  91.22  91.22  2e-07  11.50  91.22  91.22\n");
   assert_int_equal(calibrate_table(two, odd, "eleven", &fitted), 2);
   assert_true(file_says("eleven", "err", "eleven.txt:1: the number of fields"));
   /* 0.05 GB/s at 1 GiB: slower than any link */

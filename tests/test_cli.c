@@ -386,7 +386,7 @@ static void test_big_platform_announced(void **state) {
                         "-e", "8", NULL};
   spawn_with_alarm(argv, err, 3);
   char *said = rh_test_slurp(err);
-  if (!strstr(said, "rehearsal: building the platform of 16384 GPUs: expect about 16 s and 610 MiB"))
+  if (!strstr(said, "building the platform of 16384 GPUs: expect about 16 s and 610 MiB"))
     fail_msg("%s", said);
   free(said);
 }

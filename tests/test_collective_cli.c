@@ -439,7 +439,7 @@ static void test_names_listed(void **state) {
   static const char *const cases[][3] = {
       {"-d", "bfloat16", "cannot use -d bfloat16: expected float, double, half or int32"},
       {"-o", "prod", "cannot use -o prod: expected sum, avg, min or max"},
-      {"--coll", "alltoall", "cannot use --coll alltoall: expected allreduce, broadcast or allgather"},
+      {"--coll", "alltoall", "--coll alltoall: expected allreduce, broadcast or allgather"},
       {"--coll", "reduce_scatter", "expected allreduce, broadcast or allgather"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -23,8 +23,8 @@ enum { RH_OPT_HELP = 0x100, RH_OPT_VERSION, RH_OPT_SET };
  * found goes to `fn(c, optarg, arg)`, which returns 0 to go on or an exit code to stop with; the
  * common ones are handled here: --help prints `usage` to stdout (exit 0), --version (exit 0),
  * --set adds to opts->sets.  An unknown flag, a missing value or a value fn refuses (fn returns
- * 2, with rh_cli_why's reason) is named on stderr with the usage.  The positional arguments are left in
- * argv[*first .. argc).  Returns -1 to go on, or the exit code to return. */
+ * 2, with rh_cli_why's reason) is named on stderr with the usage.  The positional arguments are
+ * left in argv[*first .. argc).  Returns -1 to go on, or the exit code to return. */
 typedef int (*rh_cli_option_fn)(int c, const char *value, void *arg);
 int rh_cli_parse(const char *command, const char *usage, int argc, char **argv,
                  const char *shortopts, const struct option *longopts, rh_cli_option_fn fn,
