@@ -17,10 +17,10 @@ typedef struct rh_step_split {
   double buckets;             /* the buckets' allreduces back to back, by the cost model */
 } rh_step_split;
 
-/* Prints the `bottleneck` section of the summary and sets root.bottleneck.  `what_if`: simulate
- * the run again with twice the network (a child process of this program, with `sets` and one
- * more override); otherwise that figure is left out. */
-void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_scenario_opts *opts,
-                          const rh_train_result *res, const rh_step_split *split, bool what_if);
+/* Prints the `bottleneck` section of the summary and sets root.bottleneck.  `what_if`: also the
+ * step on twice the network (the step's buckets replayed at the cost model's times; nothing is
+ * simulated again). */
+void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_train_result *res,
+                          const rh_step_split *split, bool what_if);
 
 #endif

@@ -37,6 +37,7 @@ void rh_train_result_free(rh_train_result *r) {
   free(r->ckpt_step);
   free(r->bucket_bytes);
   free(r->bucket_wait);
+  free(r->bucket_ready);
   free(r->steps);
   *r = (rh_train_result){0};
 }
@@ -47,6 +48,7 @@ typedef struct bucket {
   size_t count;  /* elements */
   float *buf;    /* real: the packed gradients, owned; NULL: timing-only */
   rh_request *req; /* NULL when not issued */
+  double issued;   /* when backward closed it (simulated or wall seconds) */
   double waited;   /* seconds the step waited for it after backward */
 } bucket;
 
@@ -352,6 +354,7 @@ static rh_status close_bucket(rank_state *s, const int *order, bucket *buckets, 
                               bucket *cur, int next, bool skip) {
   rh_status st = RH_OK;
   buckets[*nb] = *cur;
+  buckets[*nb].issued = rh_time(s->ctx);
   if (!(skip && *nb == 0)) st = issue_bucket(s, order, &buckets[*nb]);
   ++*nb;
   *cur = (bucket){.from = next, .to = next};
@@ -371,6 +374,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     loss = rh_model_loss_grad(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct);
   }
   rh_status st = forward(s, n);
+  double backward_from = rh_time(ctx);
   if (rh_trace_on(ctx)) { /* the step's compute goes on: backward */
     double tf = rh_time(ctx);
     rh_trace_end_at(ctx, tf);
@@ -429,18 +433,22 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   }
   if (first == RH_OK && s->rank == 0) {
     rh_train_result *r = s->res;
-    if (nb != r->buckets_per_step || !r->bucket_bytes || !r->bucket_wait) {
+    if (nb != r->buckets_per_step || !r->bucket_bytes || !r->bucket_wait || !r->bucket_ready) {
       /* resized only when the step's buckets change, not every step */
       double *sizes = realloc(r->bucket_bytes, (size_t)(nb ? nb : 1) * sizeof(double));
       if (sizes) r->bucket_bytes = sizes;
       double *waits = realloc(r->bucket_wait, (size_t)(nb ? nb : 1) * sizeof(double));
       if (waits) r->bucket_wait = waits;
-      r->buckets_per_step = sizes && waits ? nb : 0;
+      double *ready = realloc(r->bucket_ready, (size_t)(nb ? nb : 1) * sizeof(double));
+      if (ready) r->bucket_ready = ready;
+      r->buckets_per_step = sizes && waits && ready ? nb : 0;
     }
     for (int i = 0; i < r->buckets_per_step; i++) {
       r->bucket_bytes[i] = buckets[i].count * 4.0;
       r->bucket_wait[i] = buckets[i].waited;
+      r->bucket_ready[i] = buckets[i].issued - backward_from;
     }
+    r->backward = *t_compute - backward_from;
     for (int i = 0; i < nb; i++)
       if (buckets[i].count * 4.0 > s->res->bucket_bytes_max)
         s->res->bucket_bytes_max = buckets[i].count * 4.0;

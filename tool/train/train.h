@@ -162,6 +162,8 @@ typedef struct rh_train_result {
   double bucket_bytes_max;
   double *bucket_bytes;       /* each bucket of rank 0's last full step, in issue order (owned) */
   double *bucket_wait;        /* and the seconds that step waited for it after backward (owned) */
+  double *bucket_ready;       /* and when backward closed it, seconds after backward began (owned) */
+  double backward;            /* that step's backward, seconds */
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */
   uint64_t params_hash;       /* FNV-1a of the final parameters' bytes (real models) */
