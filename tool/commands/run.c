@@ -710,6 +710,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     if (cfg->check[RH_CHECK_NOTICED]) rh_train_verdict_noticed(&res, &in.launch.plan, lres.log);
     interval_study(&in.launch, cfg, &res, &ft, sc.cluster.nodes, sc.checks.interval_tolerance,
                    lres.end_time, root);
+    rh_failure_totals_free(&ft);
   }
 
   /* a failed run is fine when the scenario expected the failure that stopped it */

@@ -7,6 +7,7 @@
  */
 #include "failures.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -149,11 +150,15 @@ static double nominal_step(const rh_train_result *res, const incident *inc, int 
 /* Extra time of the steps that ran during [t0, t1), against the nominal step of their world. */
 static double slowdown(const rh_train_result *res, const incident *inc, int ninc, double t0,
                        double t1, long *steps, int epoch) {
-  double extra = 0;
+  double extra = 0, nominal = NAN;
+  int nominal_of = -1; /* the size `nominal` is the step of: runs of one size follow each other */
   for (size_t i = 0; i < res->nruns; i++) {
     const rh_step_run *r = &res->runs[i];
     if (epoch >= 0 && r->epoch != epoch) continue;
-    double nominal = nominal_step(res, inc, ninc, r->size);
+    if (r->size != nominal_of) {
+      nominal = nominal_step(res, inc, ninc, r->size);
+      nominal_of = r->size;
+    }
     if (isnan(nominal) || r->step <= nominal) continue;
     /* steps k that overlap [t0, t1): start + (k + 1) step > t0 and start + k step < t1 */
     double lo = floor((t0 - r->start) / r->step + 1e-9), hi = ceil((t1 - r->start) / r->step - 1e-9);
@@ -175,9 +180,10 @@ static size_t find(const rh_joblog *log, size_t k, rh_event_kind kind, double t)
 
 static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_train_result *res,
                    double end, incident *out, int cap) {
-  int n = 0;
+  int n = 0, world = 0;
   for (size_t k = 0; log && k < log->n && n < cap; k++) {
     const rh_event *e = &log->events[k];
+    if (e->kind == RH_EV_WORLD) world = (int)e->a;
     bool hosts = e->kind == RH_EV_RESET && e->a == 2;
     bool no_sync = hosts && e->b == 1; /* hosts removed only: training goes on at the release */
     if (e->kind != RH_EV_FAULT && !hosts) continue;
@@ -206,9 +212,7 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
         if (out[m].at <= log->events[gone].time) inc->left_in = m + 1;
       continue;
     }
-    /* the size of the world it hit */
-    for (size_t j = 0; j <= k; j++)
-      if (log->events[j].kind == RH_EV_WORLD) inc->before = (int)log->events[j].a;
+    inc->before = world; /* the size of the world it hit */
     size_t seen = log->n;
     if (hosts) {
       inc->how = HOW_HOSTS;
@@ -319,32 +323,57 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
   return n;
 }
 
+/* Incidents in order of the start of their lost interval, the first analysed first on a tie. */
+typedef struct by_from_key { double from; int index; } by_from_key;
+
+static int by_from(const void *a, const void *b) {
+  const by_from_key *x = a, *y = b;
+  if (x->from != y->from) return (x->from > y->from) - (x->from < y->from);
+  return (x->index > y->index) - (x->index < y->index);
+}
+
 /* The lost intervals, merged: their total within [t0, t1). */
 static double lost_within(const incident *inc, int n, double t0, double t1) {
   double total = 0, reach = t0;
-  /* intervals in order of their start (few incidents: selection) */
-  uint8_t *done = calloc((size_t)(n ? n : 1), 1);
-  for (int round = 0; done && round < n; round++) {
-    int pick = -1;
-    for (int i = 0; i < n; i++)
-      if (!done[i] && (pick < 0 || inc[i].from < inc[pick].from)) pick = i;
-    done[pick] = 1;
-    const incident *c = &inc[pick];
+  by_from_key *order = calloc((size_t)(n ? n : 1), sizeof *order);
+  for (int i = 0; order && i < n; i++) order[i] = (by_from_key){inc[i].from, i};
+  if (order) qsort(order, (size_t)n, sizeof *order, by_from);
+  for (int round = 0; order && round < n; round++) {
+    const incident *c = &inc[order[round].index];
     if (c->how == HOW_NONE || c->how == HOW_DELAY || c->how == HOW_DURING || c->how == HOW_GONE)
       continue;
     double a = fmax(fmax(c->from, reach), t0), b = fmin(c->to, t1);
     if (b > a) total += b - a;
     if (c->to > reach) reach = c->to;
   }
-  free(done);
+  free(order);
   return total;
+}
+
+/* Every incident of the log, analysed: *n of them (0, and NULL, when there is none or no memory
+ * for them: *n is then -1). */
+static incident *incidents_of(const rh_fault_plan *plan, const rh_joblog *log,
+                              const rh_train_result *res, double end, int *n) {
+  size_t cap = 0;
+  for (size_t k = 0; log && k < log->n; k++)
+    cap += log->events[k].kind == RH_EV_FAULT ||
+           (log->events[k].kind == RH_EV_RESET && log->events[k].a == 2);
+  *n = 0;
+  if (cap == 0 || cap > INT_MAX) return NULL;
+  incident *inc = calloc(cap, sizeof *inc);
+  if (!inc) {
+    *n = -1;
+    return NULL;
+  }
+  *n = analyse(plan, log, res, end, inc, (int)cap);
+  return inc;
 }
 
 double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
                               const rh_train_result *res, double end, double t0, double t1) {
-  incident *inc = calloc(RH_FAILURE_INCIDENTS, sizeof *inc);
-  if (!inc) return 0;
-  int n = analyse(plan, log, res, end, inc, RH_FAILURE_INCIDENTS);
+  int n;
+  incident *inc = incidents_of(plan, log, res, end, &n);
+  if (n < 0) n = 0;
   double lost = lost_within(inc, n, t0, t1);
   for (int i = 0; i < n; i++)
     if (inc[i].how == HOW_DELAY) lost += slowdown(res, inc, n, fmax(inc[i].at, t0), fmin(inc[i].until, t1), NULL, -1);
@@ -357,18 +386,36 @@ static int by_time(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static bool fired(const rh_joblog *log, int index) {
-  for (size_t k = 0; log && k < log->n; k++)
-    if (log->events[k].kind == RH_EV_FAULT && log->events[k].fault == index) return true;
-  return false;
+/* Which of the plan's scripted faults took effect (one flag each; NULL without memory). */
+static uint8_t *fired_faults(const rh_fault_plan *plan, const rh_joblog *log) {
+  uint8_t *fired = calloc((size_t)(plan && plan->nfaults > 0 ? plan->nfaults : 1), 1);
+  for (size_t k = 0; fired && log && k < log->n; k++)
+    if (log->events[k].kind == RH_EV_FAULT && log->events[k].fault >= 0 &&
+        log->events[k].fault < plan->nfaults)
+      fired[log->events[k].fault] = 1;
+  return fired;
+}
+
+void rh_failure_totals_free(rh_failure_totals *t) {
+  free(t->struck);
+  t->struck = NULL;
+  t->nstruck = 0;
 }
 
 void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *t) {
   *t = (rh_failure_totals){.goodput = 1};
-  incident *inc = calloc(RH_FAILURE_INCIDENTS, sizeof *inc);
-  if (!inc) return;
-  int n = analyse(plan, log, res, end, inc, RH_FAILURE_INCIDENTS);
+  int n;
+  incident *inc = incidents_of(plan, log, res, end, &n);
+  uint8_t *fired = fired_faults(plan, log);
+  t->struck = calloc((size_t)(n > 0 ? n : 1), sizeof *t->struck);
+  if (n < 0 || !fired || !t->struck) {
+    if (out) fprintf(out, "\nfailures\n  no memory to analyse the job's failures\n");
+    free(inc);
+    free(fired);
+    rh_failure_totals_free(t);
+    return;
+  }
   for (int e = 0; e < res->epochs; e++) {
     t->commit += res->epochs_stats[e].commit;
     t->checkpoint += res->epochs_stats[e].checkpoint;
@@ -398,11 +445,15 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
 
   /* scripted faults whose trigger the job never reached */
   int unfired = 0;
-  for (int i = 0; plan && i < plan->nfaults; i++) unfired += !fired(log, i);
+  for (int i = 0; plan && i < plan->nfaults; i++) unfired += !fired[i];
   json_t *events = json_array();
   if (out && (n || unfired || t->commit > 0 || t->checkpoint > 0)) fprintf(out, "\nfailures\n");
+  /* the first RH_FAILURE_LISTED incidents have their lines; every one has its JSON */
+  int listed = 0;
   for (int i = 0; i < n; i++) {
     incident *c = &inc[i];
+    FILE *o = listed < RH_FAILURE_LISTED ? out : NULL;
+    listed += o != NULL;
     char what[160];
     if (c->fault) describe_fault(c->fault, what, sizeof what);
     else snprintf(what, sizeof what, "host change");
@@ -416,47 +467,47 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
       json_object_set_new(j, "epoch", json_integer(c->epoch + 1));
       json_object_set_new(j, "step", json_integer(c->step + 1));
     }
-    if (out) {
-      fprintf(out, "  %d. %s at %.6f s", i + 1, what, c->at);
-      if (c->epoch >= 0) fprintf(out, " (epoch %d, step %ld", c->epoch + 1, c->step + 1);
-      if (c->fault && c->fault->line) fprintf(out, "%sscenario line %d", c->epoch >= 0 ? "; " : " (", c->fault->line);
-      else if (c->fault) fprintf(out, "%sa random failure", c->epoch >= 0 ? "; " : " (");
-      if (c->epoch >= 0 || c->fault) fprintf(out, ")");
-      fprintf(out, "\n");
+    if (o) {
+      fprintf(o, "  %d. %s at %.6f s", i + 1, what, c->at);
+      if (c->epoch >= 0) fprintf(o, " (epoch %d, step %ld", c->epoch + 1, c->step + 1);
+      if (c->fault && c->fault->line) fprintf(o, "%sscenario line %d", c->epoch >= 0 ? "; " : " (", c->fault->line);
+      else if (c->fault) fprintf(o, "%sa random failure", c->epoch >= 0 ? "; " : " (");
+      if (c->epoch >= 0 || c->fault) fprintf(o, ")");
+      fprintf(o, "\n");
     }
     if (c->how == HOW_DELAY) {
-      if (out)
-        fprintf(out, "     until %.6f s: %ld step%s ran in the window, %.6f s slower in all\n",
+      if (o)
+        fprintf(o, "     until %.6f s: %ld step%s ran in the window, %.6f s slower in all\n",
                 c->until, c->slow_steps, c->slow_steps == 1 ? "" : "s", c->slow);
       json_object_set_new(j, "until_s", json_real(c->until));
       json_object_set_new(j, "slow_steps", json_integer(c->slow_steps));
     } else if (c->how == HOW_NONE) {
-      if (out) fprintf(out, "     nobody noticed it\n");
+      if (o) fprintf(o, "     nobody noticed it\n");
     } else if (c->how == HOW_GONE) {
-      if (out && c->left_in)
-        fprintf(out, "     node %d had already left the job (event %d)\n", c->fault->node,
+      if (o && c->left_in)
+        fprintf(o, "     node %d had already left the job (event %d)\n", c->fault->node,
                 c->left_in);
-      else if (out)
-        fprintf(out, "     node %d had already left the job\n", c->fault->node);
+      else if (o)
+        fprintf(o, "     node %d had already left the job\n", c->fault->node);
       if (c->left_in) json_object_set_new(j, "left_in_event", json_integer(c->left_in));
     } else if (c->how == HOW_DURING) {
-      if (out) fprintf(out, "     during the recovery of another failure: its node left at %.6f s\n", c->noticed);
+      if (o) fprintf(o, "     during the recovery of another failure: its node left at %.6f s\n", c->noticed);
     } else if (c->how != HOW_HOSTS) {
-      if (out) fprintf(out, "     noticed %+.6f s after: %s\n", c->noticed - c->at, c->seen);
+      if (o) fprintf(o, "     noticed %+.6f s after: %s\n", c->noticed - c->at, c->seen);
       json_object_set_new(j, "detection_s", json_real(c->noticed - c->at));
       json_object_set_new(j, "noticed_by", json_string(c->seen));
     }
     if (c->how == HOW_ELASTIC || c->how == HOW_HOSTS) {
       double work = c->at - c->from, rdv = c->world_at - c->noticed, sync = c->synced - c->world_at;
-      if (out) {
-        fprintf(out, "     elastic reset: %d -> %d ranks, %s%s\n", c->before, c->after, c->world,
+      if (o) {
+        fprintf(o, "     elastic reset: %d -> %d ranks, %s%s\n", c->before, c->after, c->world,
                 c->attempts ? " (formed again: a failure hit the recovery)" : "");
         if (c->how == HOW_ELASTIC)
-          fprintf(out, "     cost %.6f s = redone %.6f s (%ld step%s begun since the last commit) + "
+          fprintf(o, "     cost %.6f s = redone %.6f s (%ld step%s begun since the last commit) + "
                        "detection %.6f s + rendezvous %.6f s + sync %.6f s\n",
                   cost, work, c->redone, c->redone == 1 ? "" : "s", c->noticed - c->at, rdv, sync);
         else
-          fprintf(out, "     cost %.6f s = rendezvous %.6f s + sync %.6f s\n", cost, rdv, sync);
+          fprintf(o, "     cost %.6f s = rendezvous %.6f s + sync %.6f s\n", cost, rdv, sync);
       }
       json_object_set_new(j, "ranks_before", json_integer(c->before));
       json_object_set_new(j, "ranks_after", json_integer(c->after));
@@ -467,10 +518,10 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
       json_object_set_new(j, "steps_redone", json_integer(c->redone));
     } else if (c->how == HOW_RELAUNCH) {
       double work = c->at - c->from, relaunch = c->world_at - c->noticed, restore = c->to - c->world_at;
-      if (out) {
-        fprintf(out, "     relaunched at %.6f s on %d ranks (%s) from the checkpoint of %.6f s\n",
+      if (o) {
+        fprintf(o, "     relaunched at %.6f s on %d ranks (%s) from the checkpoint of %.6f s\n",
                 c->world_at, c->after, c->world, c->from);
-        fprintf(out, "     cost %.6f s = redone %.6f s since the checkpoint + detection %.6f s + "
+        fprintf(o, "     cost %.6f s = redone %.6f s since the checkpoint + detection %.6f s + "
                      "relaunch %.6f s + restart and restore %.6f s\n",
                 cost, work, c->noticed - c->at, relaunch, restore);
       }
@@ -479,10 +530,10 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
       json_object_set_new(j, "restore_s", json_real(restore));
       json_object_set_new(j, "redone_s", json_real(work));
     } else if (c->how == HOW_ENDED || c->how == HOW_STOPPED) {
-      if (out) {
-        if (c->how == HOW_ENDED) fprintf(out, "     the job ended: %s\n", c->world);
-        else fprintf(out, "     the job stopped (%s)\n", c->world);
-        fprintf(out, "     lost %.6f s: all since %s\n", cost,
+      if (o) {
+        if (c->how == HOW_ENDED) fprintf(o, "     the job ended: %s\n", c->world);
+        else fprintf(o, "     the job stopped (%s)\n", c->world);
+        fprintf(o, "     lost %.6f s: all since %s\n", cost,
                 c->from > 0 ? "its last checkpoint" : "the start (no checkpoint was written)");
       }
     }
@@ -490,16 +541,21 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     json_array_append_new(events, j);
   }
   for (int i = 0, k = n; plan && i < plan->nfaults; i++) {
-    if (fired(log, i)) continue;
+    if (fired[i]) continue;
+    FILE *o = listed < RH_FAILURE_LISTED ? out : NULL;
+    listed += o != NULL;
     char what[160];
     describe_fault(&plan->faults[i], what, sizeof what);
-    if (out)
-      fprintf(out, "  %d. %s (scenario line %d)\n     never happened: the job ended at %.6f s, "
+    if (o)
+      fprintf(o, "  %d. %s (scenario line %d)\n     never happened: the job ended at %.6f s, "
                    "before its trigger\n", ++k, what, plan->faults[i].line, end);
     json_array_append_new(events, json_pack("{s:s, s:i, s:s, s:f}", "event", what, "line",
                                             plan->faults[i].line, "outcome", "never happened",
                                             "cost_s", 0.0));
   }
+  if (out && listed < n + unfired)
+    fprintf(out, "  ... and %d more (in the total, and each in summary.json)\n",
+            n + unfired - listed);
   if (out && (n || unfired || t->commit > 0 || t->checkpoint > 0))
     fprintf(out, "  total        %.6f s lost of %.6f s (%.6f s in slower steps); commits %.6f s, "
                  "checkpoints %.6f s; goodput %.2f%%\n",
@@ -513,4 +569,5 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
   else
     json_decref(events);
   free(inc);
+  free(fired);
 }

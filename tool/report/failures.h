@@ -14,7 +14,9 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#define RH_FAILURE_INCIDENTS 256 /* incidents a report analyses, at most */
+/* Incidents the report describes one line each, at most; the others are counted in its totals
+ * and listed in the JSON all the same. */
+#define RH_FAILURE_LISTED 256
 
 typedef struct rh_failure_totals {
   int incidents;      /* faults that took effect, and host changes that re-formed the world */
@@ -26,8 +28,8 @@ typedef struct rh_failure_totals {
   double recovery;    /* mean seconds from a failure to training again, redone work aside */
   int resets, relaunches;
   /* when the failures that cost a recovery (an elastic reset, a relaunch, the job's end, or a
-   * second failure during a recovery) struck, ascending */
-  double struck[RH_FAILURE_INCIDENTS];
+   * second failure during a recovery) struck, ascending (owned: rh_failure_totals_free) */
+  double *struck;
   int nstruck;
 } rh_failure_totals;
 
@@ -35,6 +37,8 @@ typedef struct rh_failure_totals {
  * printed); adds "failures" to root (may be NULL); fills totals. */
 void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *totals);
+
+void rh_failure_totals_free(rh_failure_totals *totals);
 
 /* Seconds of [t0, t1) lost to failures (for the per-epoch table). */
 double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,

@@ -1,0 +1,129 @@
+/*
+ * test_failure_report.c: the failures section of `rehearsal run` tells the whole job, whatever
+ * its size or its end.  Each case writes a small timing-only scenario (a run of a second or less),
+ * runs the program as a user does and reads its report and summary.json:
+ * - more incidents than the report lists one by one are all counted in its totals and JSON;
+ * - a job whose every node died says so, and counts its time as lost.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[64];
+
+static int setup(void **state) {
+  (void)state;
+  return rh_test_mkdtemp(tmpdir, "failure-report");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return rh_test_rmdir(tmpdir);
+}
+
+/* Two nodes of one GPU and a small model: 2000 steps of about 90 us. */
+static const char tiny_job[] = "name: tiny\n"
+                               "cluster:\n"
+                               "  nodes: 2\n"
+                               "  gpus_per_node: 1\n"
+                               "  gpu: {tflops: 10}\n"
+                               "  intra: {bandwidth_GBps: 20, latency_us: 1}\n"
+                               "  network: {nic_Gbps: 100, latency_us: 5}\n"
+                               "model:\n"
+                               "  name: tiny\n"
+                               "  parameters: 100000\n"
+                               "  forward_gflops_per_sample: 0.01\n"
+                               "data:\n"
+                               "  train_samples: 40000\n"
+                               "recipe:\n"
+                               "  batch_per_worker: 10\n"
+                               "  epochs: 1\n";
+
+/* Runs `rehearsal run FILE --no-what-if --out DIR [more...]`; its exit status, its stdout in
+ * *text, its summary.json in *root (NULL where there is none). */
+static int run(const char *file, const char *out, char *const more[], char **text, json_t **root) {
+  char std[320], summary[320];
+  snprintf(std, sizeof std, "%s.txt", out);
+  char *argv[16] = {RH_BINARY, "run", (char *)file, "--no-what-if", "--out", (char *)out};
+  for (int i = 0; more && more[i] && i < 8; i++) argv[6 + i] = more[i];
+  int rc = rh_test_spawn(argv, std, NULL);
+  *text = rh_test_slurp(std);
+  assert_non_null(*text);
+  snprintf(summary, sizeof summary, "%s/summary.json", out);
+  json_error_t err;
+  *root = json_load_file(summary, 0, &err);
+  return rc;
+}
+
+static char *write_scenario(const char *name, const char *text) {
+  char *path = rh_test_path(tmpdir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+  return path;
+}
+
+/* 300 straggler windows, each over a step or two: every one is counted, 256 are listed. */
+static void test_every_incident_counted(void **state) {
+  (void)state;
+  size_t cap = sizeof tiny_job + 300 * 100 + 64, len = 0;
+  char *yaml = malloc(cap);
+  assert_non_null(yaml);
+  len += (size_t)snprintf(yaml + len, cap - len, "%sfailures:\n  events:\n", tiny_job);
+  for (int i = 0; i < 300; i++)
+    len += (size_t)snprintf(yaml + len, cap - len,
+                            "    - {kind: straggler, node: 1, factor: 0.5, at_s: %g, "
+                            "duration_s: 0.0002}\n", 0.001 + 0.0004 * i);
+  char file[300], out[300], *text;
+  snprintf(file, sizeof file, "%s", write_scenario("stragglers.yaml", yaml));
+  free(yaml);
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "stragglers"));
+  json_t *root;
+  double t0 = rh_test_wall();
+  assert_int_equal(run(file, out, NULL, &text, &root), 0);
+  double wall = rh_test_wall() - t0;
+  print_message("300 windows reported in %.2f s\n", wall);
+  assert_non_null(root);
+  if (!strstr(text, "  ... and 44 more (in the total, and each in summary.json)\n"))
+    fail_msg("no line says 44 incidents were left unlisted:\n%s", text);
+  assert_non_null(strstr(text, "  256. straggler of node 1 at"));
+  assert_null(strstr(text, "  257. "));
+  json_t *failures = json_object_get(root, "failures");
+  json_t *events = json_object_get(failures, "events");
+  assert_int_equal(json_array_size(events), 300);
+  /* each window's slower steps are in the total, the last as much as the first */
+  double sum = 0;
+  size_t i;
+  json_t *e;
+  json_array_foreach(events, i, e) {
+    assert_string_equal(json_string_value(json_object_get(e, "outcome")), "delay");
+    sum += json_real_value(json_object_get(e, "cost_s"));
+  }
+  double lost = json_real_value(json_object_get(failures, "lost_s"));
+  print_message("lost %.9f s, the events' costs %.9f s\n", lost, sum);
+  assert_true(lost > 0 && fabs(lost - sum) < 1e-9);
+  assert_true(json_real_value(json_object_get(json_array_get(events, 299), "cost_s")) > 0);
+  assert_true(wall < 30); /* the analysis grows with the incidents, not with their square's */
+  json_decref(root);
+  free(text);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_incident_counted),
+  };
+  if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
+  if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
