@@ -3,7 +3,8 @@
  * its size or its end.  Each case writes a small timing-only scenario (a run of a second or less),
  * runs the program as a user does and reads its report and summary.json:
  * - more incidents than the report lists one by one are all counted in its totals and JSON;
- * - a job whose every node died says so, and counts its time as lost.
+ * - a job whose every node died says so, counts its time as lost, and its crashes as noticed: they
+ *   ended it; its failure rate is the scenario's, even when no step was recorded.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -119,9 +120,104 @@ static void test_every_incident_counted(void **state) {
   free(text);
 }
 
+/* Three nodes of two GPUs, an MLP of 32 steps an epoch. */
+static const char small_mlp[] = "name: small\n"
+                                "cluster:\n"
+                                "  nodes: 3\n"
+                                "  gpus_per_node: 2\n"
+                                "  gpu: {tflops: 14}\n"
+                                "  intra: {bandwidth_GBps: 50, latency_us: 1}\n"
+                                "  network: {nic_Gbps: 25, latency_us: 5}\n"
+                                "model: {kind: mlp, hidden: 50, name: m, "
+                                "forward_gflops_per_sample: 0.00096}\n"
+                                "data: {train_samples: 12000, validation_samples: 2000}\n"
+                                "recipe:\n"
+                                "  batch_per_worker: 64\n"
+                                "  base_lr: 0.01\n"
+                                "  epochs: 3\n"
+                                "  validation_batch: 1000\n"
+                                "failures:\n"
+                                "  events:\n";
+
+/* Every node dies at once: the job ended, said so; what it lost runs to that moment. */
+static void every_node_dies(const char *name, const char *at, const char *recovery, double *lost,
+                            double *goodput, double *end) {
+  char yaml[2048], file[300], out[300], *text;
+  int len = snprintf(yaml, sizeof yaml, "%s", small_mlp);
+  for (int node = 0; node < 3; node++)
+    len += snprintf(yaml + len, sizeof yaml - (size_t)len,
+                    "    - {kind: host_crash, node: %d, %s}\n", node, at);
+  snprintf(yaml + len, sizeof yaml - (size_t)len, "%s", recovery);
+  char yaml_name[100];
+  snprintf(yaml_name, sizeof yaml_name, "%s.yaml", name);
+  snprintf(file, sizeof file, "%s", write_scenario(yaml_name, yaml));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, name));
+  json_t *root;
+  int rc = run(file, out, NULL, &text, &root);
+  if (rc != 1 || !root)
+    fail_msg("%s: exit %d, expected 1 (it did not finish):\n%s", name, rc, text);
+  const char *says[] = {"no worker of the job was left to notice it\n     the job ended: ",
+                        "\nthe job ended before its last step: no node was left, every worker "
+                        "died\n",
+                        "PASS  failures_noticed"};
+  for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+    if (!strstr(text, says[i])) fail_msg("%s does not say \"%s\":\n%s", name, says[i], text);
+  if (strstr(text, "nobody noticed it")) fail_msg("%s: \"nobody noticed it\":\n%s", name, text);
+  json_t *failures = json_object_get(root, "failures");
+  *lost = json_real_value(json_object_get(failures, "lost_s"));
+  *goodput = json_real_value(json_object_get(failures, "goodput"));
+  *end = json_real_value(json_object_get(root, "end_time_s"));
+  print_message("%s: lost %.6f s of %.6f s, goodput %.4f\n", name, *lost, *end, *goodput);
+  assert_string_equal(json_string_value(json_object_get(root, "ended")), "no node was left");
+  json_decref(root);
+  free(text);
+}
+
+static void test_every_node_dies(void **state) {
+  (void)state;
+  double lost, goodput, end;
+  /* elastic: the commits die with the nodes; the checkpoint of epoch 1's end is kept */
+  every_node_dies("all-crash-elastic", "epoch: 2, step: 5",
+                  "elastic: {min_np: 2, commit_every_steps: 5}\n", &lost, &goodput, &end);
+  assert_true(end > 0.005 && lost > 0 && lost < end && goodput < 1);
+  /* a relaunch finds no node: everything since the start is lost, to the driver's giving up */
+  every_node_dies("all-crash-relaunch", "epoch: 1, step: 5",
+                  "restart: {policy: from_checkpoint, max_restarts: 3}\n", &lost, &goodput, &end);
+  assert_true(end > 60 && lost == end && goodput == 0);
+}
+
+/* Every GPU fails within milliseconds: the interval study's rate is the scenario's. */
+static void test_failure_rate_from_the_scenario(void **state) {
+  (void)state;
+  char file[300], out[300], *text;
+  snprintf(file, sizeof file, "%s",
+           write_scenario("mtbf.yaml", "name: mtbf\n"
+                                       "cluster:\n"
+                                       "  nodes: 2\n"
+                                       "  gpus_per_node: 4\n"
+                                       "  gpu: {tflops: 100}\n"
+                                       "  intra: {bandwidth_GBps: 200, latency_us: 1}\n"
+                                       "  network: {nic_Gbps: 100, latency_us: 5}\n"
+                                       "model: {name: m, parameters: 1000000, "
+                                       "forward_gflops_per_sample: 1}\n"
+                                       "data: {train_samples: 6400000}\n"
+                                       "recipe: {batch_per_worker: 100, epochs: 1}\n"
+                                       "failures: {seed: 1, gpu_mtbf_hours: 0.000000278}\n"
+                                       "elastic: {min_np: 8}\n"));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "mtbf"));
+  json_t *root;
+  assert_int_equal(run(file, out, NULL, &text, &root), 1);
+  if (strstr(text, "gives no failure rate")) fail_msg("the rate is the scenario's:\n%s", text);
+  assert_non_null(strstr(text, "goodput 0.00%"));
+  json_decref(root);
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_incident_counted),
+      cmocka_unit_test(test_every_node_dies),
+      cmocka_unit_test(test_failure_rate_from_the_scenario),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));

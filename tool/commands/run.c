@@ -347,11 +347,10 @@ static double epoch_samples(const rh_train_result *res, int e, double batch, int
 /* commit_interval's verdict, and the replay of the job's failures for other intervals: the
  * goodput of the recipe's interval and of the best, beside Young's and Daly's. */
 static void interval_study(const rh_scenario_launch *launch, const rh_train_config *cfg,
-                           rh_train_result *res, const rh_failure_totals *ft, int nodes,
+                           rh_train_result *res, const rh_failure_totals *ft, int size, int nodes,
                            double tolerance, double end, json_t *root) {
   const rh_fault_plan *plan = &launch->plan;
-  int size = res->nruns ? res->runs[0].size : 0;
-  /* the job's failure rate over the GPUs and nodes it starts on */
+  /* the job's failure rate over the GPUs (size) and nodes it starts on, as the scenario gives */
   double rate = (plan->gpu_mtbf > 0 ? size / plan->gpu_mtbf : 0) +
                 (plan->node_mtbf > 0 ? nodes / plan->node_mtbf : 0);
   long every = launch->has_elastic                 ? cfg->commit_every
@@ -707,9 +706,10 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
       }
   } else if (failures) {
     rh_failure_report(stdout, root, in.launch.config.faults, lres.log, &res, lres.end_time, &ft);
-    if (cfg->check[RH_CHECK_NOTICED]) rh_train_verdict_noticed(&res, &in.launch.plan, lres.log);
-    interval_study(&in.launch, cfg, &res, &ft, sc.cluster.nodes, sc.checks.interval_tolerance,
-                   lres.end_time, root);
+    if (cfg->check[RH_CHECK_NOTICED])
+      rh_train_verdict_noticed(&res, &in.launch.plan, lres.log, lres.end_time);
+    interval_study(&in.launch, cfg, &res, &ft, size, sc.cluster.nodes,
+                   sc.checks.interval_tolerance, ft.end, root);
     rh_failure_totals_free(&ft);
   }
 
@@ -752,6 +752,9 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   if (res.ended != RH_OK) {
     printf("\nthe elastic job ended before its last step: %s\n", rh_status_string(res.ended));
     json_object_set_new(root, "ended", json_string(rh_status_string(res.ended)));
+  } else if (ft.none_left) {
+    printf("\nthe job ended before its last step: no node was left, every worker died\n");
+    json_object_set_new(root, "ended", json_string("no node was left"));
   }
   if (res.error != RH_OK) {
     printf("\nthe run stopped on rank %d: %s\n  %s\n", res.error_rank, rh_status_string(res.error),
@@ -760,7 +763,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
                         json_pack("{s:i, s:s, s:s}", "rank", res.error_rank, "status",
                                   rh_status_string(res.error), "detail", res.error_detail));
   }
-  json_object_set_new(root, "end_time_s", json_real(lres.end_time));
+  json_object_set_new(root, "end_time_s", json_real(ft.none_left ? ft.end : lres.end_time));
   json_object_set_new(root, "target", json_string(lres.target ? lres.target : "simulator"));
   if (cfg->real && res.error == RH_OK) {
     char hex[17];

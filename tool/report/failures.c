@@ -41,6 +41,7 @@ typedef struct incident {
   double until;          /* a window's end */
   double slow;           /* a window's extra step time */
   long slow_steps;
+  bool unseen;           /* it ended the job with no worker left to notice it */
 } incident;
 
 static const rh_fault *fault_of(const rh_fault_plan *plan, const rh_joblog *log, int index) {
@@ -171,6 +172,26 @@ static double slowdown(const rh_train_result *res, const incident *inc, int ninc
   return extra;
 }
 
+/* The newest checkpoint written by time t (0: none). */
+static double checkpoint_before(const rh_train_result *res, double t) {
+  double ckpt = 0;
+  for (size_t c = 0; c < res->nckpt; c++)
+    if (res->ckpt_time[c] <= t) ckpt = res->ckpt_time[c];
+  return ckpt;
+}
+
+/* A job none of whose workers returned lost them all: it ended at the last thing its log says
+ * (a crash, or the driver giving up), not at 0.  Otherwise its end is `end`. */
+static bool none_left(const rh_joblog *log, double end) {
+  return !(end > 0) && log && log->n > 0;
+}
+
+static double job_end(const rh_joblog *log, double end) {
+  if (!none_left(log, end)) return end;
+  for (size_t k = 0; k < log->n; k++) end = fmax(end, log->events[k].time);
+  return end;
+}
+
 /* The first event of `kind` after index k (and at or after time t). */
 static size_t find(const rh_joblog *log, size_t k, rh_event_kind kind, double t) {
   for (; k < log->n; k++)
@@ -180,6 +201,8 @@ static size_t find(const rh_joblog *log, size_t k, rh_event_kind kind, double t)
 
 static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_train_result *res,
                    double end, incident *out, int cap) {
+  bool lost_all = none_left(log, end);
+  end = job_end(log, end);
   int n = 0, world = 0;
   for (size_t k = 0; log && k < log->n && n < cap; k++) {
     const rh_event *e = &log->events[k];
@@ -234,6 +257,19 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
         snprintf(inc->seen + have, sizeof inc->seen - have, "%s", first);
       }
     }
+    if (seen == log->n && lost_all && !windowed(inc->fault)) {
+      /* no worker of the job returned: the faults nobody lived to notice ended it, and only its
+       * checkpoints are kept */
+      size_t ended = find(log, k + 1, RH_EV_ENDED, e->time);
+      inc->how = HOW_ENDED;
+      inc->unseen = true;
+      inc->noticed = e->time;
+      inc->from = checkpoint_before(res, e->time);
+      inc->to = end;
+      snprintf(inc->world, sizeof inc->world, "%s",
+               ended < log->n ? log->events[ended].text : "no node was left, every worker died");
+      continue;
+    }
     if (seen == log->n) {
       /* a fault during another's recovery: the driver saw its node go */
       size_t left = find(log, k + 1, RH_EV_LEFT, e->time);
@@ -256,9 +292,7 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
       if (x->kind == RH_EV_ENDED && ended == log->n) ended = j;
     }
     /* a job that ends keeps only its checkpoints; a relaunch resumes from the newest one */
-    double ckpt = 0;
-    for (size_t c = 0; c < res->nckpt; c++)
-      if (res->ckpt_time[c] <= e->time) ckpt = res->ckpt_time[c];
+    double ckpt = checkpoint_before(res, e->time);
     if (ended < w && ended < stop) {
       inc->how = HOW_ENDED;
       inc->from = ckpt;
@@ -374,6 +408,7 @@ double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
   int n;
   incident *inc = incidents_of(plan, log, res, end, &n);
   if (n < 0) n = 0;
+  end = job_end(log, end);
   double lost = lost_within(inc, n, t0, t1);
   for (int i = 0; i < n; i++)
     if (inc[i].how == HOW_DELAY) lost += slowdown(res, inc, n, fmax(inc[i].at, t0), fmin(inc[i].until, t1), NULL, -1);
@@ -404,9 +439,10 @@ void rh_failure_totals_free(rh_failure_totals *t) {
 
 void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *t) {
-  *t = (rh_failure_totals){.goodput = 1};
+  *t = (rh_failure_totals){.goodput = 1, .none_left = none_left(log, end)};
   int n;
   incident *inc = incidents_of(plan, log, res, end, &n);
+  t->end = end = job_end(log, end);
   uint8_t *fired = fired_faults(plan, log);
   t->struck = calloc((size_t)(n > 0 ? n : 1), sizeof *t->struck);
   if (n < 0 || !fired || !t->struck) {
@@ -492,6 +528,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
       if (c->left_in) json_object_set_new(j, "left_in_event", json_integer(c->left_in));
     } else if (c->how == HOW_DURING) {
       if (o) fprintf(o, "     during the recovery of another failure: its node left at %.6f s\n", c->noticed);
+    } else if (c->unseen) {
+      if (o) fprintf(o, "     no worker of the job was left to notice it\n");
     } else if (c->how != HOW_HOSTS) {
       if (o) fprintf(o, "     noticed %+.6f s after: %s\n", c->noticed - c->at, c->seen);
       json_object_set_new(j, "detection_s", json_real(c->noticed - c->at));

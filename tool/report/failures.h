@@ -27,6 +27,8 @@ typedef struct rh_failure_totals {
   double step;        /* the pace of a failure-free step of the first world, seconds */
   double recovery;    /* mean seconds from a failure to training again, redone work aside */
   int resets, relaunches;
+  double end;         /* the job's end: the last worker's, or when it lost the last one */
+  bool none_left;     /* every worker of the job died: no node was left to go on */
   /* when the failures that cost a recovery (an elastic reset, a relaunch, the job's end, or a
    * second failure during a recovery) struck, ascending (owned: rh_failure_totals_free) */
   double *struck;

@@ -204,9 +204,11 @@ struct rh_fault_plan;
 struct rh_joblog;
 
 /* failures_noticed: every crash, hang and lasting link fault the plan scripts happened and some
- * rank noticed it (a collective failed, or the job stopped or changed its world), from the log. */
+ * rank noticed it (a collective failed, or the job stopped or changed its world), from the log;
+ * end: when the last worker returned, 0 when none did (the faults that killed the last ones ended
+ * the job: nobody was left to notice them). */
 void rh_train_verdict_noticed(rh_train_result *r, const struct rh_fault_plan *plan,
-                              const struct rh_joblog *log);
+                              const struct rh_joblog *log, double end);
 
 /* What commit_interval judges, as the run measured it (seconds). */
 typedef struct rh_interval_figures {

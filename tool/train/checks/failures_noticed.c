@@ -18,9 +18,10 @@ static bool judged(const rh_fault *f) {
          f->kind == RH_FAULT_HANG || (f->kind == RH_FAULT_LINK_DOWN && isinf(f->duration));
 }
 
-void rh_train_verdict_noticed(rh_train_result *r, const rh_fault_plan *plan, const rh_joblog *log) {
+void rh_train_verdict_noticed(rh_train_result *r, const rh_fault_plan *plan, const rh_joblog *log,
+                              double end) {
   rh_check_result *c = &r->checks[RH_CHECK_NOTICED];
-  int n = 0, gone = 0;
+  int n = 0, gone = 0, ended = 0;
   double slowest = 0;
   for (int i = 0; plan && i < plan->nfaults; i++) {
     const rh_fault *f = &plan->faults[i];
@@ -50,6 +51,10 @@ void rh_train_verdict_noticed(rh_train_result *r, const rh_fault_plan *plan, con
                what, f->node, f->line);
       return;
     }
+    if (!seen && !(end > 0)) { /* no worker returned: it took the last ones, the job ended */
+      ended++;
+      continue;
+    }
     if (!seen) {
       snprintf(c->detail, sizeof c->detail,
                "the %s of node %d (line %d) happened at %.6g s but no rank noticed it (did the "
@@ -69,6 +74,10 @@ void rh_train_verdict_noticed(rh_train_result *r, const rh_fault_plan *plan, con
   int k = snprintf(c->detail, sizeof c->detail,
                    "each of %d scripted crash, hang or lasting link fault%s was noticed, at most "
                    "%.6g s after it happened", n, n == 1 ? "" : "s", slowest);
+  if (ended && k > 0 && (size_t)k < sizeof c->detail)
+    k += snprintf(c->detail + k, sizeof c->detail - (size_t)k,
+                  ", or ended the job (%d: no worker was left to notice %s)", ended,
+                  ended == 1 ? "it" : "them");
   if (gone && k > 0 && (size_t)k < sizeof c->detail)
     snprintf(c->detail + k, sizeof c->detail - (size_t)k,
              " (%d more struck a node that had already left the job)", gone);
