@@ -4,7 +4,8 @@
  * runs the program as a user does and reads its report and summary.json:
  * - more incidents than the report lists one by one are all counted in its totals and JSON;
  * - a job whose every node died says so, counts its time as lost, and its crashes as noticed: they
- *   ended it; its failure rate is the scenario's, even when no step was recorded.
+ *   ended it; its failure rate is the scenario's, even when no step was recorded;
+ * - a degradation that is in fact a dead component is refused at load.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -213,11 +214,59 @@ static void test_failure_rate_from_the_scenario(void **state) {
   free(text);
 }
 
+/* A straggler at 1e-300 of its speed, or a link a million seconds slower, is dead: refused at load,
+ * with the range a degradation may have; at the bounds, the job runs. */
+static void test_dead_component_refused(void **state) {
+  (void)state;
+  char file[300], *text;
+  snprintf(file, sizeof file, "%s", write_scenario("dead.yaml", tiny_job));
+  static const struct {
+    const char *set, *says;
+    int rc;
+  } cases[] = {
+      {"failures.events=[{kind: straggler, node: 1, factor: 1e-300, at_s: 0.001}]",
+       "failures.events[0].factor: 1e-300 is a dead component, not a degraded one: expected from "
+       "1e-06 to 1", 2},
+      {"failures.events=[{kind: link_degraded, node: 1, link: uplink, extra_latency_us: 1e12, "
+       "at_s: 0.001}]",
+       "failures.events[0].extra_latency_us: 1e+12 is a dead link, not a degraded one: expected "
+       "from 0 to 1e+06", 2},
+      {"failures.events=[{kind: link_degraded, node: 1, link: uplink, factor: 1e-6, "
+       "extra_latency_us: 1e6, at_s: 0.001, duration_s: 0.001}]", "link_degraded of node 1", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[300], err[320], std[320];
+    snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "dead"));
+    snprintf(err, sizeof err, "%s.err", out);
+    snprintf(std, sizeof std, "%s.txt", out);
+    char *argv[] = {RH_BINARY, "run", file, "--no-what-if", "--set", (char *)cases[i].set, NULL};
+    int rc = rh_test_spawn(argv, std, err);
+    char *said = rh_test_slurp(cases[i].rc ? err : std);
+    text = rh_test_slurp(std);
+    assert_non_null(said);
+    assert_non_null(text);
+    if (rc != cases[i].rc || !strstr(said, cases[i].says))
+      fail_msg("--set %s: exit %d (expected %d), does it say \"%s\"?\n%s%s", cases[i].set, rc,
+               cases[i].rc, cases[i].says, said, text);
+    /* what a job that ran lost is within its time, printed as a number of seconds */
+    const char *total = strstr(text, "  total        ");
+    double lost, of;
+    if (cases[i].rc == 0) {
+      assert_non_null(total);
+      assert_int_equal(sscanf(total, "  total        %lf s lost of %lf s", &lost, &of), 2);
+      assert_true(lost >= 0 && lost <= of);
+    }
+    free(said);
+    free(text);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_incident_counted),
       cmocka_unit_test(test_every_node_dies),
       cmocka_unit_test(test_failure_rate_from_the_scenario),
+      cmocka_unit_test(test_dead_component_refused),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));

@@ -150,7 +150,7 @@ static double nominal_step(const rh_train_result *res, const incident *inc, int 
 
 /* Extra time of the steps that ran during [t0, t1), against the nominal step of their world. */
 static double slowdown(const rh_train_result *res, const incident *inc, int ninc, double t0,
-                       double t1, long *steps, int epoch) {
+                       double t1, double end, long *steps, int epoch) {
   double extra = 0, nominal = NAN;
   int nominal_of = -1; /* the size `nominal` is the step of: runs of one size follow each other */
   for (size_t i = 0; i < res->nruns; i++) {
@@ -166,7 +166,10 @@ static double slowdown(const rh_train_result *res, const incident *inc, int ninc
     lo = fmax(lo, 0);
     hi = fmin(hi, (double)r->steps);
     if (hi <= lo) continue;
-    extra += (hi - lo) * (r->step - nominal);
+    /* no more than those steps' time before the job's end: a step that would have ended after it
+     * never did */
+    double span = fmin(r->start + hi * r->step, end) - (r->start + lo * r->step);
+    extra += fmin((hi - lo) * (r->step - nominal), fmax(0, span));
     if (steps) *steps += (long)(hi - lo);
   }
   return extra;
@@ -280,7 +283,7 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
         inc->how = windowed(inc->fault) ? HOW_DELAY : HOW_NONE;
       }
       if (inc->how == HOW_DELAY)
-        inc->slow = slowdown(res, out, n, inc->at, inc->until, &inc->slow_steps, -1);
+        inc->slow = slowdown(res, out, n, inc->at, inc->until, end, &inc->slow_steps, -1);
       continue;
     }
     /* what came of it: a new world, a stop (and maybe a relaunch), or the end */
@@ -411,7 +414,8 @@ double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
   end = job_end(log, end);
   double lost = lost_within(inc, n, t0, t1);
   for (int i = 0; i < n; i++)
-    if (inc[i].how == HOW_DELAY) lost += slowdown(res, inc, n, fmax(inc[i].at, t0), fmin(inc[i].until, t1), NULL, -1);
+    if (inc[i].how == HOW_DELAY)
+      lost += slowdown(res, inc, n, fmax(inc[i].at, t0), fmin(inc[i].until, t1), end, NULL, -1);
   free(inc);
   return lost;
 }
@@ -419,6 +423,14 @@ double rh_failure_lost_within(const rh_fault_plan *plan, const rh_joblog *log,
 static int by_time(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* Seconds as the report prints them: to the microsecond, or with 7 digits where that would be
+ * more than 16 of them (a degradation that went on for ages). */
+#define SECONDS_LEN 32
+static const char *seconds(char *buf, double x) {
+  snprintf(buf, SECONDS_LEN, fabs(x) < 1e9 ? "%.6f" : "%.7g", x);
+  return buf;
 }
 
 /* Which of the plan's scripted faults took effect (one flag each; NULL without memory). */
@@ -473,7 +485,7 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
   int first_size = res->nruns ? res->runs[0].size : 0;
   qsort(t->struck, (size_t)t->nstruck, sizeof *t->struck, by_time);
   t->incidents = n;
-  t->lost = lost + slow;
+  t->lost = fmin(lost + slow, end); /* overlapping windows and recoveries are not more than all */
   t->slow = slow;
   t->step = nominal_step(res, inc, n, first_size);
   t->recovery = recoveries ? recovery / recoveries : NAN;
@@ -512,9 +524,11 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
       fprintf(o, "\n");
     }
     if (c->how == HOW_DELAY) {
+      char until[SECONDS_LEN], slower[SECONDS_LEN];
       if (o)
-        fprintf(o, "     until %.6f s: %ld step%s ran in the window, %.6f s slower in all\n",
-                c->until, c->slow_steps, c->slow_steps == 1 ? "" : "s", c->slow);
+        fprintf(o, "     until %s s: %ld step%s ran in the window, %s s slower in all\n",
+                seconds(until, c->until), c->slow_steps, c->slow_steps == 1 ? "" : "s",
+                seconds(slower, c->slow));
       json_object_set_new(j, "until_s", json_real(c->until));
       json_object_set_new(j, "slow_steps", json_integer(c->slow_steps));
     } else if (c->how == HOW_NONE) {
@@ -571,7 +585,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
       if (o) {
         if (c->how == HOW_ENDED) fprintf(o, "     the job ended: %s\n", c->world);
         else fprintf(o, "     the job stopped (%s)\n", c->world);
-        fprintf(o, "     lost %.6f s: all since %s\n", cost,
+        char lost_s[SECONDS_LEN];
+        fprintf(o, "     lost %s s: all since %s\n", seconds(lost_s, cost),
                 c->from > 0 ? "its last checkpoint" : "the start (no checkpoint was written)");
       }
     }
@@ -594,10 +609,12 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
   if (out && listed < n + unfired)
     fprintf(out, "  ... and %d more (in the total, and each in summary.json)\n",
             n + unfired - listed);
+  char lost_s[SECONDS_LEN], end_s[SECONDS_LEN], slow_s[SECONDS_LEN];
   if (out && (n || unfired || t->commit > 0 || t->checkpoint > 0))
-    fprintf(out, "  total        %.6f s lost of %.6f s (%.6f s in slower steps); commits %.6f s, "
+    fprintf(out, "  total        %s s lost of %s s (%s s in slower steps); commits %.6f s, "
                  "checkpoints %.6f s; goodput %.2f%%\n",
-            t->lost, end, slow, t->commit, t->checkpoint, 100 * t->goodput);
+            seconds(lost_s, t->lost), seconds(end_s, end), seconds(slow_s, slow), t->commit,
+            t->checkpoint, 100 * t->goodput);
   if (root)
     json_object_set_new(root, "failures",
                         json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "events", events,

@@ -447,6 +447,11 @@ typedef struct walker {
   bool cluster_only;      /* model, data and recipe are not required */
 } walker;
 
+/* The worst a degradation may be: a straggler at a millionth of its speed, a link at a millionth
+ * of its bandwidth or a second slower a message.  Beyond, the component is dead. */
+#define RH_FAULT_FACTOR_MIN 1e-6
+#define RH_FAULT_EXTRA_LATENCY_MAX_US 1e6
+
 /* Nodes a command-line override adds carry a line past any file's (SET_LINE + the override's
  * index), so that an error in one names the override instead of a line of the file. */
 #define SET_LINE 0x40000000
@@ -1327,6 +1332,14 @@ static void check_event(walker *w, int i) {
   if (has_factor && e->factor < 0 && !(e->kind == RH_FAULT_LINK_DEGRADED && e->extra_latency_us > 0))
     EFAIL("factor", "missing (required for %s: the fraction of %s left, in (0, 1])", kind,
           e->kind == RH_FAULT_STRAGGLER ? "its speed" : "the bandwidth");
+  /* a component a million times slower, or a second later on every message, is dead rather than
+   * degraded: the job would hang on it (a host_crash, a hang or a link_down says that) */
+  if (has_factor && e->factor >= 0 && e->factor < RH_FAULT_FACTOR_MIN)
+    EFAIL("factor", "%g is a dead component, not a degraded one: expected from %g to 1 (a GPU "
+          "that stopped is a hang, a link a link_down)", e->factor, RH_FAULT_FACTOR_MIN);
+  if (e->extra_latency_us > RH_FAULT_EXTRA_LATENCY_MAX_US)
+    EFAIL("extra_latency_us", "%g is a dead link, not a degraded one: expected from 0 to %g (a "
+          "link that stopped is a link_down)", e->extra_latency_us, RH_FAULT_EXTRA_LATENCY_MAX_US);
   if (!has_factor && e->factor >= 0) EFAIL("factor", "a %s has no factor", kind);
   if (e->kind != RH_FAULT_LINK_DEGRADED && e->extra_latency_us > 0)
     EFAIL("extra_latency_us", "only a link_degraded adds latency");
