@@ -4,7 +4,8 @@
  * again; a temporary left by a writer killed before its rename is removed by the next writer,
  * and a live writer's is not; a path that is not UTF-8 still reaches summary.json, its stray
  * bytes as \xNN; an --out that cannot be written (a file in the way, a file system that takes no
- * entry) is found before the work.
+ * entry) is found before the work; a run of 10^8 steps records them in the memory of a few runs
+ * and says how much of them steps.csv holds.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <jansson.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +235,65 @@ static void test_summary_names_network_model(void **state) {
   }
 }
 
+/* 10^8 timing-only steps: their records take the memory of the runs they came in, not of the
+ * steps; steps.csv holds its first 1,000,000 rows, each step's, and the run says so in its last
+ * line and in summary.json; the steady step is the mean of every step after the warm-up. */
+static void test_steps_csv_of_a_long_run(void **state) {
+  (void)state;
+  char *scenario = strdup(rh_test_path(tmpdir, "long.yaml"));
+  char *out = strdup(rh_test_path(tmpdir, "long"));
+  char *std = strdup(rh_test_path(tmpdir, "long.txt"));
+  FILE *f = fopen(scenario, "w");
+  assert_non_null(f);
+  fputs("name: long\n"
+        "cluster: {nodes: 2, gpus_per_node: 4, gpu: {tflops: 2.93}, intra: {bandwidth_GBps: 20, "
+        "latency_us: 0.7}, network: {nic_Gbps: 25, latency_us: 5}}\n"
+        "model: {name: m, parameters: 25557032, forward_gflops_per_sample: 4.1}\n"
+        "data: {train_samples: 8e8}\n"
+        "recipe: {batch_per_worker: 1, epochs: 1}\n", f);
+  assert_int_equal(fclose(f), 0);
+  long rss = 0;
+  assert_int_equal(rh_test_spawn_rss((char *const[]){RH_BINARY, "run", scenario, "--no-what-if",
+                                                     "--out", out, NULL},
+                                     std, NULL, &rss), 0);
+  char *text = rh_test_slurp(std);
+  assert_non_null(text);
+  print_message("10^8 steps: %ld MiB at most\n", rss / 1024);
+  const char *says[] = {"the mean of steps 11 to 100000000 (warm-up left out)",
+                        "and steps.csv (its first 1000000 steps of 100000000: a row each up to "
+                        "1000000)\n"};
+  for (size_t i = 0; i < 2; i++)
+    if (!strstr(text, says[i])) fail_msg("does not say \"%s\":\n%s", says[i], text);
+  /* every row is a step's, in order, to the millionth */
+  char *csv = rh_test_slurp(rh_test_path(out, "steps.csv"));
+  assert_non_null(csv);
+  long rows = 0, last = 0;
+  for (const char *p = strchr(csv, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+    long step = strtol(p + 1, NULL, 10);
+    if (step != last + 1) fail_msg("row %ld is step %ld", rows + 1, step);
+    last = step;
+    rows++;
+  }
+  assert_int_equal(rows, 1000000);
+  json_error_t err;
+  json_t *root = json_load_file(rh_test_path(out, "summary.json"), 0, &err);
+  assert_non_null(root);
+  json_t *cap = json_object_get(root, "steps_csv");
+  assert_int_equal(json_integer_value(json_object_get(cap, "rows")), 1000000);
+  assert_int_equal(json_integer_value(json_object_get(cap, "steps")), 100000000);
+  json_t *summary = json_object_get(root, "summary");
+  double steady = json_real_value(json_object_get(summary, "steady_step_ms"));
+  double step = json_real_value(json_object_get(summary, "step_ms"));
+  assert_true(fabs(steady - step) < 1e-6 * step); /* every step is the same */
+  assert_true(rss < 512 * 1024);
+  json_decref(root);
+  free(csv);
+  free(text);
+  free(scenario);
+  free(out);
+  free(std);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_together_or_not_at_all),
@@ -242,6 +303,7 @@ int main(void) {
       cmocka_unit_test(test_unwritable_out_checked_first),
       cmocka_unit_test(test_out_where_nothing_can_be_made),
       cmocka_unit_test(test_summary_names_network_model),
+      cmocka_unit_test(test_steps_csv_of_a_long_run),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

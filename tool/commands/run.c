@@ -396,27 +396,55 @@ static long res_steps_total(const rh_scenario *sc, int epochs) {
  * them.  A real run's first steps pay for set-up (cuBLAS's handle, NCCL's connections, the
  * allocator's first blocks: 130 ms on an H100 against 16 ms a step after), which Horovod's and
  * tf_cnn_benchmarks' synthetic benchmarks leave out the same way (num_warmup_batches, 10). */
-static double steady_step(const rh_train_result *res, int warmup, int *left_out) {
-  size_t skip = (size_t)warmup < res->nsteps / 2 ? (size_t)warmup : res->nsteps / 2;
+/* A run's steps are added one by one, as they were when each had its record, up to this many
+ * (the same sum to the last bit); a longer run adds its count times its step. */
+#define STEADY_ONE_BY_ONE (1L << 20)
+
+static double steady_step(const rh_train_result *res, int warmup, long *left_out, long *first,
+                          long *last) {
+  long skip = warmup < res->recorded / 2 ? warmup : res->recorded / 2, seen = 0;
   double sum = 0;
-  for (size_t i = skip; i < res->nsteps; i++) sum += res->steps[i].compute + res->steps[i].wait;
-  *left_out = (int)skip;
-  return res->nsteps > skip ? sum / (double)(res->nsteps - skip) : NAN;
+  *first = *last = 0;
+  for (size_t i = 0; i < res->nsteps; i++) {
+    const rh_step_record *r = &res->steps[i];
+    long from = skip > seen ? skip - seen : 0, n = r->count - from; /* its steps past the skip */
+    seen += r->count;
+    if (n <= 0) continue;
+    if (*first == 0) *first = r->global_step + from;
+    *last = r->global_step + r->count - 1;
+    double step = r->compute + r->wait;
+    if (n > STEADY_ONE_BY_ONE) sum += (double)n * step;
+    else
+      for (long k = 0; k < n; k++) sum += step;
+  }
+  *left_out = skip;
+  return res->recorded > skip ? sum / (double)(res->recorded - skip) : NAN;
 }
 
-/* DIR/steps.csv: one row per step rank 0 took, with the lr the recipe gave it. */
-static char *steps_csv(const rh_train_result *res) {
+/* steps.csv's rows at most: a row is some 55 bytes, so 55 MB; a longer run's steps.csv holds its
+ * first steps and the run says so. */
+#define STEPS_CSV_ROWS 1000000L
+
+/* DIR/steps.csv: one row per step rank 0 took, with the lr the recipe gave it (the first
+ * STEPS_CSV_ROWS); *rows: the rows written. */
+static char *steps_csv(const rh_train_result *res, long *rows) {
   char *text = NULL;
   size_t len = 0;
+  *rows = 0;
   FILE *f = open_memstream(&text, &len);
   if (!f) return NULL;
   fprintf(f, "step,epoch,lr,loss,step_ms,compute_ms,wait_ms,ranks,start_s\n");
-  for (size_t i = 0; i < res->nsteps; i++) {
+  for (size_t i = 0; i < res->nsteps && *rows < STEPS_CSV_ROWS; i++) {
     const rh_step_record *r = &res->steps[i];
     char loss[32] = "";
-    if (!isnan(r->loss)) snprintf(loss, sizeof loss, "%.9g", r->loss);
-    fprintf(f, "%ld,%d,%.9g,%s,%.9g,%.9g,%.9g,%d,%.9f\n", r->global_step, r->epoch + 1, r->lr, loss,
-            1e3 * (r->compute + r->wait), 1e3 * r->compute, 1e3 * r->wait, r->size, r->start);
+    if (!isnan(r->loss) && r->count == 1) snprintf(loss, sizeof loss, "%.9g", r->loss);
+    for (long k = 0; k < r->count && *rows < STEPS_CSV_ROWS; k++, ++*rows) {
+      double lr = k == 0 ? r->lr : rh_recipe_lr(&r->schedule, r->epoch, r->step + k,
+                                                r->steps_per_epoch);
+      fprintf(f, "%ld,%d,%.9g,%s,%.9g,%.9g,%.9g,%d,%.9f\n", r->global_step + k, r->epoch + 1, lr,
+              loss, 1e3 * (r->compute + r->wait), 1e3 * r->compute, 1e3 * r->wait, r->size,
+              r->start + (double)k * (r->compute + r->wait));
+    }
   }
   if (fclose(f) != 0) {
     free(text);
@@ -644,11 +672,11 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
            thr, size, ideal, 100 * thr / ideal);
     rh_cli_print_settings(stdout, &sc);
     for (int i = 0; i < opts->nsets; i++) printf("  --set        %s\n", opts->sets[i]);
-    int warm = 0;
-    double steady = steady_step(&res, fl->warmup, &warm);
+    long warm = 0, steady_first, steady_last;
+    double steady = steady_step(&res, fl->warmup, &warm, &steady_first, &steady_last);
     if (isfinite(steady))
       printf("  steady       step %.4f ms, the mean of steps %ld to %ld (warm-up left out)\n",
-             1e3 * steady, res.steps[warm].global_step, res.steps[res.nsteps - 1].global_step);
+             1e3 * steady, steady_first, steady_last);
     if (compare && isfinite(steady)) {
       double here = 1e3 * steady, err_pct = 100 * (here - other_step) / other_step;
       printf("  compared     steady step %.4f ms here (%s) against %.4f ms in %s (%s): %+.2f%%\n",
@@ -774,12 +802,29 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
 
   rc = (unexpected || (launch_rc != 0 && !explained)) ? 1 : 0;
   if (out) {
+    /* steps.csv: every step, up to its cap (said); none when steps went unrecorded (said) */
+    long rows = 0;
+    char *steps = res.unrecorded ? NULL : steps_csv(&res, &rows);
+    if (steps && rows < res.recorded)
+      json_object_set_new(root, "steps_csv", json_pack("{s:I, s:I}", "rows", (json_int_t)rows,
+                                                       "steps", (json_int_t)res.recorded));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     char *epochs = malloc(strlen(header) + table_len + 1);
-    char *steps = steps_csv(&res);
     if (epochs) sprintf(epochs, "%s%s", header, table);
     const char *names[] = {"summary.json", "epochs.txt", "steps.csv"}, *texts[] = {text, epochs, steps};
-    if (!text || !epochs || !steps || rh_write_outputs(out, 3, names, texts) != 0) rc = 1;
+    if (res.unrecorded) {
+      printf("\nsteps.csv not written: no memory was left to record %ld of the steps\n",
+             res.unrecorded);
+      rc = 1;
+    }
+    if (!text || !epochs || (!steps && !res.unrecorded) ||
+        rh_write_outputs(out, steps ? 3 : 2, names, texts) != 0)
+      rc = 1;
+    else if (!steps)
+      printf("\nwrote %s/summary.json and epochs.txt\n", out);
+    else if (rows < res.recorded)
+      printf("\nwrote %s/summary.json, epochs.txt and steps.csv (its first %ld steps of %ld: a "
+             "row each up to %ld)\n", out, rows, res.recorded, STEPS_CSV_ROWS);
     else printf("\nwrote %s/summary.json, epochs.txt and steps.csv\n", out);
     free(text);
     free(epochs);

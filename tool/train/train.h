@@ -150,6 +150,12 @@ typedef struct rh_step_record {
   double compute, wait; /* forward + backward; waiting for the gradients after backward */
   double lr;
   double loss;      /* rank 0's batch loss (real models; NAN timing-only) */
+  /* Steps the record stands for: a run the simulator charged without running them is one record,
+   * step k of it (0-based) global_step + k, begun k (compute + wait) after start, at the lr
+   * `schedule` gives it (1: a step of its own, with its lr and loss). */
+  long count;
+  rh_lr_schedule schedule;
+  long steps_per_epoch;
 } rh_step_record;
 
 /* What a run produced; rank 0 fills it (every rank agrees on the verdicts). */
@@ -182,8 +188,10 @@ typedef struct rh_train_result {
   long *ckpt_step;            /* and the global step it holds */
   size_t nckpt, capckpt;
   long resumed_step;          /* the global step the last launch resumed from (-1: none) */
-  rh_step_record *steps;      /* every step rank 0 ran (or charged), in order */
+  rh_step_record *steps;      /* every step rank 0 ran (or charged), in order, runs as one */
   size_t nsteps, capsteps;
+  long recorded;              /* steps the records stand for */
+  long unrecorded;            /* steps no memory was left to record */
   int notes;                  /* failures told to the progress line so far */
 } rh_train_result;
 
