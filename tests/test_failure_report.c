@@ -5,7 +5,8 @@
  * - more incidents than the report lists one by one are all counted in its totals and JSON;
  * - a job whose every node died says so, counts its time as lost, and its crashes as noticed: they
  *   ended it; its failure rate is the scenario's, even when no step was recorded;
- * - a degradation that is in fact a dead component is refused at load.
+ * - a degradation that is in fact a dead component is refused at load;
+ * - an event given with --set is named by the override, not by a line of the file.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -261,12 +262,47 @@ static void test_dead_component_refused(void **state) {
   }
 }
 
+/* Events an override gives are named by it, not by the line number it carries inside. */
+static void test_events_of_an_override(void **state) {
+  (void)state;
+  char file[300], out[300], *text;
+  snprintf(file, sizeof file, "%s", write_scenario("set.yaml", tiny_job));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "set"));
+  json_t *root;
+  char *more[] = {"--set",
+                  "failures.events=[{kind: straggler, node: 1, factor: 0.5, at_s: 0.001, "
+                  "duration_s: 0.001}, {kind: host_crash, node: 1, at_s: 1e9}]",
+                  NULL};
+  assert_int_equal(run(file, out, more, &text, &root), 1); /* the crash never happened */
+  assert_non_null(root);
+  const char *says[] = {"1. straggler of node 1 at 0.001000 s (epoch 1, step ",
+                        "; --set failures.events, event 1)\n",
+                        "2. host_crash of node 1 (--set failures.events, event 2)\n"
+                        "     never happened",
+                        "the host_crash of node 1 (--set failures.events, event 2) never happened"};
+  for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+    if (!strstr(text, says[i])) fail_msg("does not say \"%s\":\n%s", says[i], text);
+  if (strstr(text, "line 1073741")) fail_msg("an override's line number:\n%s", text);
+  json_t *events = json_object_get(json_object_get(root, "failures"), "events");
+  assert_int_equal(json_array_size(events), 2);
+  for (int i = 0; i < 2; i++) {
+    json_t *e = json_array_get(events, (size_t)i);
+    char path[40];
+    snprintf(path, sizeof path, "failures.events[%d]", i);
+    assert_null(json_object_get(e, "line"));
+    assert_string_equal(json_string_value(json_object_get(e, "set")), path);
+  }
+  json_decref(root);
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_incident_counted),
       cmocka_unit_test(test_every_node_dies),
       cmocka_unit_test(test_failure_rate_from_the_scenario),
       cmocka_unit_test(test_dead_component_refused),
+      cmocka_unit_test(test_events_of_an_override),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));

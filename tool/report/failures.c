@@ -509,7 +509,14 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
                   : c->how == HOW_NONE || c->how == HOW_DURING || c->how == HOW_GONE ? 0
                   : c->to - c->from;
     json_t *j = json_pack("{s:s, s:f, s:s}", "event", what, "time_s", c->at, "outcome", how_names[c->how]);
-    if (c->fault && c->fault->line) json_object_set_new(j, "line", json_integer(c->fault->line));
+    char origin[64] = "", set[40];
+    if (c->fault && c->fault->line) {
+      rh_scenario_event_origin(c->fault->line, c->index, origin, sizeof origin);
+      snprintf(set, sizeof set, "failures.events[%d]", c->index);
+      if (rh_scenario_line_is_set(c->fault->line))
+        json_object_set_new(j, "set", json_string(set));
+      else json_object_set_new(j, "line", json_integer(c->fault->line));
+    }
     if (c->fault && c->fault->line == 0) json_object_set_new(j, "random", json_true());
     if (c->epoch >= 0) {
       json_object_set_new(j, "epoch", json_integer(c->epoch + 1));
@@ -518,7 +525,9 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     if (o) {
       fprintf(o, "  %d. %s at %.6f s", i + 1, what, c->at);
       if (c->epoch >= 0) fprintf(o, " (epoch %d, step %ld", c->epoch + 1, c->step + 1);
-      if (c->fault && c->fault->line) fprintf(o, "%sscenario line %d", c->epoch >= 0 ? "; " : " (", c->fault->line);
+      if (c->fault && c->fault->line)
+        fprintf(o, "%s%s%s", c->epoch >= 0 ? "; " : " (",
+                rh_scenario_line_is_set(c->fault->line) ? "" : "scenario ", origin);
       else if (c->fault) fprintf(o, "%sa random failure", c->epoch >= 0 ? "; " : " (");
       if (c->epoch >= 0 || c->fault) fprintf(o, ")");
       fprintf(o, "\n");
@@ -599,12 +608,19 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     listed += o != NULL;
     char what[160];
     describe_fault(&plan->faults[i], what, sizeof what);
+    int line = plan->faults[i].line;
+    bool set = rh_scenario_line_is_set(line);
+    char origin[64], path[40];
+    rh_scenario_event_origin(line, i, origin, sizeof origin);
+    snprintf(path, sizeof path, "failures.events[%d]", i);
     if (o)
-      fprintf(o, "  %d. %s (scenario line %d)\n     never happened: the job ended at %.6f s, "
-                   "before its trigger\n", ++k, what, plan->faults[i].line, end);
-    json_array_append_new(events, json_pack("{s:s, s:i, s:s, s:f}", "event", what, "line",
-                                            plan->faults[i].line, "outcome", "never happened",
-                                            "cost_s", 0.0));
+      fprintf(o, "  %d. %s (%s%s)\n     never happened: the job ended at %.6f s, before its "
+                 "trigger\n", ++k, what, set ? "" : "scenario ", origin, end);
+    json_t *j = json_pack("{s:s}", "event", what);
+    json_object_set_new(j, set ? "set" : "line", set ? json_string(path) : json_integer(line));
+    json_object_set_new(j, "outcome", json_string("never happened"));
+    json_object_set_new(j, "cost_s", json_real(0.0));
+    json_array_append_new(events, j);
   }
   if (out && listed < n + unfired)
     fprintf(out, "  ... and %d more (in the total, and each in summary.json)\n",

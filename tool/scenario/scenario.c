@@ -1568,6 +1568,17 @@ void rh_scenario_cost(long gpus, double *seconds, double *mib) {
 
 int rh_scenario_size(const rh_scenario *sc) { return rh_cluster_size(&sc->cluster); }
 
+/* An override's nodes carry SET_LINE + its index as their mark, one more as their line. */
+bool rh_scenario_line_is_set(int line) { return line > SET_LINE; }
+
+const char *rh_scenario_event_origin(int line, int index, char *buf, size_t len) {
+  if (rh_scenario_line_is_set(line))
+    snprintf(buf, len, "--set failures.events, event %d", index + 1);
+  else
+    snprintf(buf, len, "line %d", line);
+  return buf;
+}
+
 rh_status rh_scenario_view_init(const rh_scenario *sc, rh_scenario_view *view) {
   rh_status st = rh_topology_init(&view->topo, sc->cluster.gpus_per_node, sc->cluster.nodes);
   if (st == RH_OK) rh_ctx_init(&view->ctx, 0, &view->topo, &sc->settings, &sc->cluster, NULL, NULL);

@@ -192,6 +192,12 @@ void rh_scenario_cost(long gpus, double *seconds, double *mib);
 /* Ranks in the scenario's cluster. */
 int rh_scenario_size(const rh_scenario *sc);
 
+/* Where event `index` of failures.events was given, from the line it carries, for reports: "line
+ * 26" of the scenario, or "--set failures.events, event 2" when a command-line override gave it
+ * (rh_scenario_line_is_set).  Returns buf. */
+bool rh_scenario_line_is_set(int line);
+const char *rh_scenario_event_origin(int line, int index, char *buf, size_t len);
+
 /* Rank 0's view of the job's first world, to ask the cost model what runs and what it costs
  * (rh__plan).  The caller frees it with rh_topology_free(&view->topo). */
 typedef struct rh_scenario_view {

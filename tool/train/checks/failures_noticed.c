@@ -44,11 +44,13 @@ void rh_train_verdict_noticed(rh_train_result *r, const rh_fault_plan *plan, con
     }
     n++;
     const char *what = rh_fault_names[f->kind];
+    char origin[64];
+    rh_scenario_event_origin(f->line, i, origin, sizeof origin);
     *c = (rh_check_result){.ran = true, .passed = false};
     if (!fired) {
       snprintf(c->detail, sizeof c->detail,
-               "the %s of node %d (line %d) never happened: the job ended before its trigger",
-               what, f->node, f->line);
+               "the %s of node %d (%s) never happened: the job ended before its trigger",
+               what, f->node, origin);
       return;
     }
     if (!seen && !(end > 0)) { /* no worker returned: it took the last ones, the job ended */
@@ -57,8 +59,8 @@ void rh_train_verdict_noticed(rh_train_result *r, const rh_fault_plan *plan, con
     }
     if (!seen) {
       snprintf(c->detail, sizeof c->detail,
-               "the %s of node %d (line %d) happened at %.6g s but no rank noticed it (did the "
-               "node run a worker of the job?)", what, f->node, f->line, fired->time);
+               "the %s of node %d (%s) happened at %.6g s but no rank noticed it (did the "
+               "node run a worker of the job?)", what, f->node, origin, fired->time);
       return;
     }
     if (seen->time - fired->time > slowest) slowest = seen->time - fired->time;
