@@ -275,9 +275,10 @@ static const field event_fields[] = {
     NUM_AT("duration_s", false, 0, true, 1e12, 1, FOFF(duration_s),
         "windowed kinds (link faults, stragglers): how long; absent: for good"),
     NUM_AT("factor", false, 0, true, 1, 1, FOFF(factor),
-        "link_degraded: bandwidth x factor; straggler: speed x factor"),
+        "link_degraded: bandwidth x factor; straggler: speed x factor (at least 1e-6: slower "
+        "is a hang)"),
     NUM_AT("extra_latency_us", false, 0, false, 1e12, 1, FOFF(extra_latency_us),
-        "link_degraded: latency added (with it, factor may be left out)"),
+        "link_degraded: latency added, at most 1e6 (with it, factor may be left out)"),
     END};
 static const field failure_fields[] = {
     COUNT("seed", false, 0, 1e15, failures.seed,
