@@ -55,7 +55,11 @@ typedef struct train_evidence {
   long rolled_back;      /* steps done again after failures, over the run */
 } train_evidence;
 
-typedef struct rank_state {
+typedef struct rank_state rank_state;
+/* What runs the epochs from the position (the loop's train__run_epochs). */
+typedef rh_status (*train_epochs_fn)(rank_state *s, int to);
+
+struct rank_state {
   rh_ctx *ctx;
   const rh_train_config *cfg;
   rh_train_result *res;
@@ -100,7 +104,8 @@ typedef struct rank_state {
   long failed_at;           /* global steps done when the last failure hit; -1: none */
   long failed_epoch_start;  /* and the epoch's first global step then */
   double paces[2];          /* the last two steps' seconds (timing-only repeats) */
-} rank_state;
+  train_epochs_fn run_epochs; /* elastic: what each pass of the run loop calls */
+};
 
 static inline bool train__peer_failure(rh_status st) {
   return st == RH_ERR_PEER_DEAD || st == RH_ERR_TIMEOUT || st == RH_ERR_ABORTED;
@@ -164,7 +169,8 @@ void train__checks_finish(rank_state *s);
 
 /* Runs from the position up to the end of epoch `to` - 1 (or the stop step). */
 rh_status train__run_epochs(rank_state *s, int to);
-/* The world's rank, size and what depends on them (the lr schedule, the steps per epoch). */
+/* The world's rank, size and what depends on them (the lr schedule, the steps per epoch);
+ * state.c, since a reset of the world calls it. */
 void train__refresh_world(rank_state *s, bool reset);
 /* Rank 0's initial parameters and optimizer state reach every rank (or not, by mistake). */
 rh_status train__initialise(rank_state *s);
@@ -193,8 +199,9 @@ double train__horovod_lr(const train_horovod_lr *h, int epoch, long batch);
  * of another model (the state is then left untouched, and the reason printed). */
 int train__checkpoint_read(rank_state *s, const char *path, int *epoch, double **rows, int *nrows);
 /* Elastic training: the state (the position, the parameters, the optimizer, the evidence), the
- * reset callback, and Horovod's run loop around train__run_epochs. */
-rh_status train__elastic(rank_state *s);
+ * reset callback, and Horovod's run loop around `run` (the loop's train__run_epochs, handed in
+ * so that the state does not call back into the loop). */
+rh_status train__elastic(rank_state *s, train_epochs_fn run);
 /* Commits the state (elastic), counting its time in the epoch in progress, or with epoch >= 0
  * in that epoch's row (a commit at its end). */
 rh_status train__commit(rank_state *s, int epoch);

@@ -54,29 +54,6 @@ typedef struct bucket {
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
-void train__refresh_world(rank_state *s, bool reset) {
-  const rh_train_config *cfg = s->cfg;
-  s->rank = rh_rank(s->ctx);
-  s->size = rh_size(s->ctx);
-  s->local_size = rh_local_size(s->ctx);
-  s->last = s->rank == s->size - 1 && s->size > 1;
-  double factor = rh_recipe_lr_factor(cfg->lr_scaling, s->size, s->local_size);
-  s->recipe_lr = (rh_lr_schedule){.initial_lr = cfg->base_lr * factor, .size = s->size,
-                                  .warmup_epochs = cfg->warmup_epochs,
-                                  .decay_epochs = cfg->decay_epochs, .ndecay = cfg->ndecay,
-                                  .decay_factor = cfg->decay_factor};
-  /* the program's own lr: the recipe's, unless it forgot to scale it, or (the reset callback
-   * missing) it keeps the lr of the world it started in */
-  if (!reset || !(cfg->mistakes & RH_MISTAKE_LR_NOT_RESCALED)) s->used_lr = s->recipe_lr;
-  if (cfg->mistakes & RH_MISTAKE_NO_LR_SCALING) s->used_lr.initial_lr = cfg->base_lr;
-  s->steps_per_epoch = rh_recipe_steps_per_epoch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
-  s->last_batch = rh_recipe_last_batch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
-  s->last_step = rh_recipe_last_step(cfg->stop_at_step, s->size);
-  /* Horovod's ElasticSampler.reset: the shard is cut again for the new world */
-  if (reset && !(cfg->mistakes & RH_MISTAKE_SAMPLER_NOT_RESET)) s->shard_epoch = -1;
-  if (s->size < s->ev.smallest || s->ev.smallest == 0) s->ev.smallest = s->size;
-  if (s->size > s->ev.largest) s->ev.largest = s->size;
-}
 
 static rh_status setup(rank_state *s) {
   const rh_train_config *cfg = s->cfg;
@@ -844,7 +821,7 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
   }
   int start = 0;
   if (cfg->elastic) {
-    st = train__elastic(&s);
+    st = train__elastic(&s, train__run_epochs);
     start = s.res->start_epoch;
   } else {
     st = train__initialise(&s);

@@ -514,6 +514,32 @@ void train__commit_charged(rank_state *s) {
   if (s->rank == 0) s->res->commits++;
 }
 
+/* The world's rank and size, and what depends on them: the lr schedule (rescaled, or not by
+ * mistake), the steps per epoch, the stop step, the sampler's shard after a reset. */
+void train__refresh_world(rank_state *s, bool reset) {
+  const rh_train_config *cfg = s->cfg;
+  s->rank = rh_rank(s->ctx);
+  s->size = rh_size(s->ctx);
+  s->local_size = rh_local_size(s->ctx);
+  s->last = s->rank == s->size - 1 && s->size > 1;
+  double factor = rh_recipe_lr_factor(cfg->lr_scaling, s->size, s->local_size);
+  s->recipe_lr = (rh_lr_schedule){.initial_lr = cfg->base_lr * factor, .size = s->size,
+                                  .warmup_epochs = cfg->warmup_epochs,
+                                  .decay_epochs = cfg->decay_epochs, .ndecay = cfg->ndecay,
+                                  .decay_factor = cfg->decay_factor};
+  /* the program's own lr: the recipe's, unless it forgot to scale it, or (the reset callback
+   * missing) it keeps the lr of the world it started in */
+  if (!reset || !(cfg->mistakes & RH_MISTAKE_LR_NOT_RESCALED)) s->used_lr = s->recipe_lr;
+  if (cfg->mistakes & RH_MISTAKE_NO_LR_SCALING) s->used_lr.initial_lr = cfg->base_lr;
+  s->steps_per_epoch = rh_recipe_steps_per_epoch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
+  s->last_batch = rh_recipe_last_batch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
+  s->last_step = rh_recipe_last_step(cfg->stop_at_step, s->size);
+  /* Horovod's ElasticSampler.reset: the shard is cut again for the new world */
+  if (reset && !(cfg->mistakes & RH_MISTAKE_SAMPLER_NOT_RESET)) s->shard_epoch = -1;
+  if (s->size < s->ev.smallest || s->ev.smallest == 0) s->ev.smallest = s->size;
+  if (s->size > s->ev.largest) s->ev.largest = s->size;
+}
+
 /* Horovod's reset callback: the new world's rank and size, the lr rescaled for it (unless the
  * program forgets to), the sampler cut again (unless it is not reset). */
 static void on_reset(rh_ctx *ctx, void *arg) {
@@ -538,10 +564,11 @@ static rh_status train_fn(rh_ctx *ctx, rh_state *state, void *arg) {
   }
   if (st != RH_OK) return st;
   s->failed_at = -1;
-  return train__run_epochs(s, s->epochs);
+  return s->run_epochs(s, s->epochs);
 }
 
-rh_status train__elastic(rank_state *s) {
+rh_status train__elastic(rank_state *s, train_epochs_fn run) {
+  s->run_epochs = run;
   const rh_train_config *cfg = s->cfg;
   rh_ctx *ctx = s->ctx;
   evidence ev;
