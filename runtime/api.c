@@ -49,39 +49,30 @@ void rh_step_begin(rh_ctx *ctx, int epoch, long step) {
   if (ctx->ops->progress) ctx->ops->progress(ctx, RH_PHASE_STEP);
 }
 
+static rh_status check_max(rh_ctx *ctx, double *values, size_t count);
+
 long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seconds,
                      const rh_repeat_cycle *cycle, rh_status *st) {
   *st = RH_OK;
   if (!ctx->ops->repeat_bound || (int)rh_setting(ctx, RH_SETTING_GRAIN) == RH_GRAIN_FINE)
     return 0; /* the fine grain simulates every message of every step */
   /* every rank says what it could charge; rank 0 bounds it by the scheduled events; all charge
-   * the same steps, each as long as the longest rank's, so that none takes a lead */
-  typedef struct offer {
-    long steps;
-    double seconds, extra;
-  } offer;
+   * the fewest steps offered, each as long as the longest rank's, so that none takes a lead: a
+   * check folds the three figures (the fewest steps as the largest of their negations) */
   long every = cycle && cycle->every > 0 ? cycle->every : 0;
-  offer mine = {steps > 0 && seconds > 0 ? steps : 0, seconds, every ? cycle->seconds : 0};
+  long offer = steps > 0 && seconds > 0 ? steps : 0;
+  double extra = every ? cycle->seconds : 0;
   /* rank 0 bounds the steps by the events: at the mean pace, with room for one more cycle */
-  if (ctx->rank == 0 && mine.steps > 0)
-    mine.steps = ctx->ops->repeat_bound(ctx, epoch, first, mine.steps,
-                                        seconds + (every ? mine.extra / (double)every : 0),
-                                        every ? seconds + mine.extra : 0);
-  offer *all = malloc((size_t)ctx->world.n * sizeof *all);
-  if (!all) {
-    *st = RH_ERR_NOMEM;
-    return -1;
-  }
-  *st = rh_check_allgather(ctx, &mine, sizeof mine, all);
-  long n = all[0].steps;
-  double longest = 0, extra = 0;
-  for (int r = 0; *st == RH_OK && r < ctx->world.n; r++) {
-    if (all[r].steps < n) n = all[r].steps;
-    if (all[r].seconds > longest) longest = all[r].seconds;
-    if (all[r].extra > extra) extra = all[r].extra;
-  }
-  free(all);
+  if (ctx->rank == 0 && offer > 0)
+    offer = ctx->ops->repeat_bound(ctx, epoch, first, offer,
+                                   seconds + (every ? extra / (double)every : 0),
+                                   every ? seconds + extra : 0);
+  double figures[3] = {-(double)offer, seconds, extra};
+  *st = check_max(ctx, figures, 3);
   if (*st != RH_OK) return -1;
+  long n = (long)-figures[0];
+  double longest = figures[1] > 0 ? figures[1] : 0;
+  extra = figures[2] > 0 ? figures[2] : 0;
   /* reaching a cycle's end, the charge ends at one, whose extra is the caller's to run (a real
    * commit, where the state is saved): the ones before it are charged */
   long cycles = 0;
@@ -360,6 +351,20 @@ static rh_status note(rh_ctx *ctx, rh_status st, uint32_t seq, const coll_desc *
   return st;
 }
 
+/* Explains check k's failure st in rh_last_error (arrived: who came, NULL if unknown) and
+ * breaks the world after a peer's. */
+static void check_failed(rh_ctx *ctx, uint32_t k, rh_status st, const uint8_t *arrived) {
+  if (st == RH_ERR_TIMEOUT && arrived) {
+    char missing[160];
+    rh__rank_list(arrived, ctx->world.n, 0, missing, sizeof missing);
+    snprintf(ctx->last_error, sizeof ctx->last_error, "stall: check #%u: ranks %s never came", k,
+             missing);
+  } else if (st != RH_OK) {
+    snprintf(ctx->last_error, sizeof ctx->last_error, "check #%u: %s", k, rh_status_string(st));
+  }
+  break_world(ctx, st);
+}
+
 /* A check's audit (RH_AUDIT_ROOT in `flags`: `all` takes rank 0's record alone). */
 static rh_status check_audit(rh_ctx *ctx, uint64_t flags, const void *mine, size_t bytes,
                              void *all) {
@@ -374,16 +379,8 @@ static rh_status check_audit(rh_ctx *ctx, uint64_t flags, const void *mine, size
     if (!arrived) return RH_ERR_NOMEM;
     rh_status st = ctx->ops->audit(ctx, RH_AUDIT_CHECK | flags | k, mine, bytes, all, arrived,
                                    rh_setting(ctx, RH_SETTING_TIMEOUT));
-    if (st == RH_ERR_TIMEOUT) {
-      char missing[160];
-      rh__rank_list(arrived, ctx->world.n, 0, missing, sizeof missing);
-      snprintf(ctx->last_error, sizeof ctx->last_error, "stall: check #%u: ranks %s never came",
-               k, missing);
-    } else if (st != RH_OK) {
-      snprintf(ctx->last_error, sizeof ctx->last_error, "check #%u: %s", k, rh_status_string(st));
-    }
+    check_failed(ctx, k, st, arrived);
     free(arrived);
-    break_world(ctx, st);
     return st;
   }
   /* without an audit channel, a real allgather of 4-byte words */
@@ -393,6 +390,33 @@ static rh_status check_audit(rh_ctx *ctx, uint64_t flags, const void *mine, size
 
 rh_status rh_check_allgather(rh_ctx *ctx, const void *mine, size_t bytes, void *all) {
   return check_audit(ctx, 0, mine, bytes, all);
+}
+
+/* The largest of each of `count` values over the world's ranks, in place, as a check (numbered
+ * as rh_check_allgather's, failing as they do): folded by the backend where it can, which costs
+ * O(count) per rank; otherwise every rank's values are gathered (a few real processes). */
+static rh_status check_max(rh_ctx *ctx, double *values, size_t count) {
+  if (!ctx->ops->audit_max) {
+    double *all = malloc((size_t)ctx->world.n * count * sizeof *all);
+    if (!all) return RH_ERR_NOMEM;
+    rh_status st = check_audit(ctx, 0, values, count * sizeof *values, all);
+    for (int r = 0; st == RH_OK && r < ctx->world.n; r++)
+      for (size_t i = 0; i < count; i++) values[i] = fmax(values[i], all[(size_t)r * count + i]);
+    free(all);
+    return st;
+  }
+  uint32_t k = ctx->audits++;
+  if (ctx->broken) {
+    snprintf(ctx->last_error, sizeof ctx->last_error,
+             "check #%u: this rank's world was abandoned after a failure", k);
+    return RH_ERR_ABORTED;
+  }
+  uint8_t *arrived = NULL;
+  rh_status st = ctx->ops->audit_max(ctx, RH_AUDIT_CHECK | k, values, count, &arrived,
+                                     rh_setting(ctx, RH_SETTING_TIMEOUT));
+  check_failed(ctx, k, st, arrived);
+  free(arrived);
+  return st;
 }
 
 rh_status rh_check_broadcast(rh_ctx *ctx, void *buf, size_t bytes) {

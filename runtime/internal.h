@@ -376,6 +376,13 @@ typedef struct rh_backend_ops {
    * member when all agree, however large the world. */
   rh_status (*audit_folded)(rh_ctx *ctx, uint64_t key, const void *mine, size_t bytes, void **all,
                             uint8_t **arrived, double timeout);
+  /* The audit folded to the largest of each of `count` values (at most RH_AUDIT_MAX_VALUES):
+   * values holds this rank's in and the group's largest out, with nothing gathered, so that a
+   * check needing a few extremes costs O(count) per member however large the world (NULL: the
+   * runtime gathers the records and folds them).  *arrived is NULL unless some member did not
+   * come; it is then allocated for the caller and filled as audit fills arrived. */
+  rh_status (*audit_max)(rh_ctx *ctx, uint64_t key, double *values, size_t count,
+                         uint8_t **arrived, double timeout);
   /* The backend's own collectives (MPI's, NCCL's), used when the `collectives` setting says
    * native; NULL: the runtime's algorithms over isend/irecv.  They work in place on buf (never
    * NULL: timing-only calls use the algorithms); op is SUM, MIN or MAX; a wait past `timeout` is
@@ -428,6 +435,7 @@ typedef struct rh_backend_ops {
 #define RH_AUDIT_SYNC (1ull << 62) /* | group id << 32 | the rank's rendezvous count */
 #define RH_AUDIT_ROOT (1ull << 61) /* with RH_AUDIT_CHECK: rank 0's record alone */
 #define RH_AUDIT_DATA (2ull << 32) /* | seq: a priced collective's numbers (coll_priced.c) */
+#define RH_AUDIT_MAX_VALUES 4 /* the most values one audit_max folds */
 
 /* ---- timeline (trace.c) ---------------------------------------------------------------------- */
 

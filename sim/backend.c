@@ -469,6 +469,7 @@ audit_point *sim__point_get(sim_world *w, uint64_t key, int n, size_t bytes, con
   a->bytes = bytes;
   a->ranks = ranks;
   a->max_value = -INFINITY;
+  for (int i = 0; i < RH_AUDIT_MAX_VALUES; i++) a->maxima[i] = -INFINITY;
   a->all_ok = true;
   a->first = -1;
   a->all_came = sg_sem_init(0);
@@ -487,11 +488,14 @@ typedef struct meeting {
   bool ok;
 } meeting;
 
-/* `folded` (audit_folded): all and arrived are left out unless a record differs or a member did
- * not come; then *folded_all and *folded_arrived are allocated and filled. */
+/* `folded` (audit_folded, audit_max): all and arrived are left out unless a record differs or a
+ * member did not come; then *all (unless `all` is NULL) and *arrived are allocated and filled.
+ * `maxima` (audit_max): `count` values, this member's in, the largest of each out. */
 typedef struct folded_out {
   void **all;
   uint8_t **arrived;
+  double *maxima;
+  size_t count;
 } folded_out;
 
 /* Member `me` of an n-member rendezvous `key` of world w (members' world ranks in `ranks`) leaves
@@ -527,6 +531,8 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
     a->max_value = fmax(a->max_value, meet->value);
     a->all_ok = a->all_ok && meet->ok;
   }
+  for (size_t i = 0; folded && i < folded->count; i++)
+    a->maxima[i] = fmax(a->maxima[i], folded->maxima[i]);
   a->arrived[me] = 1;
   rh_status st = RH_OK;
   double deadline = timeout >= 0 ? simgrid_get_clock() + timeout : -1;
@@ -565,16 +571,15 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
     }
   }
   if (folded && (st != RH_OK || a->differs || !same)) {
-    *folded->all = calloc((size_t)n, bytes ? bytes : 1);
+    void *got = folded->all ? calloc((size_t)n, bytes ? bytes : 1) : NULL;
     *folded->arrived = calloc((size_t)n, 1);
-    if (!*folded->all || !*folded->arrived) {
-      free(*folded->all);
+    if ((folded->all && !got) || !*folded->arrived) {
+      free(got);
       free(*folded->arrived);
-      *folded->all = NULL;
       *folded->arrived = NULL;
       if (st == RH_OK) st = RH_ERR_NOMEM;
     } else {
-      all = *folded->all;
+      if (folded->all) *folded->all = all = got;
       arrived = *folded->arrived;
     }
   }
@@ -586,6 +591,7 @@ static rh_status rendezvous(sim_world *w, uint64_t key, int n, int me, const int
       else memset((uint8_t *)all + (size_t)i * bytes, 0, bytes);
   }
   if (arrived) memcpy(arrived, a->arrived, (size_t)n);
+  if (folded && folded->count) memcpy(folded->maxima, a->maxima, folded->count * sizeof(double));
   if (a->lost && st == RH_OK) st = RH_ERR_NOMEM;
   if (meet) {
     meet->value = a->max_value;
@@ -607,9 +613,18 @@ static rh_status sim_audit_folded(rh_ctx *ctx, uint64_t key, const void *mine, s
                                   void **all, uint8_t **arrived, double timeout) {
   *all = NULL;
   *arrived = NULL;
-  folded_out out = {all, arrived};
+  folded_out out = {all, arrived, NULL, 0};
   return rendezvous(worker_of(ctx)->world, key, ctx->world.n, ctx->rank, ctx->world.ranks, mine,
                     bytes, NULL, NULL, NULL, timeout, &out);
+}
+
+static rh_status sim_audit_max(rh_ctx *ctx, uint64_t key, double *values, size_t count,
+                               uint8_t **arrived, double timeout) {
+  if (count > RH_AUDIT_MAX_VALUES) return RH_ERR_INVALID;
+  *arrived = NULL;
+  folded_out out = {NULL, arrived, values, count};
+  return rendezvous(worker_of(ctx)->world, key, ctx->world.n, ctx->rank, ctx->world.ranks, NULL,
+                    0, NULL, NULL, NULL, timeout, &out);
 }
 
 static rh_status sim_model_sync(rh_ctx *ctx, const rh_group *g, bool ok, double *value,
@@ -764,6 +779,7 @@ const rh_backend_ops sim__ops = {
     .audit = sim_audit,
     .audit_root = true,
     .audit_folded = sim_audit_folded,
+    .audit_max = sim_audit_max,
     .abandon = sim_abandon,
     .rendezvous = sim_rendezvous,
     .host_updates = sim_host_updates,

@@ -46,6 +46,7 @@ typedef struct audit_point {
   int first;        /* the member whose record came first (-1: none yet) */
   double max_value; /* a meeting (model_sync): the largest value brought, and whether all were ok */
   bool all_ok;
+  double maxima[RH_AUDIT_MAX_VALUES]; /* a folded check (audit_max): the largest of each value */
   int decision;     /* a replay's meeting (replay.c): what its members do, once decided */
   uint64_t what;    /* ... the collective's digest, as the first member brought it */
   double price, since; /* ... the price to wait, or when the run it measures began */
