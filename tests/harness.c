@@ -3,7 +3,13 @@
  */
 #include "harness.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
 #include <stdbool.h>
 #include <string.h>
 #include <stdio.h>
@@ -119,6 +125,36 @@ int rh_test_spawn_rss(char *const argv[], const char *out_path, const char *err_
 
 int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path) {
   return rh_test_spawn_rss(argv, out_path, err_path, NULL);
+}
+
+/* The most of a child's stderr shown: its end, where a failure says why. */
+#define RH_TEST_STDERR_SHOWN 8192
+
+int rh_test_spawn_expect(char *const argv[], const char *out_path, int expect) {
+  char err[] = "/tmp/rehearsal-stderr-XXXXXX";
+  int fd = mkstemp(err), why = errno;
+  if (fd >= 0) close(fd);
+  int rc = rh_test_spawn(argv, out_path, fd >= 0 ? err : NULL);
+  if (rc != expect) {
+    char command[1024];
+    size_t k = 0;
+    for (int i = 0; argv[i] && k < sizeof command; i++)
+      k += (size_t)snprintf(command + k, sizeof command - k, "%s%s", i ? " " : "", argv[i]);
+    char *text = fd >= 0 ? rh_test_slurp(err) : NULL;
+    size_t len = text ? strlen(text) : 0;
+    const char *shown = len > RH_TEST_STDERR_SHOWN ? text + len - RH_TEST_STDERR_SHOWN : text;
+    if (fd < 0)
+      print_error("%s exited %d, expected %d; its stderr was lost (no temporary file: %s)\n",
+                  command, rc, expect, strerror(why));
+    else if (!len)
+      print_error("%s exited %d, expected %d, with nothing on stderr\n", command, rc, expect);
+    else
+      print_error("%s exited %d, expected %d; its stderr%s:\n%s%s", command, rc, expect,
+                  shown != text ? " (the end)" : "", shown, text[len - 1] == '\n' ? "" : "\n");
+    free(text);
+  }
+  if (fd >= 0) unlink(err);
+  return rc;
 }
 
 #ifdef RH_SANITIZE_ADDRESS /* -DRH_SANITIZE=address */

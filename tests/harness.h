@@ -45,6 +45,10 @@ void *rh_test_shared(size_t bytes);
 /* Runs a command line (argv, NULL-terminated) and returns its exit code; its stderr goes to
  * err_path when non-NULL. */
 int rh_test_spawn(char *const argv[], const char *out_path, const char *err_path);
+/* As rh_test_spawn, with the child's stderr kept in a temporary file: when its exit code is not
+ * `expect`, the command line, the code and that stderr are shown (cmocka's print_error), so that
+ * a failing assertion on the code says why.  Returns the exit code. */
+int rh_test_spawn_expect(char *const argv[], const char *out_path, int expect);
 /* As rh_test_spawn, and the child's peak resident memory in KiB into *maxrss_kib. */
 int rh_test_spawn_rss(char *const argv[], const char *out_path, const char *err_path,
                       long *maxrss_kib);

@@ -63,7 +63,7 @@ static json_t *sweep(const char *file, const char *tag) {
   char *out = path(tag), json[300];
   char *argv[] = {RH_BINARY, "collective", (char *)file, "--min", "1KiB", "--max", "4GiB",
                   "--mem-limit", "1MiB", "--out", out, NULL};
-  assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
+  assert_int_equal(rh_test_spawn_expect(argv, NULL, 0), 0);
   snprintf(json, sizeof json, "%s/collective.json", out);
   json_error_t err;
   json_t *root = json_load_file(json, 0, &err);

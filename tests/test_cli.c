@@ -13,6 +13,7 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -406,8 +407,39 @@ static void test_resume_timing_only_said(void **state) {
   free(said);
 }
 
+/* A child that exits with a code the test did not expect has its stderr shown, however the test
+ * discards it: the harness's report (on this process's stderr, caught here) holds the code and
+ * what the child said; a child that exits as expected shows nothing. */
+static void test_unexpected_exit_shows_stderr(void **state) {
+  (void)state;
+  char *argv[] = {"/bin/sh", "-c", "echo 'write summary.json: No space left on device' >&2; exit 1",
+                  NULL};
+  fflush(stderr);
+  int saved = dup(2), fd = open(path_in("shown.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_true(saved >= 0 && fd >= 0);
+  dup2(fd, 2);
+  close(fd);
+  int unexpected = rh_test_spawn_expect(argv, NULL, 0);
+  int expected = rh_test_spawn_expect(argv, NULL, 1);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  assert_int_equal(unexpected, 1);
+  assert_int_equal(expected, 1);
+  char *shown = rh_test_slurp(path_in("shown.txt"));
+  assert_non_null(shown);
+  print_message("the harness showed:\n%s", shown);
+  const char *report = strstr(shown, "exited 1, expected 0; its stderr:\n");
+  assert_non_null(report);
+  assert_non_null(strstr(report, ":\nwrite summary.json: No space left on device\n"));
+  assert_null(strstr(report + 1, "exited")); /* once: the expected exit is quiet */
+  free(shown);
+}
+
 int main(void) {
+  if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unexpected_exit_shows_stderr),
       cmocka_unit_test(test_default_scenario),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_bad_scenarios_exit_2_and_write_nothing),

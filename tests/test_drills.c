@@ -168,13 +168,14 @@ static const drill shipped[] = {
     {"straggler", 0, {"straggler of node 1 GPU 0", "25 steps ran in the window"}},
 };
 
-/* Runs `rehearsal run FILE --out DIR [--resume]`; returns its exit status, its stdout in *text. */
-static int run(const char *file, const char *out, bool resume, char **text) {
+/* Runs `rehearsal run FILE --out DIR [--resume]`; returns its exit status, its stdout in *text
+ * (its stderr is shown when the status is not `expect`). */
+static int run(const char *file, const char *out, bool resume, int expect, char **text) {
   char std[300];
   snprintf(std, sizeof std, "%s.txt", out);
   char *argv[] = {RH_BINARY, "run", (char *)file, "--out", (char *)out,
                   resume ? "--resume" : NULL, NULL};
-  int rc = rh_test_spawn(argv, std, NULL);
+  int rc = rh_test_spawn_expect(argv, std, expect);
   *text = rh_test_slurp(std);
   assert_non_null(*text);
   return rc;
@@ -228,7 +229,7 @@ static void run_all(const char *dir, const drill *list, size_t n, bool twice) {
     snprintf(tag, sizeof tag, "%.*s-%s", (int)(end - start), start, dr->name);
     snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, tag));
     snprintf(again, sizeof again, "%s-again", out);
-    int rc = run(file, out, false, &text);
+    int rc = run(file, out, false, dr->rc, &text);
     print_message("%-28s exit %d\n", dr->name, rc);
     if (rc != dr->rc) fail_msg("%s: exit %d, expected %d\n%s", dr->name, rc, dr->rc, text);
     for (int k = 0; k < 4 && dr->says[k]; k++) {
@@ -244,7 +245,7 @@ static void run_all(const char *dir, const drill *list, size_t n, bool twice) {
     free(text);
     if (!twice) continue;
     /* the same numbers again, bit for bit */
-    assert_int_equal(run(file, again, false, &text2), rc);
+    assert_int_equal(run(file, again, false, rc, &text2), rc);
     char a[300], b[300];
     snprintf(a, sizeof a, "%s/summary.json", out);
     snprintf(b, sizeof b, "%s/summary.json", again);
@@ -274,7 +275,7 @@ static void test_shipped_failure_scenarios(void **state) {
 static void test_shipped_big_job(void **state) {
   (void)state;
   char *text;
-  assert_int_equal(run("scenarios/failures/big-job.yaml", rh_test_path(tmpdir, "big-job"), false,
+  assert_int_equal(run("scenarios/failures/big-job.yaml", rh_test_path(tmpdir, "big-job"), false, 0,
                        &text), 0);
   assert_null(strstr(text, "FAIL "));
   assert_non_null(strstr(text, "PASS  no_committed_work_lost"));
@@ -317,19 +318,19 @@ static void test_elastic_equals_resume(void **state) {
   char *text, fnv_elastic[20], fnv_resumed[20];
   /* node 2 dies in epoch 2, step 7 (16 steps an epoch on 6 GPUs); the commit of step 4 holds */
   assert_int_equal(run(DRILLS "equivalence/elastic.yaml", rh_test_path(tmpdir, "eq-elastic"), false,
-                       &text), 0);
+                       0, &text), 0);
   assert_non_null(strstr(text, "(3 steps begun since the last commit)"));
   assert_non_null(strstr(text, "elastic reset: 6 -> 4 ranks, nodes 0,1"));
   fnv_of(text, fnv_elastic);
   free(text);
   /* the same job without the failure, checkpointed every 4 steps; cut back to step 16 + 4 */
   char *dir = rh_test_path(tmpdir, "eq-steady");
-  assert_int_equal(run(DRILLS "equivalence/steady.yaml", dir, false, &text), 0);
+  assert_int_equal(run(DRILLS "equivalence/steady.yaml", dir, false, 0, &text), 0);
   free(text);
   char ckpt[300];
   snprintf(ckpt, sizeof ckpt, "%s/checkpoints", dir);
   keep_checkpoints_until(ckpt, 20, 1);
-  assert_int_equal(run(DRILLS "equivalence/resumed.yaml", dir, true, &text), 0);
+  assert_int_equal(run(DRILLS "equivalence/resumed.yaml", dir, true, 0, &text), 0);
   fnv_of(text, fnv_resumed);
   print_message("elastic after the failure %s, resumed on 4 GPUs %s\n", fnv_elastic, fnv_resumed);
   assert_string_equal(fnv_elastic, fnv_resumed);
@@ -340,11 +341,11 @@ static void test_relaunch_equals_uninterrupted(void **state) {
   (void)state;
   char *text, fnv_relaunched[20], fnv_steady[20];
   assert_int_equal(run(DRILLS "relaunch-from-checkpoint.yaml", rh_test_path(tmpdir, "relaunch"),
-                       false, &text), 0);
+                       false, 0, &text), 0);
   assert_non_null(strstr(text, "relaunched at"));
   fnv_of(text, fnv_relaunched);
   free(text);
-  assert_int_equal(run(DRILLS "equivalence/steady.yaml", rh_test_path(tmpdir, "steady"), false,
+  assert_int_equal(run(DRILLS "equivalence/steady.yaml", rh_test_path(tmpdir, "steady"), false, 0,
                        &text), 0);
   fnv_of(text, fnv_steady);
   free(text);

@@ -44,7 +44,7 @@ static void test_seed_recipe_same_bits_on_both_targets(void **state) {
   char sim_dir[300], hash_sim[17], hash_mpi[17];
   snprintf(sim_dir, sizeof sim_dir, "%s", in_tmp("sim"));
   char *sim[] = {RH_BINARY, "run", (char *)scenario, "--out", sim_dir, NULL};
-  assert_int_equal(rh_test_spawn(sim, in_tmp("sim.txt"), NULL), 0);
+  assert_int_equal(rh_test_spawn_expect(sim, in_tmp("sim.txt"), 0), 0);
   char *text = rh_test_slurp(in_tmp("sim.txt"));
   final_hash(text, hash_sim);
   free(text);

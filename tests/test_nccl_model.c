@@ -230,7 +230,7 @@ static json_t *sweep(const char *file, const char *algo, const char *tag) {
   else unsetenv("RH_ALGORITHM");
   char *argv[] = {RH_BINARY, "collective", (char *)file, "--min", "1KiB", "--max", "4GiB",
                   "--mem-limit", "1MiB", "--out", out, NULL};
-  int rc = rh_test_spawn(argv, NULL, NULL);
+  int rc = rh_test_spawn_expect(argv, NULL, 0);
   unsetenv("RH_ALGORITHM");
   if (rc != 0) fail_msg("rehearsal collective %s (%s) exited %d", file, algo ? algo : "auto", rc);
   snprintf(json, sizeof json, "%s/collective.json", out);

@@ -148,9 +148,9 @@ static void test_summary_names_any_path(void **state) {
   fclose(f);
   free(src);
   char *scenario = strdup(rh_test_path(sub, "s.yaml")), *out = strdup(rh_test_path(tmpdir, "d5"));
-  assert_int_equal(rh_test_spawn((char *const[]){RH_BINARY, "run", scenario, "--out", out,
-                                                 "--no-what-if", NULL},
-                                 "/dev/null", NULL),
+  assert_int_equal(rh_test_spawn_expect((char *const[]){RH_BINARY, "run", scenario, "--out", out,
+                                                        "--no-what-if", NULL},
+                                        "/dev/null", 0),
                    0);
   json_t *root = json_load_file(rh_test_path(out, "summary.json"), 0, NULL);
   assert_non_null(root);

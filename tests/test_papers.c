@@ -70,7 +70,7 @@ static void test_published_scaling(void **state) {
     char file[256], json[320], *out = rh_test_path(tmpdir, c->scenario);
     snprintf(file, sizeof file, "scenarios/papers/%s.yaml", c->scenario);
     char *argv[] = {RH_BINARY, "sweep", file, "--out", out, NULL};
-    assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
+    assert_int_equal(rh_test_spawn_expect(argv, NULL, 0), 0);
     snprintf(json, sizeof json, "%s/sweep.json", out);
     json_error_t err;
     json_t *root = json_load_file(json, 0, &err);

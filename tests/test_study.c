@@ -37,6 +37,8 @@ static int teardown(void **state) {
 
 #define RUN(out, err, ...)                                                                         \
   rh_test_spawn((char *const[]){RH_BINARY, __VA_ARGS__, NULL}, out, err)
+/* As RUN, the stderr kept and shown when the exit code is not 0. */
+#define RUN_OK(out, ...) rh_test_spawn_expect((char *const[]){RH_BINARY, __VA_ARGS__, NULL}, out, 0)
 
 static json_t *load_json(const char *dir, const char *name) {
   json_error_t jerr;
@@ -110,7 +112,7 @@ static void test_sweep_rows_are_the_runs(void **state) {
     snprintf(one, sizeof one, "one%d", p);
     char *odir = strdup(rh_test_path(tmpdir, one)), set[64];
     snprintf(set, sizeof set, "cluster.nodes=%s", nodes[p]);
-    assert_int_equal(RUN("/dev/null", NULL, "run", "scenarios/default.yaml", "--set", set, "--out",
+    assert_int_equal(RUN_OK("/dev/null", "run", "scenarios/default.yaml", "--set", set, "--out",
                          odir, "--no-what-if"), 0);
     json_t *root = load_json(odir, "summary.json");
     json_t *s = json_object_get(root, "summary");
@@ -154,9 +156,9 @@ static void test_sweep_rows_are_the_runs(void **state) {
   if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
     print_message("gnuplot not found: the figures are not drawn\n");
   } else {
-    assert_int_equal(RUN("/dev/null", NULL, "plot", dir), 0);
+    assert_int_equal(RUN_OK("/dev/null", "plot", dir), 0);
     char *point = strdup(rh_test_path(dir, "points/002"));
-    assert_int_equal(RUN("/dev/null", NULL, "plot", point), 0);
+    assert_int_equal(RUN_OK("/dev/null", "plot", point), 0);
     static const char *const figures[][2] = {{"", "sweep-throughput"}, {"", "sweep-efficiency"},
                                              {"", "sweep-step"}, {"points/002/", "run-epochs"},
                                              {"points/002/", "run-lr"}};
@@ -189,14 +191,15 @@ static void test_sweep_section_and_bad_points(void **state) {
   fclose(f);
   free(text);
   char *dir = strdup(rh_test_path(tmpdir, "section"));
-  assert_int_equal(RUN("/dev/null", NULL, "sweep", file, "--out", dir), 0);
+  assert_int_equal(RUN_OK("/dev/null", "sweep", file, "--out", dir), 0);
   json_t *sj = load_json(dir, "sweep.json");
   assert_int_equal(json_array_size(json_object_get(sj, "points")), 4); /* 2 x 2 */
   json_t *p3 = json_array_get(json_object_get(sj, "points"), 3);
   assert_string_equal(json_string_value(json_object_get(json_object_get(p3, "set"), "cluster.nodes")), "2");
   json_decref(sj);
   char *dir2 = strdup(rh_test_path(tmpdir, "replaced"));
-  assert_int_equal(RUN("/dev/null", NULL, "sweep", file, "--out", dir2, "--axis", "cluster.nodes=3"), 0);
+  assert_int_equal(RUN_OK("/dev/null", "sweep", file, "--out", dir2, "--axis", "cluster.nodes=3"),
+                   0);
   sj = load_json(dir2, "sweep.json");
   assert_int_equal(json_array_size(json_object_get(sj, "points")), 2); /* 1 x 2 */
   json_decref(sj);
@@ -225,8 +228,9 @@ static void test_set_and_sources(void **state) {
    * gives the algorithm: each value names the last source that gave it */
   setenv("RH_FUSION_THRESHOLD", "16MiB", 1);
   setenv("RH_TIMEOUT", "30", 1);
-  int rc = RUN("/dev/null", NULL, "run", "scenarios/default.yaml", "--set", "collective.algorithm=ring",
-               "--set", "cluster.nodes=3", "--out", dir, "--no-what-if");
+  int rc = RUN_OK("/dev/null", "run", "scenarios/default.yaml", "--set",
+                  "collective.algorithm=ring", "--set", "cluster.nodes=3", "--out", dir,
+                  "--no-what-if");
   unsetenv("RH_FUSION_THRESHOLD");
   unsetenv("RH_TIMEOUT");
   assert_int_equal(rc, 0);
@@ -268,7 +272,8 @@ static void test_set_and_sources(void **state) {
 static void test_steps_csv_and_epochs(void **state) {
   (void)state;
   char *dir = strdup(rh_test_path(tmpdir, "steps"));
-  assert_int_equal(RUN("/dev/null", NULL, "run", "scenarios/default.yaml", "--out", dir, "--no-what-if"), 0);
+  assert_int_equal(
+      RUN_OK("/dev/null", "run", "scenarios/default.yaml", "--out", dir, "--no-what-if"), 0);
   json_t *root = load_json(dir, "summary.json");
   json_t *s = json_object_get(root, "summary");
   long steps = (long)num(s, "steps");
@@ -313,8 +318,9 @@ static void test_bottleneck_what_if(void **state) {
       {"cluster.network.nic_Gbps=1", "network-bound"}};
   for (size_t i = 0; i < 2; i++) {
     char *dir = strdup(rh_test_path(tmpdir, i ? "slow" : "fast"));
-    assert_int_equal(RUN("/dev/null", NULL, "run", "scenarios/default.yaml", "--set", (char *)cases[i].set,
-                         "--out", dir), 0);
+    assert_int_equal(RUN_OK("/dev/null", "run", "scenarios/default.yaml", "--set",
+                            (char *)cases[i].set, "--out", dir),
+                     0);
     json_t *root = load_json(dir, "summary.json");
     json_t *s = json_object_get(root, "summary"), *b = json_object_get(root, "bottleneck");
     json_t *w = json_object_get(b, "what_if");
@@ -401,7 +407,8 @@ static void test_progress_on_stderr_only(void **state) {
 static void test_out_makes_parents_readable_files(void **state) {
   (void)state;
   char *dir = strdup(rh_test_path(tmpdir, "a/b/c"));
-  assert_int_equal(RUN("/dev/null", NULL, "run", "scenarios/default.yaml", "--out", dir, "--no-what-if"), 0);
+  assert_int_equal(
+      RUN_OK("/dev/null", "run", "scenarios/default.yaml", "--out", dir, "--no-what-if"), 0);
   static const char *const files[] = {"summary.json", "epochs.txt", "steps.csv"};
   for (int i = 0; i < 3; i++) {
     struct stat st;

@@ -566,7 +566,7 @@ static void test_command_line(void **state) {
   snprintf(summary_path, sizeof summary_path, "%s/summary.json", out);
   char *argv[] = {RH_BINARY, "run", "scenarios/default.yaml", "--out", out, "--timeline", file,
                   NULL};
-  assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
+  assert_int_equal(rh_test_spawn_expect(argv, NULL, 0), 0);
   assert_int_equal(access(file, F_OK), 0);
   json_error_t err;
   json_t *summary = json_load_file(summary_path, 0, &err);

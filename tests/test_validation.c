@@ -48,7 +48,7 @@ static void simulate(const row *r, double *busbw, char *algo, size_t len) {
   snprintf(size, sizeof size, "%.0fB", r->bytes);
   char *argv[] = {RH_BINARY, "collective", file, "--min", size, "--max", size, "--mem-limit",
                   "1MiB", "--out", out, NULL};
-  assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
+  assert_int_equal(rh_test_spawn_expect(argv, NULL, 0), 0);
   snprintf(json, sizeof json, "%s/collective.json", out);
   json_error_t err;
   json_t *root = json_load_file(json, 0, &err);
