@@ -12,6 +12,8 @@
  *   without it, and end with the simulator's parameters.
  * - The elastic mistakes (no commit, lr not rescaled, sampler not reset) give the verdicts and
  *   exit codes they give on the simulator.
+ * - An elastic job whose driver is gone (its directory says world 0 broke, no driver answers):
+ *   each rank says on stderr that no world was formed, and the report says why the job ended.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -239,12 +242,49 @@ static void test_mistakes_same_verdicts(void **state) {
   }
 }
 
+static void test_driver_gone(void **state) {
+  (void)state;
+  const char *scenario = "tests/scenarios/mpi/elastic-no-driver.yaml";
+  char dir[300], out[300], errp[300];
+  snprintf(dir, sizeof dir, "%s", rh_test_path(tmpdir, "no-driver"));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "no-driver.out"));
+  snprintf(errp, sizeof errp, "%s", rh_test_path(tmpdir, "no-driver.err"));
+  assert_int_equal(mkdir(dir, 0755), 0);
+  /* what a driver writes when it sees a process die, before it is killed in turn */
+  FILE *f = fopen(rh_test_path(dir, "w0.broken"), "w");
+  assert_non_null(f);
+  fputs("a process died\n", f);
+  assert_int_equal(fclose(f), 0);
+  setenv("RH_ELASTIC_DIR", dir, 1);
+  char *argv[] = {RH_MPIEXEC, "--oversubscribe", "-np", "2", "-x", "RH_MPI_GPUS_PER_NODE",
+                  "-x", "RH_ELASTIC_DIR", RH_MPI_BINARY, "run", (char *)scenario, NULL};
+  double cpu, wall;
+  int rc = spawn_measured(argv, out, errp, &cpu, &wall);
+  unsetenv("RH_ELASTIC_DIR");
+  char *err = rh_test_slurp(errp), *text = rh_test_slurp(out);
+  assert_non_null(err);
+  assert_non_null(text);
+  print_message("exit %d after %.2f s\n%s", rc, wall, err);
+  assert_int_not_equal(rc, 0);
+  const char *why = "the elastic driver formed no world in";
+  const char *said = strstr(err, why);
+  assert_non_null(said); /* by both ranks */
+  assert_non_null(strstr(said + 1, why));
+  assert_non_null(strstr(text, "failures\n"));
+  assert_non_null(strstr(strstr(text, "failures\n"), "the job ended on rank 0: the elastic driver "
+                                                       "formed no world in"));
+  free(err);
+  free(text);
+}
+
 int main(void) {
+  if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_stopped_rank_fixed_size),
       cmocka_unit_test(test_stopped_rank_elastic),
       cmocka_unit_test(test_mistakes_same_verdicts),
+      cmocka_unit_test(test_driver_gone),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -456,11 +456,17 @@ static void mpi_abandon(rh_ctx *ctx) {
           ctx->last_error[0] ? ctx->last_error : "a collective failed");
 }
 
-/* The rendezvous of an elastic reset (elastic.c), on the rank's timeline. */
+/* The rendezvous of an elastic reset (elastic.c), on the rank's timeline.  A rank that cannot
+ * join a new world says why on its stderr, as mpi_abandon does: the driver that would report it
+ * may be the one that is gone (the job ending, or this host leaving it, the driver reports). */
 static rh_status mpi_rendezvous(rh_ctx *ctx) {
   double since = mpi_now(ctx);
+  int rank = ctx->rank;
   rh_status st = mpi__rendezvous(ctx);
   rh__trace_world(ctx, since, st);
+  if (st != RH_OK && st != RH_ERR_TOO_FEW && st != RH_ERR_EXCLUDED)
+    fprintf(stderr, "rehearsal: rank %d, %.3f s into the job: %s\n", rank, mpi_now(ctx),
+            ctx->last_error[0] ? ctx->last_error : rh_status_string(st));
   return st;
 }
 

@@ -725,6 +725,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     }
     printf("\nfailures\n  on real processes `rehearsal elastic` reports each failure and reset "
            "(its stderr); commits %.6f s, checkpoints %.6f s\n", commit, checkpoint);
+    if (res.error != RH_OK) /* what ended the job where no driver could say it */
+      printf("  the job ended on rank %d: %s\n", res.error_rank, res.error_detail);
     const rh_check_id log_checks[] = {RH_CHECK_NOTICED, RH_CHECK_INTERVAL};
     for (size_t i = 0; i < sizeof log_checks / sizeof log_checks[0]; i++)
       if (cfg->check[log_checks[i]]) {

@@ -611,6 +611,14 @@ rh_status train__elastic(rank_state *s, train_epochs_fn run) {
   }
   if (st != RH_OK && st != RH_ERR_EXCLUDED && st != RH_ERR_TOO_FEW && !train__peer_failure(st))
     train__failed(s, st, RH_CHECK_COLLECTIVES);
+  /* a peer's failure comes out of the elastic loop only when the reset itself failed (on real
+   * processes, no driver formed a new world): nothing mends that, and the job stops here */
+  if (train__peer_failure(st) && s->res->error == RH_OK) {
+    s->res->error = st;
+    s->res->error_rank = s->rank;
+    snprintf(s->res->error_detail, sizeof s->res->error_detail, "%s",
+             rh_last_error(ctx)[0] ? rh_last_error(ctx) : rh_status_string(st));
+  }
   /* the evidence lives on the stack of this call: the state must not use it afterwards */
   rh_state_free(s->state);
   s->state = NULL;
