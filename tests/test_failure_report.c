@@ -6,7 +6,9 @@
  * - a job whose every node died says so, counts its time as lost, and its crashes as noticed: they
  *   ended it; its failure rate is the scenario's, even when no step was recorded;
  * - a degradation that is in fact a dead component is refused at load;
- * - an event given with --set is named by the override, not by a line of the file.
+ * - an event given with --set is named by the override, not by a line of the file;
+ * - a job that cannot allocate what it trains with says how many steps an epoch has, and what it
+ *   could not allocate.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static char tmpdir[64];
 
@@ -296,6 +301,75 @@ static void test_events_of_an_override(void **state) {
   free(text);
 }
 
+/* One node of two GPUs, an MLP, 1200 samples in batches of 128: 9 steps an epoch. */
+static const char mlp_job[] = "name: mlp\n"
+                              "cluster:\n"
+                              "  nodes: 1\n"
+                              "  gpus_per_node: 2\n"
+                              "  gpu: {tflops: 14}\n"
+                              "  intra: {bandwidth_GBps: 50, latency_us: 1}\n"
+                              "  network: {nic_Gbps: 25, latency_us: 5}\n"
+                              "model: {kind: mlp, hidden: 50, forward_gflops_per_sample: 0.00096}\n"
+                              "data: {train_samples: 1200, validation_samples: 200}\n"
+                              "recipe:\n"
+                              "  batch_per_worker: 64\n"
+                              "  base_lr: 0.01\n"
+                              "  momentum: 0.5\n"
+                              "  epochs: 1\n"
+                              "  validation_batch: 100\n";
+
+/* `rehearsal run FILE --no-what-if --set SET` with its address space limited to `limit` bytes (0:
+ * as it is); its exit status, its stdout in *text. */
+static int run_limited(const char *file, const char *set, rlim_t limit, char **text) {
+  char std[320];
+  snprintf(std, sizeof std, "%s", rh_test_path(tmpdir, "nomem.txt"));
+  char *argv[] = {RH_BINARY, "run", (char *)file, "--no-what-if", "--set", (char *)set, NULL};
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit as = {limit, limit};
+    if (limit && setrlimit(RLIMIT_AS, &as) != 0) _exit(126);
+    _exit(rh_test_spawn(argv, std, NULL));
+  }
+  int status = 0;
+  assert_true(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+  *text = rh_test_slurp(std);
+  assert_non_null(*text);
+  return WEXITSTATUS(status);
+}
+
+/* A job stopped by a lack of memory before its first step: the header has the epoch's steps, and
+ * the stop says what could not be allocated (no empty line). */
+static void test_out_of_memory_said(void **state) {
+  (void)state;
+  /* a huge allocation fails, and is not an AddressSanitizer finding */
+  setenv("ASAN_OPTIONS", "allocator_may_return_null=1", 0);
+  char file[300];
+  snprintf(file, sizeof file, "%s", write_scenario("mlp.yaml", mlp_job));
+  static const struct {
+    const char *set, *header;
+    rlim_t limit;
+  } cases[] = {
+      {"data.train_samples=1e15", "global; 7812500000000 steps per epoch\n", 0},
+#ifndef RH_SANITIZE_ADDRESS /* its shadow memory does not fit a limited address space */
+      {"model.hidden=1048576", "global; 9 steps per epoch\n", (rlim_t)4000000 * 1024},
+#endif
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text;
+    int rc = run_limited(file, cases[i].set, cases[i].limit, &text);
+    const char *stop = strstr(text, "\nthe run stopped on rank 0: out of memory\n  ");
+    if (rc != 1 || !strstr(text, cases[i].header) || !stop)
+      fail_msg("--set %s: exit %d (expected 1), does it say \"%s\"?\n%s", cases[i].set, rc,
+               cases[i].header, text);
+    const char *detail = stop + strlen("\nthe run stopped on rank 0: out of memory\n  ");
+    if (!strstr(detail, "could not allocate"))
+      fail_msg("--set %s: the stop does not say what could not be allocated:\n%s", cases[i].set,
+               text);
+    free(text);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_incident_counted),
@@ -303,6 +377,7 @@ int main(void) {
       cmocka_unit_test(test_failure_rate_from_the_scenario),
       cmocka_unit_test(test_dead_component_refused),
       cmocka_unit_test(test_events_of_an_override),
+      cmocka_unit_test(test_out_of_memory_said),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));

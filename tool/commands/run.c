@@ -787,8 +787,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     json_object_set_new(root, "ended", json_string("no node was left"));
   }
   if (res.error != RH_OK) {
-    printf("\nthe run stopped on rank %d: %s\n  %s\n", res.error_rank, rh_status_string(res.error),
-           res.error_detail);
+    printf("\nthe run stopped on rank %d: %s\n", res.error_rank, rh_status_string(res.error));
+    if (res.error_detail[0]) printf("  %s\n", res.error_detail);
     json_object_set_new(root, "error",
                         json_pack("{s:i, s:s, s:s}", "rank", res.error_rank, "status",
                                   rh_status_string(res.error), "detail", res.error_detail));

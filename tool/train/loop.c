@@ -800,12 +800,47 @@ static void report(rank_state *s) {
   train__report(s);
 }
 
+/* Bytes in kB, MB or GB, three digits (a static buffer). */
+static const char *size_text(double bytes) {
+  static char buf[32];
+  if (bytes < 1e6) snprintf(buf, sizeof buf, "%.3g kB", bytes / 1e3);
+  else if (bytes < 1e9) snprintf(buf, sizeof buf, "%.3g MB", bytes / 1e6);
+  else snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
+  return buf;
+}
+
+/* What a rank that could not set up had to allocate, as the stop's detail (the first failure's
+ * alone: the job reports one). */
+static void no_memory(rank_state *s) {
+  rh_train_result *r = s->res;
+  if (r->error != RH_OK || r->error_detail[0]) return;
+  const rh_train_config *cfg = s->cfg;
+  if (!cfg->real) {
+    snprintf(r->error_detail, sizeof r->error_detail,
+             "rank %d could not allocate its bookkeeping for %d layers and %d epochs", s->rank,
+             s->ntensors, s->epochs);
+    return;
+  }
+  /* parameters and gradients, and the sampler's three words per training sample */
+  char params[32], samples[32];
+  snprintf(params, sizeof params, "%s", size_text((double)s->nparams * sizeof(float)));
+  snprintf(samples, sizeof samples, "%s",
+           size_text((double)cfg->train_samples * (sizeof(long) + 2 * sizeof(int32_t))));
+  snprintf(r->error_detail, sizeof r->error_detail,
+           "rank %d could not allocate its buffers: %zu parameters (%s each of parameters and "
+           "gradients), %ld training samples (%s of sampler state)", s->rank, s->nparams, params,
+           cfg->train_samples, samples);
+}
+
 int rh_train_rank(rh_ctx *ctx, void *arg) {
   rh_train_job *job = arg;
   rank_state s = {.ctx = ctx, .cfg = job->cfg, .res = job->result};
   const rh_train_config *cfg = job->cfg;
   rh_status st = setup(&s);
   if (st != RH_OK) {
+    /* the header gives the epoch's steps even when none could run */
+    if (s.rank == 0) s.res->steps_per_epoch = s.steps_per_epoch;
+    if (st == RH_ERR_NOMEM) no_memory(&s);
     teardown(&s);
     train__failed(&s, st, RH_CHECK_COLLECTIVES);
     return 1;
