@@ -123,6 +123,7 @@ typedef struct rh_host_change {
   double at;
   int node;
   bool added;
+  int line; /* in the scenario, for reports; 0: none */
 } rh_host_change;
 
 typedef struct rh_elastic_config {

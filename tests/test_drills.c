@@ -72,6 +72,12 @@ static const drill drills[] = {
     {"discovery-adds-a-failed-node", 0,
      {"elastic reset: 6 -> 4 ranks, nodes 0,2; node 1 left: failed: its process died\n",
       "!host change", "!4 -> 4 ranks"}},
+    /* changes the driver's poll comes after the job's end to see are said never to happen */
+    {"discovery-after-the-end", 0,
+     {"1. host change: node 1 removed at 0.002000 s (scenario line 31)\n"
+      "     never happened: the job ended at 0.014788 s, before the driver's poll at 1.000000 s "
+      "(discovery_interval_s 1)\n",
+      "2. host change: node 1 removed at 0.003000 s (scenario line 32)\n     never happened"}},
     {"discovery-removes-twice", 0,
      {"1. host change at 0.002512 s (epoch 1, step 15)\n"
       "     elastic reset: 6 -> 4 ranks, nodes 0,2\n"

@@ -735,7 +735,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
                  "judged on the simulator, from its job log");
       }
   } else if (failures) {
-    rh_failure_report(stdout, root, in.launch.config.faults, lres.log, &res, lres.end_time, &ft);
+    rh_failure_report(stdout, root, in.launch.config.faults, in.launch.config.elastic, lres.log,
+                      &res, lres.end_time, &ft);
     if (cfg->check[RH_CHECK_NOTICED])
       rh_train_verdict_noticed(&res, &in.launch.plan, lres.log, lres.end_time);
     interval_study(&in.launch, cfg, &res, &ft, size, sc.cluster.nodes,

@@ -443,13 +443,23 @@ static uint8_t *fired_faults(const rh_fault_plan *plan, const rh_joblog *log) {
   return fired;
 }
 
+/* How many of the discovery's changes the driver never saw (the job ended before its poll after
+ * them): it sees them in order, one RH_EV_HOSTS each, so they are the last ones. */
+static int unseen_changes(const rh_elastic_config *elastic, const rh_joblog *log) {
+  if (!elastic) return 0;
+  int seen = 0;
+  for (size_t k = 0; log && k < log->n; k++) seen += log->events[k].kind == RH_EV_HOSTS;
+  return seen < elastic->nchanges ? elastic->nchanges - seen : 0;
+}
+
 void rh_failure_totals_free(rh_failure_totals *t) {
   free(t->struck);
   t->struck = NULL;
   t->nstruck = 0;
 }
 
-void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
+void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan,
+                       const rh_elastic_config *elastic, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *t) {
   *t = (rh_failure_totals){.goodput = 1, .none_left = none_left(log, end)};
   int n;
@@ -494,6 +504,9 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
   /* scripted faults whose trigger the job never reached */
   int unfired = 0;
   for (int i = 0; plan && i < plan->nfaults; i++) unfired += !fired[i];
+  /* and discovery changes the job ended before the driver saw */
+  int unseen = unseen_changes(elastic, log);
+  unfired += unseen;
   json_t *events = json_array();
   if (out && (n || unfired || t->commit > 0 || t->checkpoint > 0)) fprintf(out, "\nfailures\n");
   /* the first RH_FAILURE_LISTED incidents have their lines; every one has its JSON */
@@ -602,7 +615,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
     json_object_set_new(j, "cost_s", json_real(cost));
     json_array_append_new(events, j);
   }
-  for (int i = 0, k = n; plan && i < plan->nfaults; i++) {
+  int k = n;
+  for (int i = 0; plan && i < plan->nfaults; i++) {
     if (fired[i]) continue;
     FILE *o = listed < RH_FAILURE_LISTED ? out : NULL;
     listed += o != NULL;
@@ -618,6 +632,29 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const
                  "trigger\n", ++k, what, set ? "" : "scenario ", origin, end);
     json_t *j = json_pack("{s:s}", "event", what);
     json_object_set_new(j, set ? "set" : "line", set ? json_string(path) : json_integer(line));
+    json_object_set_new(j, "outcome", json_string("never happened"));
+    json_object_set_new(j, "cost_s", json_real(0.0));
+    json_array_append_new(events, j);
+  }
+  for (int i = elastic ? elastic->nchanges - unseen : 0; elastic && i < elastic->nchanges; i++) {
+    FILE *o = listed < RH_FAILURE_LISTED ? out : NULL;
+    listed += o != NULL;
+    const rh_host_change *c = &elastic->changes[i];
+    char what[80], origin[64] = "", path[40];
+    snprintf(what, sizeof what, "host change: node %d %s", c->node, c->added ? "added" : "removed");
+    bool set = rh_scenario_line_is_set(c->line);
+    snprintf(path, sizeof path, "elastic.discovery[%d]", i);
+    if (set) snprintf(origin, sizeof origin, " (--set elastic.discovery, change %d)", i + 1);
+    else if (c->line) snprintf(origin, sizeof origin, " (scenario line %d)", c->line);
+    /* the driver would have seen it at its next poll of the discovery script */
+    double p = elastic->discovery_interval, poll = p > 0 ? ceil(c->at / p) * p : c->at;
+    if (o)
+      fprintf(o, "  %d. %s at %.6f s%s\n     never happened: the job ended at %.6f s, before the "
+                 "driver's poll at %.6f s (discovery_interval_s %g)\n", ++k, what, c->at, origin,
+              end, poll, p);
+    json_t *j = json_pack("{s:s}", "event", what);
+    if (set) json_object_set_new(j, "set", json_string(path));
+    else if (c->line) json_object_set_new(j, "line", json_integer(c->line));
     json_object_set_new(j, "outcome", json_string("never happened"));
     json_object_set_new(j, "cost_s", json_real(0.0));
     json_array_append_new(events, j);

@@ -36,8 +36,10 @@ typedef struct rh_failure_totals {
 } rh_failure_totals;
 
 /* Analyses the job (end: its end time) and prints the failures section to out (NULL: nothing
- * printed); adds "failures" to root (may be NULL); fills totals. */
-void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan, const rh_joblog *log,
+ * printed); adds "failures" to root (may be NULL); fills totals.  elastic (may be NULL) gives the
+ * discovery's changes: those the job ended before the driver saw are said never to happen. */
+void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan,
+                       const rh_elastic_config *elastic, const rh_joblog *log,
                        const rh_train_result *res, double end, rh_failure_totals *totals);
 
 void rh_failure_totals_free(rh_failure_totals *totals);

@@ -1864,7 +1864,7 @@ static rh_status elastic(const rh_scenario *sc, rh_elastic_config *el) {
   for (int i = 0; i < n; i++) {
     const rh_scenario_change *c = &sc->elastic.changes[i];
     changes[i] = (rh_host_change){.at = c->at_s, .node = c->add >= 0 ? c->add : c->remove,
-                                  .added = c->add >= 0};
+                                  .added = c->add >= 0, .line = c->line};
   }
   el->changes = changes;
   el->nchanges = n;
