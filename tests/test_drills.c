@@ -78,6 +78,12 @@ static const drill drills[] = {
       "     never happened: the job ended at 0.014788 s, before the driver's poll at 1.000000 s "
       "(discovery_interval_s 1)\n",
       "2. host change: node 1 removed at 0.003000 s (scenario line 32)\n     never happened"}},
+    /* no rank notices a change the driver's poll saw; the epoch cut short has no metrics */
+    {"discovery-removes-every-host", 1,
+     {"1. host change at 0.002512 s (epoch 1, step 15)\n"
+      "     the job ended: 0 slots remain, min_np is 2 (waited 5 s for hosts)\n",
+      "      0.06         -         -         -         -   0.002159      6\n", "!noticed +",
+      "!0.06   0.00000"}},
     {"discovery-removes-twice", 0,
      {"1. host change at 0.002512 s (epoch 1, step 15)\n"
       "     elastic reset: 6 -> 4 ranks, nodes 0,2\n"

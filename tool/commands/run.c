@@ -589,10 +589,14 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     double thr = samples / t;
     fprintf(tab, "%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f %10.6g", e + 1, s->steps, t, s->compute,
            s->exposed_comm, 1e3 * t / (double)s->steps, thr, s->lr_last);
-    if (cfg->real && !isnan(s->val_loss))
+    /* no metric (an epoch the job's end cut short, or no validation): gnuplot's missing-value
+     * mark */
+    if (cfg->real && isnan(s->train_loss))
+      fprintf(tab, " %9s %9s %9s %9s", "-", "-", "-", "-");
+    else if (cfg->real && !isnan(s->val_loss))
       fprintf(tab, " %9.5f %9.5f %9.5f %9.5f", s->train_loss, s->train_accuracy, s->val_loss,
              s->val_accuracy);
-    else if (cfg->real) /* no validation: gnuplot's missing-value mark */
+    else if (cfg->real)
       fprintf(tab, " %9.5f %9.5f %9s %9s", s->train_loss, s->train_accuracy, "-", "-");
     /* lost time comes from the simulator's job log; real processes have none ("-") */
     double lost = failures && simulated
@@ -606,9 +610,11 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
                             "steps", (json_int_t)s->steps, "time_s", t, "compute_s", s->compute,
                             "comm_wait_s", s->exposed_comm, "step_ms", 1e3 * t / (double)s->steps,
                             "samples_per_s", thr, "lr_first", s->lr_first, "lr_last", s->lr_last);
-    if (cfg->real) {
+    if (cfg->real && !isnan(s->train_loss)) {
       json_object_set_new(jep, "train_loss", json_real(s->train_loss));
       json_object_set_new(jep, "train_accuracy", json_real(s->train_accuracy));
+    }
+    if (cfg->real) {
       json_object_set_new(jep, "validation_steps", json_integer(s->val_steps));
       if (!isnan(s->val_loss)) {
         json_object_set_new(jep, "val_loss", json_real(s->val_loss));

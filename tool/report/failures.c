@@ -566,7 +566,7 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan,
       if (o) fprintf(o, "     during the recovery of another failure: its node left at %.6f s\n", c->noticed);
     } else if (c->unseen) {
       if (o) fprintf(o, "     no worker of the job was left to notice it\n");
-    } else if (c->how != HOW_HOSTS) {
+    } else if (c->fault) { /* a host change is the driver's own: no rank notices it */
       if (o) fprintf(o, "     noticed %+.6f s after: %s\n", c->noticed - c->at, c->seen);
       json_object_set_new(j, "detection_s", json_real(c->noticed - c->at));
       json_object_set_new(j, "noticed_by", json_string(c->seen));

@@ -707,8 +707,9 @@ rh_status train__run_epochs(rank_state *s, int to) {
     int e = (int)s->pos.epoch;
     rh_epoch_stats *es = &s->ev.now;
     if (s->pos.step == 0 && s->pos.processed == 0 && s->shard_epoch != e) {
-      /* a new epoch: nothing of it is recorded yet */
-      *es = (rh_epoch_stats){.start = rh_time(s->ctx)};
+      /* a new epoch: nothing of it is recorded yet, and its metrics are none until its end */
+      *es = (rh_epoch_stats){.start = rh_time(s->ctx), .train_loss = NAN, .train_accuracy = NAN,
+                             .val_loss = NAN, .val_accuracy = NAN};
       s->ev.epoch_loss = s->ev.epoch_correct = s->ev.epoch_samples = 0;
       s->ev.draws = s->ev.own_repeats = 0;
       if (s->sample_count) {
