@@ -14,6 +14,8 @@
  *   exit codes they give on the simulator.
  * - An elastic job whose driver is gone (its directory says world 0 broke, no driver answers):
  *   each rank says on stderr that no world was formed, and the report says why the job ended.
+ * - Three processes of four killed at once with min_np 2: the driver forms no world, and says the
+ *   job ended after no reset, short of min_np.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,6 +279,24 @@ static void test_driver_gone(void **state) {
   free(text);
 }
 
+static void test_too_few_left(void **state) {
+  (void)state;
+  int rc;
+  char *err, *mpi = under_driver("tests/scenarios/mpi/elastic-three-crash.yaml", "three-mpi", &err,
+                                 &rc);
+  const char *says[] = {"rehearsal elastic: the job ends: 1 worker remains, min_np is 2\n",
+                        "rehearsal elastic: the job ended after 0 resets, in ",
+                        " s, when no world could form (1 worker remains, min_np is 2); rank 0 of "
+                        "the last world exited with 1\n"};
+  for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+    if (!strstr(err, says[i])) fail_msg("exit %d; does not say \"%s\":\n%s", rc, says[i], err);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(mpi, "the elastic job ended before its last step: fewer workers than "
+                              "min_np remain"));
+  free(mpi);
+  free(err);
+}
+
 int main(void) {
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
@@ -285,6 +305,9 @@ int main(void) {
       cmocka_unit_test(test_stopped_rank_elastic),
       cmocka_unit_test(test_mistakes_same_verdicts),
       cmocka_unit_test(test_driver_gone),
+      cmocka_unit_test(test_too_few_left),
   };
+  if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
+  if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -114,7 +114,8 @@ typedef struct driver {
   int world;
   bool pretend;           /* one machine: nodes are the scenario's (RH_MPI_GPUS_PER_NODE) */
   double t0;
-  int resets;
+  int resets;             /* worlds formed again after a failure */
+  char short_of[96];      /* why the job ended below min_np ("" when it did not) */
 } driver;
 
 static volatile sig_atomic_t interrupted;
@@ -283,25 +284,39 @@ static bool close_rendezvous(driver *d) {
     fprintf(stderr, "rehearsal elastic: world %d: %d ranks, ranks %s of world %d in order\n",
             d->world + 1, k, kept, d->world);
   } else if (text) {
-    snprintf(text, 16 * ((size_t)n + 8), "end %d workers remain, min_np is %d\n", k,
-             sc->elastic.min_np);
-    fprintf(stderr, "rehearsal elastic: the job ends: %d workers remain, min_np is %d\n", k,
-            sc->elastic.min_np);
+    snprintf(d->short_of, sizeof d->short_of, "%d worker%s, min_np is %d", k,
+             k == 1 ? " remains" : "s remain", sc->elastic.min_np);
+    snprintf(text, 16 * ((size_t)n + 8), "end %s\n", d->short_of);
+    fprintf(stderr, "rehearsal elastic: the job ends: %s\n", d->short_of);
   }
   bool ok = text && answer(d, text);
   free(text);
   if (ok && going) {
     memcpy(d->members, next, (size_t)k * sizeof(int));
     d->nmembers = k;
+    d->resets++; /* a reset is a world formed again: a job that ends here formed none */
   }
   d->world++;
-  d->resets++;
   for (int p = 0; p < d->nprocs; p++) d->procs[p].arrived = false;
   free(failed);
   free(noticed);
   free(bad_node);
   free(next);
   return ok && going;
+}
+
+/* The driver's last line: the resets that formed a world again, why the job ended short of
+ * min_np if it did, and how the last world's rank 0 ended (killed by signal `code`, or exited
+ * with it). */
+static void ended_line(const driver *d, double seconds, bool killed, int code, char *buf,
+                       size_t len) {
+  int k = snprintf(buf, len, "the job ended after %d reset%s, in %.3f s", d->resets,
+                   d->resets == 1 ? "" : "s", seconds);
+  if (d->short_of[0] && k >= 0 && (size_t)k < len)
+    k += snprintf(buf + k, len - (size_t)k, ", when no world could form (%s)", d->short_of);
+  if (k >= 0 && (size_t)k < len)
+    snprintf(buf + k, len - (size_t)k, "; rank 0 of the last world %s %d",
+             killed ? "was killed by signal" : "exited with", code);
 }
 
 /* mpirun's stderr passes through, less the line Open MPI 4.1's PMIx prints at each process
@@ -596,10 +611,10 @@ int rh_cmd_elastic(int argc, char **argv) {
     if (interrupted) rc = 130;
     else if (first->ended && first->exit_code >= 0) rc = first->exit_code;
     else rc = WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
-    fprintf(stderr, "rehearsal elastic: the job ended after %d reset%s, in %.3f s; rank 0 of the "
-                    "last world %s %d\n", d.resets, d.resets == 1 ? "" : "s", now() - d.t0,
-            first->ended && first->exit_code < 0 ? "was killed by signal" : "exited with",
-            first->ended && first->exit_code < 0 ? first->signal : rc);
+    char last[160];
+    ended_line(&d, now() - d.t0, first->ended && first->exit_code < 0,
+               first->ended && first->exit_code < 0 ? first->signal : rc, last, sizeof last);
+    fprintf(stderr, "rehearsal elastic: %s\n", last);
   }
   if (out.fd >= 0) close(out.fd);
   for (int i = 0; names && i < named; i++) free(names[i]);
