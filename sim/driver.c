@@ -136,15 +136,32 @@ static void place(sim_job *job, sim_world *w, int r, sim_worker *wk) {
   rh__ctx_set_world(&wk->ctx, r, &w->topo, w->generation);
 }
 
-/* "0,1,3": the nodes of a world, in rank order. */
+/* "0,1,3": the nodes of a world, in rank order.  A list longer than buf is cut after a whole
+ * number and says how many nodes it leaves out ("0,1,2,...,73 and 16300 more"). */
 static void describe_nodes(const sim_job *job, const sim_world *w, char *buf, size_t len) {
-  size_t k = 0;
-  buf[0] = 0;
-  for (int r = 0; r < w->topo.size && k < len; r++) {
+  int nodes = 0;
+  size_t whole = 0; /* the length of the whole list */
+  for (int r = 0; r < w->topo.size; r++) {
     int node = job->node_of_slot[w->slots[r]];
     if (r > 0 && node == job->node_of_slot[w->slots[r - 1]]) continue;
-    k += (size_t)snprintf(buf + k, len - k, "%s%d", k ? "," : "", node);
+    whole += (size_t)snprintf(NULL, 0, "%s%d", nodes ? "," : "", node);
+    nodes++;
   }
+  /* room for " and 2147483647 more" where the list does not fit */
+  size_t room = whole < len ? len : len > 24 ? len - 24 : 0, k = 0;
+  int shown = 0;
+  buf[0] = 0;
+  for (int r = 0; r < w->topo.size; r++) {
+    int node = job->node_of_slot[w->slots[r]];
+    if (r > 0 && node == job->node_of_slot[w->slots[r - 1]]) continue;
+    char item[16];
+    size_t m = (size_t)snprintf(item, sizeof item, "%s%d", shown ? "," : "", node);
+    if (k + m >= room) break;
+    memcpy(buf + k, item, m + 1);
+    k += m;
+    shown++;
+  }
+  if (shown < nodes && k < len) snprintf(buf + k, len - k, " and %d more", nodes - shown);
 }
 
 static void log_world(sim_job *job, const sim_world *w) {

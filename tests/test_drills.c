@@ -67,6 +67,10 @@ static const drill drills[] = {
       "PASS  failures_noticed", "!nobody noticed it"}},
     {"crash-of-a-spare", 1,
      {"nobody noticed it", "FAIL  failures_noticed       the host_crash of node 3 (line 23)"}},
+    /* more nodes than the reset line lists: cut after a whole number, the rest counted */
+    {"crash-of-many-nodes-listed", 0,
+     {"elastic reset: 80 -> 79 ranks, nodes 0,1,2,3,4,6,7,8,",
+      ",59,60,61 and 18 more; node 5 left: failed: its process died\n"}},
     {"degraded-uplink", 0, {"link_degraded of node 0's uplink", "s slower in all"}},
     /* discovery changes that leave the assignment as it is cost no reset, as in Horovod */
     {"discovery-adds-a-failed-node", 0,
