@@ -190,7 +190,7 @@ static rh_status launch(sim_job *job, const int *nodes, int k) {
     if (!wk) return RH_ERR_NOMEM;
     place(job, w, r, wk);
   }
-  for (int r = 0; r < w->topo.size; r++) sim__start_worker(job, w->members[r]);
+  for (int r = 0; r < w->topo.size; r++) job->start_worker(job, w->members[r]);
   job->world = w;
   job->changes++;
   job->last_size = w->topo.size;
@@ -424,7 +424,7 @@ static void close_rendezvous(sim_job *job) {
     place(job, w, r, wk);
   }
   for (int r = 0; r < w->topo.size; r++)
-    if (w->members[r]->joining && !w->members[r]->actor) sim__start_worker(job, w->members[r]);
+    if (w->members[r]->joining && !w->members[r]->actor) job->start_worker(job, w->members[r]);
   d->forming = w;
   job->changes++;
   d->phase = RDV_FORMED;

@@ -213,7 +213,7 @@ static void crash(sim_job *job, int first, int n) {
   for (int s = first; s < first + n; s++) sg_host_turn_off(job->hosts[s]);
   for (int s = first; s < first + n; s++) {
     sim_worker *wk = job->slot_worker[s];
-    if (wk && !wk->done) sim__driver_worker_died(job, wk);
+    if (wk && !wk->done) job->worker_died(job, wk);
   }
 }
 
@@ -225,7 +225,7 @@ static void hang(sim_job *job, int slot) {
   free(all);
   sim_worker *wk = job->slot_worker[slot];
   if (wk && !wk->done) wk->hung = true;
-  sim__driver_poke(job);
+  job->poke(job);
 }
 
 /* The fault `f` (scripted fault `index`, or a random one: index < -1) takes effect. */
@@ -244,7 +244,7 @@ static void apply(sim_job *job, const rh_fault *f, int index) {
     sg_link_t links[2];
     int k = fault_links(job, f, links);
     for (int i = 0; i < k; i++) set_link(job, links[i]);
-    sim__driver_poke(job);
+    job->poke(job);
     break;
   }
   case RH_FAULT_STRAGGLER:
@@ -265,7 +265,7 @@ static void heal(sim_job *job, int index) {
     sg_link_t links[2];
     int k = fault_links(job, f, links);
     for (int i = 0; i < k; i++) set_link(job, links[i]);
-    sim__driver_poke(job);
+    job->poke(job);
   }
   log_fault(job, RH_EV_HEALED, f, index);
 }

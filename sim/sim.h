@@ -139,6 +139,13 @@ struct sim_job {
   const rh_restart_config *restart;
   rh_rank_fn fn;
   void *arg;
+  /* starts a worker's actor on its slot, which runs fn once ready (the backend's, handed to the
+   * driver that launches and adds workers, so that the driver needs nothing else of it) */
+  void (*start_worker)(sim_job *job, sim_worker *wk);
+  /* what the fault injector tells the driver: a worker it killed, and a change the driver may
+   * have to act on (the driver's, handed to the injector, which then needs nothing of it) */
+  void (*worker_died)(sim_job *job, sim_worker *wk);
+  void (*poke)(sim_job *job);
   int nnodes;            /* nodes + spares */
   int nslots;            /* GPU hosts */
   sg_host_t *hosts;      /* by slot */
@@ -164,13 +171,24 @@ struct sim_job {
 };
 
 sim_worker *sim__worker_self(void);
+
+/* ---- a world (world.c) ---------------------------------------------------------------------- */
 /* The world's member of `rank` is dead or its host is off. */
 bool sim__member_dead(const sim_world *w, int rank);
-/* The world's rendezvous points (backend.c): got by key (made on first use for n members of
- * `bytes` records), left by each member (the last one frees it), and one waiter released. */
+/* The world's rendezvous points: got by key (made on first use for n members of `bytes`
+ * records), left by each member (the last one frees it), and one waiter released. */
 audit_point *sim__point_get(sim_world *w, uint64_t key, int n, size_t bytes, const int *ranks);
 void sim__point_leave(sim_world *w, audit_point *a);
 void sim__point_release(sim_world *w, audit_point *a);
+/* A message a member posted, listed in its world (so that an abandoned world can wake its
+ * waiter), and taken off the list once done. */
+void sim__post_add(sim_world *w, rh_p2p *r);
+void sim__post_remove(rh_p2p *r);
+/* A member of w died: its peers blocked on it are told. */
+void sim__member_died(sim_world *w, int rank);
+/* Releases everything blocked in w (its rendezvous points and posted messages). */
+void sim__abort_world(sim_world *w);
+void sim__free_world(sim_world *w);
 /* A symmetric timing-only collective at its price (replay.c; the backend's replay op). */
 rh_status sim__replay(rh_ctx *ctx, uint32_t seq, uint64_t what,
                       rh_status (*run)(void *arg, bool symmetric), void *arg, bool *replayed);
@@ -185,13 +203,6 @@ bool sim__world_any_dead(const sim_world *w);
 
 /* ---- backend (backend.c) ------------------------------------------------------------------ */
 extern const rh_backend_ops sim__ops;
-/* Starts a worker's actor on its slot; the worker runs the job's function once ready. */
-void sim__start_worker(sim_job *job, sim_worker *wk);
-/* A member of w died: its peers blocked on it are told. */
-void sim__member_died(sim_world *w, int rank);
-/* Releases everything blocked in w (its rendezvous points and posted messages). */
-void sim__abort_world(sim_world *w);
-void sim__free_world(sim_world *w);
 
 /* ---- driver (driver.c) -------------------------------------------------------------------- */
 /* Starts the driver actor, which launches the job's workers and sees the job to its end. */
