@@ -387,7 +387,8 @@ static void test_big_platform_announced(void **state) {
                         "-e", "8", NULL};
   spawn_with_alarm(argv, err, 3);
   char *said = rh_test_slurp(err);
-  if (!strstr(said, "building the platform of 16384 GPUs: expect about 16 s and 610 MiB"))
+  /* at a size bench_run measured, the measurement itself (docs/simulation-cost.md) */
+  if (!strstr(said, "building the platform of 16384 GPUs: expect about 10 s and 802 MiB"))
     fail_msg("%s", said);
   free(said);
 }

@@ -44,8 +44,8 @@ void rh_cli_platform_note(const rh_scenario *sc) {
   double seconds, mib;
   rh_scenario_cost(gpus, &seconds, &mib);
   fprintf(stderr, "rehearsal: building the platform of %ld GPUs: expect about %.0f s and %.0f MiB "
-          "(bench_scale: 16 s and 610 MiB for 10 steps of 16,384 GPUs on 2 cores; a longer job "
-          "takes longer)\n", gpus, seconds, mib);
+          "for 10 steps on 2 cores, a longer job more (docs/simulation-cost.md)\n", gpus, seconds,
+          mib);
 }
 
 static int add_set(rh_scenario_opts *opts, const char *command, const char *kv) {

@@ -181,12 +181,13 @@ typedef struct rh_scenario_launch {
 rh_status rh_scenario_launch_init(const rh_scenario *sc, rh_scenario_launch *l);
 void rh_scenario_launch_free(rh_scenario_launch *l);
 
-/* The most GPUs (spares included) a scenario's cluster may have: twice the 65,536 the simulator
- * is built to take in about a minute.  At about 38 KiB a GPU this is 5 GiB, and SimGrid's platform
- * load grows faster than the GPUs (16,384 took 16 s; this many, minutes). */
+/* The most GPUs (spares included) a scenario's cluster may have: twice 65,536, which took 196 s
+ * and 3.6 GiB for 10 steps on 2 cores; SimGrid's platform load grows faster than the GPUs, so
+ * this many would take some 7 GiB and 20 minutes (docs/simulation-cost.md). */
 #define RH_SCENARIO_MAX_GPUS 131072
-/* The simulator's cost of a platform of `gpus`, from bench_scale's measurements (16,384 GPUs:
- * 15.7 s and 610 MiB on 2 cores, the time growing as N^1.4): seconds and MiB. */
+/* The simulator's cost of a job of `gpus`, from bench_run's measurements of a 10-step job on 2
+ * cores (16,384, 32,768 and 65,536 GPUs: 10.5, 33.9 and 196 s; 0.8, 1.6 and 3.5 GiB): seconds and
+ * MiB, a longer job more. */
 void rh_scenario_cost(long gpus, double *seconds, double *mib);
 
 /* Ranks in the scenario's cluster. */
