@@ -405,6 +405,27 @@ static void test_mpi_tool_refuses_a_sweep(void **state) {
 #endif
 }
 
+/* The tool on real processes lists in its help what runs there (run, collective), not every
+ * command of the simulator's: it listed sweep, plot and calibrate, which it cannot run. */
+static void test_mpi_tool_help_lists_its_commands(void **state) {
+  (void)state;
+#ifdef RH_MPI_BINARY
+  char *out = strdup(rh_test_path(tmpdir, "mpi-help.txt"));
+  assert_int_equal(rh_test_spawn((char *const[]){RH_MPI_BINARY, "--help", NULL}, out, NULL), 0);
+  char *text = rh_test_slurp(out);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "\n  run FILE"));
+  assert_non_null(strstr(text, "\n  collective FILE"));
+  assert_null(strstr(text, "\n  sweep "));
+  assert_null(strstr(text, "\n  plot "));
+  assert_null(strstr(text, "\n  calibrate "));
+  free(text);
+  free(out);
+#else
+  skip(); /* built without MPI */
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
@@ -414,6 +435,7 @@ int main(void) {
       cmocka_unit_test(test_sweep_killed_leaves_nothing_running),
       cmocka_unit_test(test_duplicate_and_conflicting_axes),
       cmocka_unit_test(test_rerun_says_what_it_reused),
+      cmocka_unit_test(test_mpi_tool_help_lists_its_commands),
       cmocka_unit_test(test_mpi_tool_refuses_a_sweep),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
