@@ -230,6 +230,12 @@ static void test_summary_names_network_model(void **state) {
     assert_non_null(root);
     json_t *model = json_object_get(json_object_get(root, "cluster"), "network_model");
     assert_string_equal(json_string_value(model), models[i]);
+    /* the buckets' prices say which model gave them: the realistic network (SimGrid's LV08) has
+     * no cost formula, and its buckets are the exact model's, which they said they were not */
+    json_t *bucket = json_array_get(json_object_get(root, "buckets"), 0);
+    assert_non_null(bucket);
+    assert_string_equal(json_string_value(json_object_get(bucket, "priced_by")),
+                        i == 2 ? "nccl" : "exact");
     json_decref(root);
     free(out);
   }
