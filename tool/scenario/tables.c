@@ -74,8 +74,12 @@ static bool header_layout(char *p, nccl_layout *lay) {
 static const char *row_shape(const nccl_layout *lay, int k) {
   static const char *const cols[] = {"size", "count", "type", "redop", "root", "time",
                                      "algbw", "busbw", "#wrong"};
-  if (k >= lay->busbw + 2)
-    return k == lay->fields || k == lay->busbw + 2 ? NULL : "the number of fields";
+  /* a header may name the three in any order: the row must reach the last of them */
+  int last = lay->busbw;
+  if (lay->time > last) last = lay->time;
+  if (lay->algbw > last) last = lay->algbw;
+  if (k >= last + 2)
+    return k == lay->fields || k == last + 2 ? NULL : "the number of fields";
   if (!lay->header) return cols[k < 8 ? k : 8];
   return k <= lay->time    ? "time"
          : k <= lay->algbw ? "algbw"
