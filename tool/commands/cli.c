@@ -38,8 +38,7 @@ void rh_cli_why(const char *fmt, ...) {
 
 void rh_cli_platform_note(const rh_scenario *sc) {
   const rh_cluster *cl = &sc->cluster;
-  long gpus = 0;
-  for (int i = 0; i < cl->nodes + cl->spares; i++) gpus += cl->gpus_per_node[i];
+  long gpus = rh_cluster_first_slot(cl, cl->nodes + cl->spares); /* spares included */
   if (strcmp(rh_cli_target, "simulator") != 0 || gpus < 16384) return;
   double seconds, mib;
   rh_scenario_cost(gpus, &seconds, &mib);

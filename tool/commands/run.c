@@ -166,8 +166,7 @@ static int prepare_failures(const rh_scenario *sc, run_inputs *in) {
   c->min_np = el ? el->min_np : rh_scenario_size(sc);
   c->commit_every = (long)sc->elastic.commit_every;
   c->checkpoint_every_steps = (long)sc->recipe.checkpoint_every_steps;
-  int slots = 0;
-  for (int n = 0; n < sc->cluster.nodes + sc->cluster.spares; n++) slots += sc->cluster.gpus_per_node[n];
+  int slots = rh_cluster_first_slot(&sc->cluster, sc->cluster.nodes + sc->cluster.spares);
   c->max_size = el && el->max_np > 0 && el->max_np < slots ? el->max_np : slots;
   c->optimizer_state = c->optimizer == RH_OPT_SGD ? 1 : 2;
   bool judged = false;

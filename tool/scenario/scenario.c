@@ -1430,8 +1430,7 @@ static void check_whole(walker *w) {
   for (int i = cl->nodes; i < cl->nodes + cl->spares; i++) slots[i] = slots[cl->nodes - 1];
   free(given);
   cl->gpus_per_node = slots;
-  long gpus = 0;
-  for (int i = 0; i < cl->nodes + cl->spares; i++) gpus += slots[i];
+  long gpus = rh_cluster_first_slot(cl, cl->nodes + cl->spares); /* spares included */
   if (gpus > RH_SCENARIO_MAX_GPUS) {
     double seconds, mib;
     rh_scenario_cost(gpus, &seconds, &mib);
