@@ -2,7 +2,7 @@
  * main.c: the `rehearsal` command.  Subcommands: run (replay a scenario's training), sweep (run it
  * over axes of settings), collective (nccl-tests-style table on the scenario's cluster), plot
  * (draw what a run, sweep or collective wrote), platform (print the generated SimGrid platform),
- * schema (the scenario reference),
+ * schema (the scenario reference), model (a model's layers as its family expands it),
  * calibrate (fit the cluster to measurements), elastic (the elastic driver for real processes;
  * elastic-rank is its helper).  Exit codes: 0 success, 1 failure of the job or of a check, 2 bad
  * input.  Every command takes --help (stdout, exit 0) and --version.
@@ -36,6 +36,7 @@ static int usage(FILE *f) {
              "  plot DIR                      draw what a run, sweep or collective wrote (PNG, SVG)\n"
              "  platform FILE                 print the SimGrid platform of the scenario\n"
              "  schema                        print the scenario reference (every key)\n"
+             "  model FILE|NAME [--json]      a model's layers: parameters, FLOPs, memory\n"
              "  calibrate FILE [options]      fit the scenario's cluster to nccl-tests output, a\n"
              "                                GEMM sweep or a measured step; writes a node preset\n"
              "  elastic FILE [-np N] -- PROGRAM [ARGS]\n"
@@ -67,6 +68,7 @@ int main(int argc, char **argv) {
   } commands[] = {{"run", rh_cmd_run},           {"sweep", rh_cmd_sweep},
                   {"collective", rh_cmd_collective}, {"plot", rh_cmd_plot},
                   {"platform", rh_cmd_platform}, {"schema", rh_cmd_schema},
+                  {"model", rh_cmd_model},
                   {"calibrate", rh_cmd_calibrate},
                   {"elastic", rh_cmd_elastic},   {"elastic-rank", rh_cmd_elastic_rank}};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

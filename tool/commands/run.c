@@ -12,6 +12,7 @@
 #include "interval_replay.h"
 #include "progress.h"
 #include "scenario.h"
+#include "workload.h"
 #include "train/train.h"
 
 #include <jansson.h>
@@ -182,7 +183,8 @@ static int prepare_failures(const rh_scenario *sc, run_inputs *in) {
       [RH_CHECK_MIN_NP] = in->launch.has_elastic,
       [RH_CHECK_NOTICED] = judged,
       [RH_CHECK_INTERVAL] = (in->launch.plan.gpu_mtbf > 0 || in->launch.plan.node_mtbf > 0) &&
-                            (in->launch.has_elastic || in->launch.has_restart)};
+                            (in->launch.has_elastic || in->launch.has_restart),
+      [RH_CHECK_FITS_MEMORY] = sc->model.kind == 0 && sc->compute.capacity > 0 && sc->model.shaped};
   for (int i = RH_CHECK_WORK_LOST; i < RH_CHECK_COUNT; i++) {
     int e = sc->checks.enabled[i];
     c->check[i] = e < 0 ? on[i] : e == 1;
@@ -237,6 +239,12 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
                                        sc->model.layers[i].memory_bytes};
     c->layers = in->layers;
     c->nlayers = sc->model.nlayers;
+    c->layer_flops = sc->model.layers[0].flops_given;
+    c->grad_bytes = rh_precision_grad_bytes(sc->model.precision);
+    c->ddp = sc->recipe.framework == 1;
+    c->bucket_cap = sc->recipe.bucket_cap;
+    c->first_bucket = sc->recipe.first_bucket;
+    c->accumulation = (int)sc->recipe.accumulation;
     /* a timing-only model checkpoints its position, for a relaunch to resume from; without a
      * restart policy it keeps nothing, and a run is as quick to simulate again as to resume */
     if (resume && !in->launch.has_restart)
@@ -579,6 +587,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
                                 "nic_latency_us", sc.cluster.nic_lat * 1e6, "network_model",
                                 rh_net_model_names[sc.cluster.net_model]));
   json_t *je = json_array();
+  bool show_lr = cfg->real || sc.recipe.lr_written;
   double total = 0, compute = 0, exposed = 0;
   long all_steps = 0;
   double all_samples = 0;
@@ -586,8 +595,11 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     rh_epoch_stats *s = &res.epochs_stats[e];
     double t = s->end - s->start, samples = epoch_samples(&res, e, batch, size);
     double thr = samples / t;
-    fprintf(tab, "%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f %10.6g", e + 1, s->steps, t, s->compute,
-           s->exposed_comm, 1e3 * t / (double)s->steps, thr, s->lr_last);
+    fprintf(tab, "%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f", e + 1, s->steps, t, s->compute,
+           s->exposed_comm, 1e3 * t / (double)s->steps, thr);
+    /* a timing run without a base_lr of its own has no learning rate to show */
+    if (show_lr) fprintf(tab, " %10.6g", s->lr_last);
+    else fprintf(tab, " %10s", "-");
     /* no metric (an epoch the job's end cut short, or no validation): gnuplot's missing-value
      * mark */
     if (cfg->real && isnan(s->train_loss))
@@ -605,10 +617,14 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     if (failures && simulated) fprintf(tab, " %10.6f %6d", lost, s->size);
     else if (failures) fprintf(tab, " %10s %6d", "-", s->size);
     fprintf(tab, "\n");
-    json_t *jep = json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch", e + 1,
+    json_t *jep = json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "epoch", e + 1,
                             "steps", (json_int_t)s->steps, "time_s", t, "compute_s", s->compute,
                             "comm_wait_s", s->exposed_comm, "step_ms", 1e3 * t / (double)s->steps,
-                            "samples_per_s", thr, "lr_first", s->lr_first, "lr_last", s->lr_last);
+                            "samples_per_s", thr);
+    if (show_lr) {
+      json_object_set_new(jep, "lr_first", json_real(s->lr_first));
+      json_object_set_new(jep, "lr_last", json_real(s->lr_last));
+    }
     if (cfg->real && !isnan(s->train_loss)) {
       json_object_set_new(jep, "train_loss", json_real(s->train_loss));
       json_object_set_new(jep, "train_accuracy", json_real(s->train_accuracy));
@@ -644,14 +660,24 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     printf("\nsummary\n");
     const char *kind = cfg->real ? (sc.model.kind == 1 ? "softmax regression" : "MLP") : "";
     const char *mname = sc.model.name ? sc.model.name : "";
-    printf("  model        %s%s%s%s%s: %.0f parameters, %.1f MB of fp32 gradients, %.4g "
-           "GFLOP/sample forward\n",
+    double gbytes = cfg->real ? 4 : rh_precision_grad_bytes(sc.model.precision);
+    printf("  model        %s%s%s%s%s: %.0f parameters, %.1f MB of %s gradients, %.4g "
+           "GFLOP/sample forward%s%s\n",
            kind, *kind && *mname ? " (" : "", mname, *kind && *mname ? ")" : "",
-           !*kind && !*mname ? "(unnamed)" : "", cfg->parameters, cfg->parameters * 4 / 1e6,
-           cfg->forward_flops / 1e9);
-    printf("  fusion       threshold %.4g MiB: %d bucket%s per step, largest %.4g MB; network "
-           "model %s\n",
-           sc.settings.value[RH_SETTING_FUSION_THRESHOLD] / 1048576, res.buckets_per_step,
+           !*kind && !*mname ? "(unnamed)" : "", cfg->parameters, cfg->parameters * gbytes / 1e6,
+           gbytes == 2 ? "bf16" : "fp32", cfg->forward_flops / 1e9,
+           cfg->real ? "" : ", ", cfg->real ? "" : rh_precision_names[sc.model.precision]);
+    if (!cfg->real && sc.recipe.accumulation > 1)
+      printf("  accumulate   %d micro-batches of %.0f a step; the allreduce runs in the last one's "
+             "backward\n", (int)sc.recipe.accumulation, sc.recipe.micro_batch);
+    if (!cfg->real && sc.recipe.framework == 1)
+      printf("  buckets      PyTorch DDP: first %.4g MiB, then %.4g MiB (bucket_cap_mb), in reverse "
+             "order of the layers\n", sc.recipe.first_bucket / 1048576, sc.recipe.bucket_cap / 1048576);
+    printf("  fusion       %s %.4g MiB: %d bucket%s per step, largest %.4g MB; network "
+           "model %s\n", !cfg->real && sc.recipe.framework == 1 ? "ddp, cap" : "threshold",
+           !cfg->real && sc.recipe.framework == 1 ? sc.recipe.bucket_cap / 1048576
+                                                   : sc.settings.value[RH_SETTING_FUSION_THRESHOLD] / 1048576,
+           res.buckets_per_step,
            res.buckets_per_step == 1 ? "" : "s", res.bucket_bytes_max / 1e6,
            rh_net_model_names[sc.cluster.net_model]);
     json_t *jbuckets = json_array();
@@ -675,6 +701,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     printf("  throughput   %.1f samples/s; %d GPUs without communication: %.1f; scaling "
            "efficiency %.2f%%\n",
            thr, size, ideal, 100 * thr / ideal);
+    if (!cfg->real) rh_workload_report(stdout, root, &sc, thr, size);
     rh_cli_print_settings(stdout, &sc);
     for (int i = 0; i < opts->nsets; i++) printf("  --set        %s\n", opts->sets[i]);
     long warm = 0, steady_first, steady_last;
@@ -699,8 +726,13 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
                   1e3 * compute_step, "comm_wait_ms", 1e3 * exposed / (double)all_steps,
                   "samples_per_s", thr, "ideal_samples_per_s", ideal, "scaling_efficiency",
                   thr / ideal, "buckets_per_step", res.buckets_per_step, "gradient_bytes",
-                  cfg->parameters * 4, "algorithm", algo, "predicted_allreduce_ms", predicted * 1e3));
+                  cfg->parameters * (cfg->real ? 4 : rh_precision_grad_bytes(sc.model.precision)), "algorithm", algo, "predicted_allreduce_ms", predicted * 1e3));
     json_t *js = json_object_get(root, "summary");
+    json_t *rates = json_object_get(root, "rates");
+    if (rates) {
+      json_object_update(js, rates);
+      json_object_del(root, "rates");
+    }
     if (isfinite(steady)) {
       json_object_set_new(js, "steady_step_ms", json_real(1e3 * steady));
       json_object_set_new(js, "warmup_steps", json_integer(warm));
@@ -716,6 +748,12 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     rh_step_split split = {.step = (compute + exposed) / per, .compute = compute / per,
                            .wait = exposed / per, .buckets = predicted_all};
     rh_bottleneck_report(stdout, root, &sc, &res, &split, fl->what_if && !failures);
+  }
+
+  if (cfg->check[RH_CHECK_FITS_MEMORY]) {
+    rh_memory_use mem;
+    rh_workload_memory(&sc, &mem);
+    if (sc.compute.capacity > 0) rh_train_verdict_memory(&res, &mem, sc.compute.capacity);
   }
 
   /* the failures: what each cost, and the verdicts that need the whole job */

@@ -49,8 +49,8 @@
 /* Presets: files of presets/<kind>/NAME.yaml, each a part of the scenario's `cluster:` (a node:
  * GPUs, links and NICs) or of its `cluster.gpu:`.  Their values come first; the scenario's own
  * keys override them. */
-enum { PRESET_NODE = 0, PRESET_GPU = 1, PRESET_NETWORK = 2 };
-static const char *const preset_kinds[] = {"node", "gpu", "network"};
+enum { PRESET_NODE = 0, PRESET_GPU = 1, PRESET_NETWORK = 2, PRESET_MODEL = 3 };
+static const char *const preset_kinds[] = {"node", "gpu", "network", "model"};
 
 static const char *const network_models[] = {"exact", "realistic", "nccl", NULL};
 static const char *const transports[] = {"ib", "roce", "tcp", NULL};
@@ -67,11 +67,20 @@ static const char *const fault_links[] = {"uplink", "gpu", NULL};
 static const char *const fault_phases[] = {"allreduce", "broadcast", "allgather", "commit",
                                            "sync", "rendezvous", "step", NULL};
 static const char *const restart_policies[] = {"none", "from_checkpoint", NULL};
+static const char *const families[] = {"custom", "transformer", "cnn", NULL};
+static const char *const activations[] = {"gelu", "swiglu", NULL};
+static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
+static const char *const attentions[] = {"flash", "eager", NULL};
+static const char *const frameworks[] = {"horovod", "ddp", NULL};
 
 static const field gpu_fields[] = {
-    NUM("tflops", true, 0, true, 1e9, 1e12, cluster.gpu_flops,
-        "sustained training FLOP/s of one GPU: the rate a model without layers, or a layer off "
-        "the roofline, runs at"),
+    NUM("tflops", false, 0, true, 1e9, 1e12, cluster.gpu_flops,
+        "sustained training FLOP/s of one GPU, measured on one model: the rate a model without "
+        "shapes runs at (required unless the model is timed on the roofline)"),
+    STR("tflops_measured_on", false, compute.tflops_model,
+        "the model `tflops` was measured on; a run of another model at that rate says so"),
+    STR("name", false, compute.gpu_name,
+        "the GPU's name, for the outputs"),
     NUM("reduce_GBps", false, 0, false, 1e9, 1e9, cluster.reduce_bw,
         "local reduction rate; 0: free (fused into the copy, as NCCL does)"),
     ENUM("arch", rh_arch_names, cluster.fabric.arch,
@@ -79,7 +88,19 @@ static const field gpu_fields[] = {
     NUM("nccl_slowdown", false, 0, false, 0.9, 1, cluster.nccl_slowdown,
         "share of the GPU that NCCL's kernels take while a collective runs"),
     NUM("peak_tflops", false, 0, false, 1e9, 1e12, compute.peak,
-        "the roofline for timing models with layers: dense peak; 0: no roofline"),
+        "the roofline at the training precision, for any model with layers: dense peak; 0: none"),
+    NUM("peak_tflops_fp32", false, 0, false, 1e9, 1e12, compute.peaks[RH_PREC_FP32],
+        "dense fp32 peak (CUDA cores), for precision fp32"),
+    NUM("peak_tflops_tf32", false, 0, false, 1e9, 1e12, compute.peaks[RH_PREC_TF32],
+        "dense TF32 tensor-core peak, for precision tf32"),
+    NUM("peak_tflops_fp16", false, 0, false, 1e9, 1e12, compute.peaks[RH_PREC_AMP_FP16],
+        "dense fp16 tensor-core peak, for precision amp_fp16"),
+    NUM("peak_tflops_bf16", false, 0, false, 1e9, 1e12, compute.peaks[RH_PREC_BF16],
+        "dense bf16 tensor-core peak, for precision bf16"),
+    NUM("peak_tflops_fp8", false, 0, false, 1e9, 1e12, compute.peaks[RH_PREC_FP8],
+        "dense fp8 tensor-core peak, for precision fp8"),
+    NUM("memory_GB", false, 0, true, 1e6, 1e9, compute.capacity,
+        "the GPU's memory, for the memory check (fits_memory)"),
     NUM("memory_GBps", false, 0, false, 1e9, 1e9, compute.memory_bw,
         "the roofline: memory bandwidth, for memory-bound layers"),
     NUM("gemm_efficiency", false, 0.001, false, 1, 1, compute.gemm_efficiency,
@@ -172,8 +193,52 @@ static const field model_fields[] = {
     NUM("framework_overhead_ms", false, 0, false, 1e9, 1e-3, compute.overhead,
         "the framework's own work per step, the GPU idle"),
     {"layers", T_LAYERS, false, 0, 0, false, 1, 0, NULL, NULL, 0,
-     "timing: a list of {name, parameters, forward_gflops_per_sample, memory_MB_per_sample}, "
-     "in forward order"},
+     "timing: a list of {name, parameters, forward_gflops_per_sample, memory_MB_per_sample, "
+     "traffic_per_sample, activations_per_sample}, in forward order (tools/torch_export.py writes "
+     "one); transformer: the number of blocks"},
+    PRESET("preset", false, NULL, PRESET_MODEL,
+        "a model preset (presets/model/) that the keys beside it override"),
+    ENUM("family", families, model.family,
+        "custom (parameters or layers as written), transformer (from a Hugging Face config's "
+        "figures) or cnn (a network by name)"),
+    ENUM("precision", rh_precision_names, model.precision,
+        "the GEMMs' rate, the activations' bytes and the gradients' bytes (fp32 and amp_fp16: "
+        "fp32 gradients; bf16, fp8: bf16)"),
+    INT("heads", false, 1, 1 << 16, model.tf.heads,
+        "transformer: attention heads"),
+    INT("kv_heads", false, 1, 1 << 16, model.tf.kv_heads,
+        "transformer: key/value heads (grouped-query attention); default: heads"),
+    INT("ffn", false, 1, 1 << 24, model.tf.ffn,
+        "transformer: the MLP's inner width (intermediate_size); default 4 x hidden"),
+    ENUM("activation", activations, model.tf.activation,
+        "transformer: gelu (fc, proj) or swiglu (gate, up, down)"),
+    INT("vocab", false, 1, 1 << 24, model.tf.vocab,
+        "transformer: vocabulary size"),
+    INT("seq_len", false, 1, 1 << 24, model.tf.seq_len,
+        "transformer: tokens per sample"),
+    INT("positions", false, 0, 1 << 24, model.tf.positions,
+        "transformer: learned position embeddings (max_position_embeddings); 0: rotary"),
+    INT("type_vocab", false, 0, 1 << 16, model.tf.type_vocab,
+        "transformer: token-type embeddings (BERT: 2)"),
+    BOOL("tied_embeddings", model.tf.tied_embeddings,
+        "transformer: the output head shares the token embedding"),
+    BOOL("decoder", model.tf.decoder,
+        "transformer: a causal LM (pre-norm, LM head); false: a BERT-style encoder (pooler, MLM "
+        "and NSP heads)"),
+    BOOL("bias", model.tf.bias,
+        "transformer: linear layers have biases"),
+    ENUM("norm", norms, model.tf.norm,
+        "transformer: layernorm or rmsnorm"),
+    ENUM("attention", attentions, model.tf.attention,
+        "transformer: flash (scores stay on chip) or eager (heads x s x s scores in memory)"),
+    INT("image_size", false, 1, 1 << 16, model.image_size,
+        "cnn: the input's side (default: the network's, 224; inception_v3 299)"),
+    INT("channels", false, 1, 1 << 16, model.channels,
+        "cnn: the input's channels (default: the network's)"),
+    INT("classes", false, 1, 1 << 24, model.classes,
+        "cnn: outputs of the classifier (default 1000; the seeds' networks 10)"),
+    COUNT("tokens_per_sample", false, 1, 1e12, model.tokens_per_sample,
+        "a sequence model's tokens per sample, for tokens/s (a transformer's is seq_len)"),
     END};
 static const field data_fields[] = {
     ENUM("source", data_sources, data.source,
@@ -248,6 +313,16 @@ static const field recipe_fields[] = {
         "the batch of validation steps (default: batch_per_worker)"),
     COUNT("checkpoint_every_steps", false, 0, 1e12, recipe.checkpoint_every_steps,
         "a checkpoint every N steps as well; 0: none between epochs' ends"),
+    ENUM("framework", frameworks, recipe.framework,
+        "how gradients are bucketed: horovod (fusion threshold and cycle) or ddp (PyTorch "
+        "DistributedDataParallel's fixed buckets)"),
+    NUM("bucket_cap_mb", false, 0, true, 1e6, 1048576, recipe.bucket_cap,
+        "ddp: bucket_cap_mb (MiB, as DDP counts it)"),
+    NUM("first_bucket_mb", false, 0, true, 1e6, 1048576, recipe.first_bucket,
+        "ddp: the first bucket's cap (DDP's 1 MiB)"),
+    COUNT("gradient_accumulation", false, 1, 1e6, recipe.accumulation,
+        "micro-batches of batch_per_worker per step; the allreduce runs in the last one's "
+        "backward (DDP's no_sync)"),
     END};
 
 /* failures: scripted events and random failures */
@@ -337,8 +412,9 @@ static const field top_fields[] = {
         "free text"),
     MAP("cluster", true, cluster_fields,
         "the simulated cluster: nodes, GPUs, links"),
-    MAP("model", true, model_fields,
-        "what each step computes, and the size of its gradients"),
+    PRESET("model", true, NULL, PRESET_MODEL,
+        "what each step computes, and the size of its gradients: a mapping, or a model preset's "
+        "name (presets/model/)"),
     MAP("data", true, data_fields,
         "the samples"),
     MAP("recipe", true, recipe_fields,
@@ -392,7 +468,13 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->cluster.fabric = (rh_fabric){.arch = RH_ARCH_AMPERE, .nvlink = true, .channels = 16,
                                    .oversubscription = 1};
   sc->recipe.base_lr = 0.01;
+  sc->recipe.bucket_cap = 25 * 1048576.0;  /* DDP's bucket_cap_mb */
+  sc->recipe.first_bucket = 1048576.0;     /* DDP's first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES) */
+  sc->recipe.accumulation = 1;
   sc->model.hidden = 64;
+  sc->model.tf.decoder = true;
+  sc->model.tf.bias = true;
+  sc->compute.peak_from = -1;
   sc->data.inputs = 784;
   sc->data.classes = 10;
   sc->data.noise = -1;
@@ -427,7 +509,9 @@ const field *rh__scenario_schema(void) {
 
 const field *rh__scenario_preset_fields(const field *f) {
   if (f->type != T_PRESET || !strcmp(f->key, "node") || !strcmp(f->key, "preset")) return NULL;
-  return f->setting == PRESET_GPU ? gpu_fields : network_fields;
+  return f->setting == PRESET_GPU     ? gpu_fields
+         : f->setting == PRESET_MODEL ? model_fields
+                                      : network_fields;
 }
 
 /* ---- walking ----------------------------------------------------------------------------- */
@@ -446,6 +530,7 @@ typedef struct walker {
   int depth;              /* presets within presets */
   const char *const *sets; /* the command line's overrides, for their errors */
   bool cluster_only;      /* model, data and recipe are not required */
+  bool model_only;        /* only the name and the model are required */
 } walker;
 
 /* The worst a degradation may be: a straggler at a millionth of its speed, a link at a millionth
@@ -702,10 +787,22 @@ static void walk_slots(walker *w, const yaml_node_t *n, const field *f, const ch
 }
 
 static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
-  if (n->type != YAML_SEQUENCE_NODE) {
-    fail(w, n, name, "expected a list of layers, got %s", type_word(n));
+  if (n->type == YAML_SCALAR_NODE) { /* a transformer's number of blocks */
+    static const field bfield = {"layers", T_INT, false, 1, 1 << 20, false, 1, 0, NULL, NULL, 0,
+                                 "a transformer's blocks"};
+    double v;
+    if (number_value(w, n, &bfield, name, &v)) w->sc->model.tf.layers = (int)v;
     return;
   }
+  if (n->type != YAML_SEQUENCE_NODE) {
+    fail(w, n, name, "expected a list of layers (or a transformer's number of blocks), got %s",
+         type_word(n));
+    return;
+  }
+  for (int i = 0; i < w->sc->model.nlayers; i++) free(w->sc->model.layers[i].name);
+  free(w->sc->model.layers); /* a preset's list, replaced */
+  w->sc->model.layers = NULL;
+  w->sc->model.nlayers = 0;
   int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
   if (count < 1) {
     fail(w, n, name, "the list of layers is empty");
@@ -714,8 +811,8 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
   rh_scenario *sc = w->sc;
   sc->model.layers = calloc((size_t)count, sizeof(rh_layer));
   sc->model.nlayers = count;
-  static const field pfield = {"parameters", T_COUNT, true, 1, 1e15, false, 1, 0, NULL, NULL, 0,
-                               "a layer's parameters"};
+  static const field pfield = {"parameters", T_COUNT, true, 0, 1e15, false, 1, 0, NULL, NULL, 0,
+                               "a layer's parameters (0: a layer without its own, a tied head)"};
   for (int i = 0; i < count && !w->failed; i++) {
     yaml_node_t *item = yaml_document_get_node(w->doc, n->data.sequence.items.start[i]);
     char item_name[192];
@@ -744,12 +841,27 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
         if (number_value(w, v, &mfield, sub, &v1)) sc->model.layers[i].memory_bytes = v1 * 1e6;
         continue;
       }
+      bool is_traffic = strcmp(key, "traffic_per_sample") == 0;
+      if (is_traffic || strcmp(key, "activations_per_sample") == 0) {
+        static const field vfield = {"values", T_COUNT, false, 0, 1e15, false, 1, 0, NULL, NULL, 0,
+                                     "a layer's values per sample"};
+        w->key = k;
+        double v1;
+        if (number_value(w, v, &vfield, sub, &v1)) {
+          if (is_traffic) sc->model.layers[i].traffic = v1;
+          else sc->model.layers[i].activations = v1;
+        }
+        continue;
+      }
       if (is_flops) {
-        static const field ffield = {"forward_gflops_per_sample", T_NUM, false, 0, 1e12, true, 1e9,
+        static const field ffield = {"forward_gflops_per_sample", T_NUM, false, 0, 1e12, false, 1e9,
                                      0, NULL, NULL, 0, "a layer's forward FLOPs"};
         w->key = k;
         double v1;
-        if (number_value(w, v, &ffield, sub, &v1)) sc->model.layers[i].forward_flops = v1 * 1e9;
+        if (number_value(w, v, &ffield, sub, &v1)) {
+          sc->model.layers[i].forward_flops = v1 * 1e9;
+          sc->model.layers[i].flops_given = true;
+        }
         continue;
       }
       if ((is_name && nnode) || (is_params && pnode)) {
@@ -769,7 +881,7 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
         number_value(w, v, &pfield, sub, &sc->model.layers[i].parameters);
       } else {
         fail(w, k, sub, "unknown key (expected name, parameters, forward_gflops_per_sample, "
-             "memory_MB_per_sample)");
+             "memory_MB_per_sample, traffic_per_sample, activations_per_sample)");
       }
     }
     if (!nnode && !w->failed) {
@@ -938,6 +1050,10 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
   case T_NUM: {
     double v;
     if (number_value(w, n, f, name, &v)) *(double *)(base + f->offset) = v * f->scale;
+    /* a rate the scenario itself gives, not its preset's */
+    if (w->depth == 0 && base == (char *)w->sc && f->offset == OFF(cluster.gpu_flops))
+      w->sc->compute.tflops_written = true;
+    if (base == (char *)w->sc && f->offset == OFF(recipe.base_lr)) w->sc->recipe.lr_written = true;
     return;
   }
   case T_STR:
@@ -1027,9 +1143,10 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
   case T_PRESET: {
     /* `node:` and `preset:` fill the mapping they are in; `gpu:` and `network:` their own */
     bool fills_parent = !strcmp(f->key, "node") || !strcmp(f->key, "preset");
-    const field *kids = f->setting == PRESET_NODE  ? cluster_fields
-                        : f->setting == PRESET_GPU ? gpu_fields
-                                                   : network_fields;
+    const field *kids = f->setting == PRESET_NODE    ? cluster_fields
+                        : f->setting == PRESET_GPU   ? gpu_fields
+                        : f->setting == PRESET_MODEL ? model_fields
+                                                     : network_fields;
     if (n->type == YAML_MAPPING_NODE && !fills_parent) {
       walk_map(w, w->key, n, kids, name);
       return;
@@ -1126,8 +1243,10 @@ static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map
   for (size_t i = 0; i < nf && !w->failed && w->depth == 0; i++) {
     char name[160];
     snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", fields[i].key);
-    bool optional = w->cluster_only && !*prefix && strcmp(name, "name") != 0 &&
-                    strcmp(name, "cluster") != 0;
+    bool optional = (w->cluster_only && !*prefix && strcmp(name, "name") != 0 &&
+                     strcmp(name, "cluster") != 0) ||
+                    (w->model_only && !*prefix && strcmp(name, "name") != 0 &&
+                     strcmp(name, "model") != 0);
     if (fields[i].required && !seen[i] && !was_provided(w, name) && !optional) {
       w->key = NULL;
       fail(w, owner ? owner : map, name, "missing (required)");
@@ -1408,8 +1527,73 @@ static void check_elastic(walker *w) {
   }
 }
 
+/* A timing model's layers: a family's built (model.c), a list's sums checked. */
+static bool finish_model(walker *w) {
+  rh_scenario *sc = w->sc;
+  if (sc->model.kind != 0) return true;
+  const char *at = NULL, *why = rh__scenario_model_finish(sc, &at);
+  if (why) fail(w, node_at(w->doc, at), at, "%s", why);
+  return !w->failed;
+}
+
+static bool check_model_layers(walker *w) {
+  rh_scenario *sc = w->sc;
+  bool real = sc->model.kind != 0;
+  if (real && (sc->model.nlayers > 0 || sc->model.parameters > 0 || sc->model.family)) {
+    const char *at = sc->model.family ? "model.family"
+                     : sc->model.nlayers ? "model.layers" : "model.parameters";
+    fail(w, node_at(w->doc, at), at, "a real model (kind %s) has its own layers; give hidden instead",
+         sc->model.kind == 1 ? "softmax" : "mlp");
+    return false;
+  }
+  if (!real && sc->model.nlayers == 0) {
+    if (sc->model.parameters <= 0) {
+      fail(w, node_at(w->doc, "model"), "model.parameters",
+           "missing: give the parameter count or a list of layers");
+      return false;
+    }
+    sc->model.layers = calloc(1, sizeof(rh_layer));
+    sc->model.layers[0].name = strdup("all");
+    sc->model.layers[0].parameters = sc->model.parameters;
+    sc->model.nlayers = 1;
+  } else if (!real) {
+    double sum = 0, flops = 0;
+    int with_flops = 0;
+    for (int i = 0; i < sc->model.nlayers; i++) {
+      sum += sc->model.layers[i].parameters;
+      flops += sc->model.layers[i].forward_flops;
+      with_flops += sc->model.layers[i].flops_given;
+    }
+    if (with_flops > 0 && with_flops < sc->model.nlayers) {
+      fail(w, node_at(w->doc, "model.layers"), "model.layers",
+           "%d of %d layers give forward_gflops_per_sample: give it for all or none", with_flops,
+           sc->model.nlayers);
+      return false;
+    }
+    if (sum <= 0) {
+      fail(w, node_at(w->doc, "model.layers"), "model.layers", "no layer has parameters");
+      return false;
+    }
+    if (with_flops > 0 && !(flops > 0)) {
+      fail(w, node_at(w->doc, "model.layers"), "model.layers", "no layer has FLOPs");
+      return false;
+    }
+    if (with_flops > 0) sc->model.forward_flops = flops; /* the model's is the layers' sum */
+    if (sc->model.parameters > 0 && sum != sc->model.parameters && !sc->model.family)
+      fail(w, node_at(w->doc, "model.parameters"), "model.parameters",
+           "%.17g does not equal the sum of the layers' parameters (%.17g)", sc->model.parameters,
+           sum);
+    sc->model.parameters = sum;
+  }
+  return !w->failed;
+}
+
 static void check_whole(walker *w) {
   rh_scenario *sc = w->sc;
+  if (w->model_only) { /* `rehearsal model`: the model alone */
+    if (finish_model(w)) check_model_layers(w);
+    return;
+  }
   rh_cluster *cl = &sc->cluster;
   /* gpus_per_node: expand one number to every node; a list must have one entry per node */
   int *given = cl->gpus_per_node;
@@ -1475,9 +1659,15 @@ static void check_whole(walker *w) {
   if (cl->nodes > 1 && cl->nic_bw <= 0)
     fail(w, node_at(w->doc, "cluster"), "cluster.network",
          "missing: a cluster of %d nodes needs a network section with nic_Gbps", cl->nodes);
+  if (w->cluster_only && !(cl->gpu_flops > 0)) { /* a GPU given by its peaks alone */
+    for (int p = 0; p < RH_PREC_COUNT; p++) cl->gpu_flops = fmax(cl->gpu_flops, sc->compute.peaks[p]);
+    if (!(cl->gpu_flops > 0))
+      fail(w, node_at(w->doc, "cluster.gpu"), "cluster.gpu.tflops", "missing (required)");
+  }
   if (w->cluster_only) return; /* a collective or a platform needs no model, data or recipe */
   bool real = sc->model.kind != 0;
-  bool layer_flops = sc->model.nlayers > 0 && sc->model.layers[0].forward_flops > 0;
+  if (!finish_model(w)) return;
+  bool layer_flops = sc->model.nlayers > 0 && sc->model.layers[0].flops_given;
   if (!real && sc->model.forward_flops <= 0 && !layer_flops) {
     fail(w, node_at(w->doc, "model"), "model.forward_gflops_per_sample",
          "missing (required for a timing-only model; kind softmax or mlp computes it)");
@@ -1505,45 +1695,28 @@ static void check_whole(walker *w) {
       return;
     }
   }
-  if (real && (sc->model.nlayers > 0 || sc->model.parameters > 0)) {
-    fail(w, node_at(w->doc, sc->model.nlayers ? "model.layers" : "model.parameters"),
-         sc->model.nlayers ? "model.layers" : "model.parameters",
-         "a real model (kind %s) has its own layers; give hidden instead",
-         sc->model.kind == 1 ? "softmax" : "mlp");
-    return;
+  if (!check_model_layers(w)) return;
+  /* gradient accumulation: a step's batch is its micro-batches' */
+  sc->recipe.micro_batch = sc->recipe.batch;
+  if (sc->recipe.accumulation > 1) {
+    if (real) {
+      fail(w, node_at(w->doc, "recipe.gradient_accumulation"), "recipe.gradient_accumulation",
+           "is for timing models (a real model computes its batch's gradients at once)");
+      return;
+    }
+    if (sc->recipe.val_batch <= 0) sc->recipe.val_batch = sc->recipe.batch;
+    sc->recipe.batch *= sc->recipe.accumulation;
   }
-  if (real) {
-    /* the layers come from the model itself, once the data's shape is known */
-  } else if (sc->model.nlayers == 0) {
-    if (sc->model.parameters <= 0) {
-      fail(w, node_at(w->doc, "model"), "model.parameters",
-           "missing: give the parameter count or a list of layers");
+  if (!w->failed && !real) {
+    const char *at = NULL, *why = rh__scenario_compute_finish(sc, &at);
+    if (why) {
+      fail(w, node_at(w->doc, at), at, "%s", why);
       return;
     }
-    sc->model.layers = calloc(1, sizeof(rh_layer));
-    sc->model.layers[0].name = strdup("all");
-    sc->model.layers[0].parameters = sc->model.parameters;
-    sc->model.nlayers = 1;
-  } else {
-    double sum = 0, flops = 0;
-    int with_flops = 0;
-    for (int i = 0; i < sc->model.nlayers; i++) {
-      sum += sc->model.layers[i].parameters;
-      flops += sc->model.layers[i].forward_flops;
-      with_flops += sc->model.layers[i].forward_flops > 0;
-    }
-    if (with_flops > 0 && with_flops < sc->model.nlayers) {
-      fail(w, node_at(w->doc, "model.layers"), "model.layers",
-           "%d of %d layers give forward_gflops_per_sample: give it for all or none", with_flops,
-           sc->model.nlayers);
-      return;
-    }
-    if (with_flops > 0) sc->model.forward_flops = flops; /* the model's is the layers' sum */
-    if (sc->model.parameters > 0 && sum != sc->model.parameters)
-      fail(w, node_at(w->doc, "model.parameters"), "model.parameters",
-           "%.17g does not equal the sum of the layers' parameters (%.17g)", sc->model.parameters,
-           sum);
-    sc->model.parameters = sum;
+  }
+  if (!w->failed && !(cl->gpu_flops > 0)) {
+    fail(w, node_at(w->doc, "cluster.gpu"), "cluster.gpu.tflops", "missing (required)");
+    return;
   }
   int k = sc->checks.resume_from_epoch, every = sc->recipe.checkpoint_every;
   if (!w->failed && k > 0 && real && (every == 0 || k % every != 0))
@@ -1765,7 +1938,7 @@ rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, 
   struct provided provided = {0};
   walker w = {.doc = &doc, .sc = sc, .base = (char *)sc, .path = path, .err = err,
               .errlen = errlen, .provided = &provided, .sets = opts->sets,
-              .cluster_only = opts->cluster_only};
+              .cluster_only = opts->cluster_only, .model_only = opts->model_only};
   if (!yaml_parser_load(&parser, &doc)) {
     /* libyaml gives up where it noticed (often the end of the file); the construct it was in
      * began at context_mark, which is where a person has to look */
@@ -1819,6 +1992,8 @@ void rh_scenario_free(rh_scenario *sc) {
   free(sc->description);
   free(sc->cluster.gpus_per_node);
   free(sc->model.name);
+  free(sc->compute.tflops_model);
+  free(sc->compute.gpu_name);
   free(sc->data.train_images);
   free(sc->data.train_labels);
   free(sc->data.validation_images);

@@ -8,16 +8,22 @@
 
 #include "internal.h"
 #include "train/train.h"
+#include "families/family.h"
 
 #include <stdio.h>
 #include <sys/stat.h>
 
-typedef struct rh_layer {
-  char *name;
-  double parameters;
-  double forward_flops; /* per sample; 0: a share of the model's by parameters */
-  double memory_bytes;  /* per sample, forward; 0: not a limit */
-} rh_layer;
+/* The precisions a model trains in (model.precision): the GEMMs' peak rate, the bytes of each
+ * activation value and of each gradient value. */
+typedef enum rh_precision {
+  RH_PREC_FP32 = 0, RH_PREC_TF32, RH_PREC_AMP_FP16, RH_PREC_BF16, RH_PREC_FP8, RH_PREC_COUNT
+} rh_precision;
+extern const char *const rh_precision_names[];
+/* Bytes of an activation value, and of a gradient value as the allreduce moves it. */
+double rh_precision_value_bytes(int precision);
+double rh_precision_grad_bytes(int precision);
+
+enum { RH_FAMILY_CUSTOM = 0, RH_FAMILY_TRANSFORMER = 1, RH_FAMILY_CNN = 2 };
 
 /* A fault event as the scenario writes it (1-based epochs and steps, units in the keys); its
  * runtime form is rh_fault (rh_scenario_launch_init). */
@@ -68,6 +74,13 @@ typedef struct rh_scenario {
   struct {
     double peak, memory_bw, gemm_efficiency, gemm_half; /* cluster.gpu: the roofline */
     double overhead;                                    /* model.framework_overhead_ms */
+    double peaks[RH_PREC_COUNT]; /* cluster.gpu.peak_tflops_<precision>: dense peaks */
+    double capacity;             /* cluster.gpu.memory_GB, in bytes; 0: not known */
+    char *tflops_model;          /* cluster.gpu.tflops_measured_on: what `tflops` was measured on */
+    char *gpu_name;              /* cluster.gpu.name */
+    bool tflops_written;         /* the scenario (not a preset) gives tflops */
+    bool roofline;               /* the model's layers are timed on the roofline */
+    int peak_from;               /* -1: peak_tflops as written; else the precision it is for */
   } compute;
   struct {
     int kind;             /* 0 timing-only, 1 softmax regression, 2 MLP */
@@ -77,6 +90,12 @@ typedef struct rh_scenario {
     double forward_flops; /* per sample; 0: from the real model */
     rh_layer *layers;     /* owned; nlayers entries (one "all" layer when none are listed) */
     int nlayers;
+    int family;           /* RH_FAMILY_*: hand-written, or built from a family's figures */
+    int precision;        /* rh_precision */
+    rh_transformer tf;    /* family transformer (tf.hidden is `hidden`, tf.layers `layers`) */
+    int image_size, channels, classes; /* family cnn; 0: the network's own */
+    double tokens_per_sample; /* sequence models: tokens a sample holds; 0: not one */
+    bool shaped;          /* the layers give traffic and activations (a family, or an export) */
   } model;
   struct {
     double train;         /* 0 with IDX files: all their images */
@@ -107,6 +126,12 @@ typedef struct rh_scenario {
     int sharding;         /* 0 distributed (DistributedSampler), 1 replicated (whole set per rank) */
     double val_batch;     /* 0: batch_per_worker */
     double checkpoint_every_steps; /* 0: none between epochs */
+    bool lr_written;      /* base_lr is given (a timing-only model prints no lr without it) */
+    int framework;        /* 0 horovod (fusion and cycle), 1 ddp (PyTorch DDP's buckets) */
+    double bucket_cap;    /* ddp: bytes (bucket_cap_mb, MiB as DDP counts them) */
+    double first_bucket;  /* ddp: bytes of the first bucket */
+    double accumulation;  /* micro-batches per step (gradient accumulation); 1: none */
+    double micro_batch;   /* batch_per_worker as written; `batch` is the step's (x accumulation) */
   } recipe;
   struct {
     int enabled[RH_CHECK_COUNT]; /* -1: the default (on for real models; resume when asked) */
@@ -162,6 +187,7 @@ typedef struct rh_scenario_opts {
   const char *const *sets;
   int nsets;
   bool cluster_only;
+  bool model_only; /* `rehearsal model`: only the name and the model are required and checked */
 } rh_scenario_opts;
 rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, rh_scenario *sc,
                                 char *err, size_t errlen);

@@ -86,8 +86,9 @@ static rh_status setup(rank_state *s) {
    * gives them, else by their parameters */
   for (int i = 0; i < s->ntensors; i++) {
     double f = cfg->real ? 0 : cfg->layers[i].forward_flops;
-    s->tensors[i].share = f > 0 ? f / cfg->forward_flops
-                                : (double)s->tensors[i].count / (double)s->nparams;
+    s->tensors[i].share = f > 0 || (cfg->layer_flops && !cfg->real)
+                              ? f / cfg->forward_flops
+                              : (double)s->tensors[i].count / (double)s->nparams;
   }
   s->written = calloc((size_t)s->epochs + 2, 1);
   s->epoch_stats = calloc((size_t)s->epochs + 1, sizeof *s->epoch_stats);
@@ -195,6 +196,11 @@ static rh_status cut_shard(rank_state *s, int e) {
 
 /* ---- one step ------------------------------------------------------------------------------- */
 
+/* Bytes of a gradient value as the allreduce moves it. */
+static double grad_bytes(const rh_train_config *cfg) {
+  return cfg->real || !(cfg->grad_bytes > 0) ? sizeof(float) : cfg->grad_bytes;
+}
+
 /* Packs a bucket's gradients into its fusion buffer and starts their average. */
 static rh_status issue_bucket(rank_state *s, const int *order, bucket *b) {
   if (s->cfg->real) {
@@ -209,7 +215,9 @@ static rh_status issue_bucket(rank_state *s, const int *order, bucket *b) {
   }
   rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
   o.name = s->tensors[order[b->from]].name;
-  return rh_iallreduce(s->ctx, b->buf, b->buf, b->count, RH_FLOAT32, RH_AVERAGE, &o, &b->req);
+  /* timing-only bf16 gradients move as 2-byte values */
+  rh_dtype t = !s->cfg->real && grad_bytes(s->cfg) == 2 ? RH_FLOAT16 : RH_FLOAT32;
+  return rh_iallreduce(s->ctx, b->buf, b->buf, b->count, t, RH_AVERAGE, &o, &b->req);
 }
 
 static void unpack_bucket(rank_state *s, const int *order, const bucket *b) {
@@ -305,7 +313,7 @@ static int *plan_rounds(const rank_state *s, const int *order, long n, double th
       double c = (double)s->tensors[order[i]].count;
       if (count > 0 && count + c > threshold) { /* full: a bucket of this round ends before i */
         ends[i - 1] = 1;
-        double b = rh_predict_allreduce(s->ctx, (size_t)(count * sizeof(float)));
+        double b = rh_predict_allreduce(s->ctx, (size_t)(count * grad_bytes(s->cfg)));
         busy += b > 0 ? b : 0;
         count = 0;
       }
@@ -316,7 +324,7 @@ static int *plan_rounds(const rank_state *s, const int *order, long n, double th
       continue;
     }
     ends[i - 1] = 1;
-    double b = rh_predict_allreduce(s->ctx, (size_t)(count * sizeof(float)));
+    double b = rh_predict_allreduce(s->ctx, (size_t)(count * grad_bytes(s->cfg)));
     busy += b > 0 ? b : 0;
     next = i;
     round = fmax(round + cycle, round + busy);
@@ -350,7 +358,21 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     load_batch(s, k, n);
     loss = rh_model_loss_grad(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct);
   }
-  rh_status st = forward(s, n);
+  /* gradient accumulation: the micro-batches before the last run forward and backward with no
+   * allreduce (DDP's no_sync); the last one's backward reduces the summed gradients */
+  int acc = cfg->accumulation > 1 && !cfg->real ? cfg->accumulation : 1;
+  long micro = acc > 1 ? (n + acc - 1) / acc : n;
+  rh_status st = RH_OK;
+  for (int m = 0; m + 1 < acc && st == RH_OK; m++) {
+    st = forward(s, micro);
+    for (int i = s->ntensors - 1; i >= 0 && st == RH_OK; i--) {
+      rh_trace_begin(ctx, "layer", s->tensors[i].name);
+      st = layer_compute(s, i, micro, true);
+      rh_trace_end(ctx);
+    }
+  }
+  n = acc > 1 ? n - micro * (acc - 1) : n;
+  if (st == RH_OK) st = forward(s, n);
   double backward_from = rh_time(ctx);
   if (rh_trace_on(ctx)) { /* the step's compute goes on: backward */
     double tf = rh_time(ctx);
@@ -360,7 +382,8 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
 
   /* backward, last layer first; a bucket closes when the next tensor would pass the threshold */
   int nt = s->ntensors;
-  double threshold = rh_setting(ctx, RH_SETTING_FUSION_THRESHOLD) / sizeof(float);
+  double gb = grad_bytes(cfg);
+  double threshold = rh_setting(ctx, RH_SETTING_FUSION_THRESHOLD) / gb;
   bucket *buckets = calloc((size_t)nt, sizeof *buckets);
   int *order = malloc((size_t)nt * sizeof *order);
   if (!buckets || !order) {
@@ -374,13 +397,21 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   for (int i = 0; i < nt; i++) order[i] = mismatch ? i : nt - 1 - i;
   int nb = 0;
   bucket cur = {0};
-  double cycle = rh_setting(ctx, RH_SETTING_CYCLE_TIME);
+  double cycle = cfg->ddp ? 0 : rh_setting(ctx, RH_SETTING_CYCLE_TIME);
   int *ends = cycle > 0 ? plan_rounds(s, order, n, threshold, cycle) : NULL;
   for (int i = 0; i < nt && st == RH_OK; i++) {
     const train_tensor *t = &s->tensors[order[i]];
     rh_trace_begin(ctx, "layer", t->name);
     st = layer_compute(s, order[i], n, true);
     rh_trace_end(ctx);
+    if (cfg->ddp) { /* DDP: fixed buckets in reverse order, each reduced once it is full */
+      cur.to = i + 1;
+      cur.count += t->count;
+      double cap = nb == 0 ? cfg->first_bucket : cfg->bucket_cap;
+      if (st == RH_OK && (double)cur.count * gb >= cap)
+        st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip);
+      continue;
+    }
     if (ends) { /* Horovod's rounds decided where buckets end */
       cur.to = i + 1;
       cur.count += t->count;
@@ -421,14 +452,14 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
       r->buckets_per_step = sizes && waits && ready ? nb : 0;
     }
     for (int i = 0; i < r->buckets_per_step; i++) {
-      r->bucket_bytes[i] = buckets[i].count * 4.0;
+      r->bucket_bytes[i] = (double)buckets[i].count * gb;
       r->bucket_wait[i] = buckets[i].waited;
       r->bucket_ready[i] = buckets[i].issued - backward_from;
     }
     r->backward = *t_compute - backward_from;
     for (int i = 0; i < nb; i++)
-      if (buckets[i].count * 4.0 > s->res->bucket_bytes_max)
-        s->res->bucket_bytes_max = buckets[i].count * 4.0;
+      if ((double)buckets[i].count * gb > s->res->bucket_bytes_max)
+        s->res->bucket_bytes_max = (double)buckets[i].count * gb;
   }
   free(buckets);
   free(order);

@@ -31,6 +31,7 @@ typedef enum rh_check_id {
   RH_CHECK_MIN_NP,      /* elastic: never fewer than min_np workers; below it the job ends */
   RH_CHECK_NOTICED,     /* every crash, hang or lasting link fault of the scenario was noticed */
   RH_CHECK_INTERVAL,    /* the commit or checkpoint interval suits the failure rate */
+  RH_CHECK_FITS_MEMORY, /* the job's memory per GPU fits in the GPU's */
   RH_CHECK_COUNT
 } rh_check_id;
 
@@ -109,6 +110,12 @@ typedef struct rh_train_config {
   long checkpoint_every_steps; /* 0: checkpoints at epoch ends only */
   int max_size;               /* the largest world the job may have (buffers are sized for it) */
   double optimizer_state;     /* optimizer floats per parameter, for timing-only state sizes */
+  /* timing-only: how gradients are reduced and steps are cut */
+  bool layer_flops;           /* the layers give their FLOPs (0 allowed): shares by FLOPs */
+  double grad_bytes;          /* bytes of a gradient value: 4, or 2 (bf16); 0: 4 */
+  bool ddp;                   /* PyTorch DDP's fixed buckets instead of Horovod's fusion */
+  double bucket_cap, first_bucket; /* ddp: bytes */
+  int accumulation;           /* micro-batches per step (the batch is their sum); 0, 1: none */
   struct rh_progress *progress; /* steps done and failures, as they happen (NULL: none) */
 } rh_train_config;
 
@@ -233,5 +240,10 @@ double rh_interval_waste(double interval, double cost, double mtbf);
 /* commit_interval: the interval loses at most `tolerance` (a fraction of the time) more than
  * Young's would. */
 void rh_train_verdict_interval(rh_train_result *r, const rh_interval_figures *f, double tolerance);
+
+/* fits_memory: the estimate of one GPU's memory (parts in bytes, memory.h) is at most the GPU's
+ * `capacity` bytes. */
+struct rh_memory_use;
+void rh_train_verdict_memory(rh_train_result *r, const struct rh_memory_use *m, double capacity);
 
 #endif

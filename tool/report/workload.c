@@ -1,0 +1,152 @@
+/*
+ * workload.c: see workload.h.  MFU is the model's FLOPs (3 x the forward's: backward is twice the
+ * forward, as PaLM's appendix B and Megatron count it; no recomputation) per second per GPU over
+ * the dense peak of the run's precision.
+ */
+#include "workload.h"
+
+#include "compute_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+double rh_workload_peak(const rh_scenario *sc) {
+  if (sc->compute.peak > 0) return sc->compute.peak;
+  return sc->compute.peaks[sc->model.precision];
+}
+
+void rh_workload_memory(const rh_scenario *sc, rh_memory_use *m) {
+  double acts = 0;
+  for (int i = 0; i < sc->model.nlayers; i++) acts += sc->model.layers[i].activations;
+  rh_memory_estimate(sc->model.parameters, acts, sc->model.shaped, sc->recipe.micro_batch,
+                     sc->model.precision, (rh_optimizer_kind)sc->recipe.optimizer,
+                     sc->recipe.momentum, sc->recipe.framework == 1,
+                     sc->settings.value[RH_SETTING_FUSION_THRESHOLD], m);
+}
+
+/* The seconds of layer i on `n` samples, forward or backward, as the loop prices it. */
+static double layer_seconds(const rh_scenario *sc, const rh_gpu_model *g, int i, double n,
+                            bool backward) {
+  const rh_layer *l = &sc->model.layers[i];
+  double f = l->flops_given ? l->forward_flops
+                            : sc->model.forward_flops * l->parameters / sc->model.parameters;
+  f *= n * (backward ? 2 : 1);
+  if (!rh_compute_roofline(g)) return g->sustained > 0 ? f / g->sustained : 0;
+  return rh_compute_seconds(g, f, l->memory_bytes * n * (backward ? 2 : 1));
+}
+
+static const char *gpu_name(const rh_scenario *sc) {
+  return sc->compute.gpu_name ? sc->compute.gpu_name : "the GPU";
+}
+
+void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double samples_per_s,
+                        int size) {
+  const char *prec = rh_precision_names[sc->model.precision];
+  rh_gpu_model g = {.sustained = sc->cluster.gpu_flops, .peak = sc->compute.peak,
+                    .memory_bw = sc->compute.memory_bw,
+                    .gemm_efficiency = sc->compute.gemm_efficiency,
+                    .gemm_half = sc->compute.gemm_half};
+  json_t *jc = json_object();
+  if (sc->compute.roofline) {
+    fprintf(f, "  compute      roofline of %s: %s dense peak %.4g TFLOP/s%s, large GEMMs at %.3g%%, "
+            "memory %.4g GB/s; each layer from its FLOPs and bytes\n", gpu_name(sc),
+            sc->compute.peak_from >= 0 ? prec : "given", sc->compute.peak / 1e12,
+            sc->compute.peak_from >= 0 ? "" : " (peak_tflops)",
+            100 * (sc->compute.gemm_efficiency > 0 ? sc->compute.gemm_efficiency : 1),
+            sc->compute.memory_bw / 1e9);
+    json_object_set_new(jc, "model", json_string("roofline"));
+    json_object_set_new(jc, "peak_tflops", json_real(sc->compute.peak / 1e12));
+    json_object_set_new(jc, "memory_GBps", json_real(sc->compute.memory_bw / 1e9));
+  } else {
+    const char *on = sc->compute.tflops_written ? NULL : sc->compute.tflops_model;
+    bool other = on && (!sc->model.name || strcmp(on, sc->model.name) != 0);
+    fprintf(f, "  compute      sustained %.4g TFLOP/s of %s%s%s%s\n", sc->cluster.gpu_flops / 1e12,
+            gpu_name(sc), on ? ", measured on " : "", on ? on : "",
+            other ? ": not this model's rate; a model family (model.family) or layers with "
+                    "their traffic (tools/torch_export.py) are timed on the GPU's roofline"
+                  : "");
+    json_object_set_new(jc, "model", json_string("sustained"));
+    json_object_set_new(jc, "tflops", json_real(sc->cluster.gpu_flops / 1e12));
+    if (on) json_object_set_new(jc, "tflops_measured_on", json_string(on));
+    json_object_set_new(jc, "other_model", json_boolean(other));
+  }
+  json_object_set_new(jc, "precision", json_string(prec));
+  json_object_set_new(root, "compute", jc);
+
+  /* the slowest layers, and every layer's times in summary.json */
+  double micro = sc->recipe.micro_batch;
+  int n = sc->model.nlayers;
+  json_t *jl = json_array();
+  int top[3] = {-1, -1, -1};
+  double total = 0;
+  for (int i = 0; i < n; i++) {
+    double fw = layer_seconds(sc, &g, i, micro, false), bw = layer_seconds(sc, &g, i, micro, true);
+    total += fw + bw;
+    const rh_layer *l = &sc->model.layers[i];
+    json_array_append_new(jl, json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", l->name, "parameters",
+                                        l->parameters, "forward_gflop", 
+                                        (l->flops_given ? l->forward_flops
+                                                        : sc->model.forward_flops * l->parameters /
+                                                              sc->model.parameters) * micro / 1e9,
+                                        "forward_ms", fw * 1e3, "backward_ms", bw * 1e3));
+    for (int k = 0; k < 3; k++) {
+      double tk = top[k] < 0 ? -1
+                             : layer_seconds(sc, &g, top[k], micro, false) +
+                                   layer_seconds(sc, &g, top[k], micro, true);
+      if (fw + bw > tk) {
+        for (int j = 2; j > k; j--) top[j] = top[j - 1];
+        top[k] = i;
+        break;
+      }
+    }
+  }
+  json_object_set_new(root, "layers", jl);
+  if (n > 1 && total > 0) {
+    fprintf(f, "  layers       %d; slowest (forward + backward of %.0f samples):", n, micro);
+    for (int k = 0; k < 3 && top[k] >= 0; k++) {
+      double t = layer_seconds(sc, &g, top[k], micro, false) +
+                 layer_seconds(sc, &g, top[k], micro, true);
+      fprintf(f, "%s %s %.3f ms", k ? "," : "", sc->model.layers[top[k]].name, t * 1e3);
+    }
+    fprintf(f, " (all in summary.json)\n");
+  }
+
+  json_t *js = json_object(); /* the summary's rates, which the caller merges into it */
+  json_object_set_new(root, "rates", js);
+  double per_gpu = samples_per_s / (size > 0 ? size : 1);
+  if (sc->model.tokens_per_sample > 0) {
+    double tps = samples_per_s * sc->model.tokens_per_sample;
+    fprintf(f, "  tokens       %.6g tokens/s, %.6g per GPU (%.0f tokens a sample)\n", tps,
+            tps / (size > 0 ? size : 1), sc->model.tokens_per_sample);
+    if (js) json_object_set_new(js, "tokens_per_s", json_real(tps));
+  }
+  double peak = rh_workload_peak(sc);
+  if (peak > 0 && sc->model.forward_flops > 0) {
+    double mfu = 3 * sc->model.forward_flops * per_gpu / peak;
+    fprintf(f, "  mfu          %.1f%%: 3 x %.4g GFLOP a sample x %.6g samples/s a GPU over the %s "
+            "peak %.4g TFLOP/s\n", 100 * mfu, sc->model.forward_flops / 1e9, per_gpu,
+            sc->compute.peak_from >= 0 || !(sc->compute.peak > 0) ? prec : "given", peak / 1e12);
+    if (js) json_object_set_new(js, "mfu", json_real(mfu));
+  }
+
+  rh_memory_use m;
+  rh_workload_memory(sc, &m);
+  double cap = sc->compute.capacity;
+  char acts[64];
+  if (m.activations_known) snprintf(acts, sizeof acts, "%.2f", m.activations / 1e9);
+  else snprintf(acts, sizeof acts, "not known (layers without them)");
+  char of[48] = "";
+  if (cap > 0) snprintf(of, sizeof of, " of %.4g GB", cap / 1e9);
+  fprintf(f, "  memory       %.2f GB per GPU%s: weights %.2f%s, gradients %.2f, optimizer %.2f, "
+          "activations %s, buffers %.2f (GB)\n", m.total / 1e9, of, m.weights / 1e9,
+          m.master > 0 ? " + its fp32 copy" : "", m.gradients / 1e9, m.optimizer / 1e9, acts,
+          m.buffers / 1e9);
+  json_t *jm = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "total_GB", m.total / 1e9,
+                         "weights_GB", m.weights / 1e9, "master_GB", m.master / 1e9,
+                         "gradients_GB", m.gradients / 1e9, "optimizer_GB", m.optimizer / 1e9,
+                         "activations_GB", m.activations / 1e9, "buffers_GB", m.buffers / 1e9,
+                         "activations_known", m.activations_known);
+  if (cap > 0) json_object_set_new(jm, "gpu_GB", json_real(cap / 1e9));
+  json_object_set_new(root, "memory", jm);
+}

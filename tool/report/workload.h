@@ -1,0 +1,28 @@
+/*
+ * workload.h: what a run's model costs its GPU: how its layers were timed (the roofline at the
+ * precision's peak, or a sustained rate measured on another model, said so), the memory one GPU
+ * holds, tokens/s and MFU, and the per-layer compute table of summary.json.
+ */
+#ifndef RH_REPORT_WORKLOAD_H
+#define RH_REPORT_WORKLOAD_H
+
+#include "memory.h"
+#include "scenario.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* The memory of one GPU of the scenario's job (timing models). */
+void rh_workload_memory(const rh_scenario *sc, rh_memory_use *m);
+
+/* The peak FLOP/s MFU is taken against: the roofline's, else the precision's of the GPU; 0: none. */
+double rh_workload_peak(const rh_scenario *sc);
+
+/* Prints the compute, memory and per-GPU rate lines of a timing run's summary and adds them to
+ * root ("compute", "memory", "layers"; and "rates": tokens_per_s, mfu, for the caller to merge
+ * into its summary): samples_per_s is the
+ * job's, over `size` GPUs. */
+void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double samples_per_s,
+                        int size);
+
+#endif

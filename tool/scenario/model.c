@@ -1,0 +1,180 @@
+/*
+ * model.c: the model section once walked.  A family's figures become its layers; a shaped model
+ * (a family's, or layers exported with their traffic) gets the bytes of its precision; and the
+ * GPU's model is settled: the roofline at the precision's dense peak for a shaped model on a GPU
+ * that has one, else the sustained rate `tflops`, which a GPU preset names the model it was
+ * measured on.
+ */
+#include "schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const rh_precision_names[] = {"fp32", "tf32", "amp_fp16", "bf16", "fp8", NULL};
+
+double rh_precision_value_bytes(int precision) {
+  return precision == RH_PREC_FP32 || precision == RH_PREC_TF32 ? 4 : 2;
+}
+
+/* fp32, TF32 and PyTorch's autocast keep fp32 parameters and gradients; bf16 and fp8 training
+ * reduce bf16 gradients. */
+double rh_precision_grad_bytes(int precision) {
+  return precision == RH_PREC_BF16 || precision == RH_PREC_FP8 ? 2 : 4;
+}
+
+/* the transformer keys a cnn or a hand-written model may not give, and the reverse */
+static const char *transformer_key_given(const rh_scenario *sc) {
+  const rh_transformer *t = &sc->model.tf;
+  if (t->layers) return "model.layers";
+  if (t->heads) return "model.heads";
+  if (t->kv_heads) return "model.kv_heads";
+  if (t->ffn) return "model.ffn";
+  if (t->vocab) return "model.vocab";
+  if (t->seq_len) return "model.seq_len";
+  if (t->positions) return "model.positions";
+  if (t->type_vocab) return "model.type_vocab";
+  return NULL;
+}
+
+static const char *build_transformer(rh_scenario *sc, rh_layers *out, const char **at) {
+  static char why[256];
+  rh_transformer t = sc->model.tf;
+  t.hidden = sc->model.hidden;
+  if (sc->model.image_size || sc->model.channels || sc->model.classes) {
+    *at = sc->model.image_size ? "model.image_size"
+             : sc->model.channels ? "model.channels" : "model.classes";
+    return "is a cnn key; a transformer has vocab and seq_len";
+  }
+  if (!t.kv_heads) t.kv_heads = t.heads;
+  if (!t.ffn) t.ffn = 4 * t.hidden;
+  const char *key, *bad = rh_transformer_invalid(&t, &key);
+  if (bad) {
+    snprintf(why, sizeof why, "%s", bad);
+    static char f[64];
+    snprintf(f, sizeof f, "model.%s", key);
+    *at = f;
+    bool missing = (!strcmp(key, "layers") && !t.layers) || (!strcmp(key, "heads") && !t.heads) ||
+                   (!strcmp(key, "vocab") && !t.vocab) || (!strcmp(key, "seq_len") && !t.seq_len);
+    if (missing) snprintf(why, sizeof why, "missing (required for family transformer)");
+    return why;
+  }
+  sc->model.tf = t;
+  sc->model.tokens_per_sample = t.seq_len;
+  if (!rh_family_transformer(&t, out)) return "out of memory";
+  return NULL;
+}
+
+static const char *build_cnn(rh_scenario *sc, rh_layers *out, const char **at) {
+  static char why[512];
+  const char *given = transformer_key_given(sc);
+  if (given) {
+    *at = given;
+    return "is a transformer key; a cnn is named (model.name) and sized by image_size";
+  }
+  int which = -1;
+  for (int i = 0; rh_cnn_names[i]; i++)
+    if (sc->model.name && !strcmp(sc->model.name, rh_cnn_names[i])) which = i;
+  if (which < 0) {
+    *at = "model.name";
+    int n = snprintf(why, sizeof why, "%s%s%s is not a network of family cnn (one of",
+                     sc->model.name ? "\"" : "", sc->model.name ? sc->model.name : "missing",
+                     sc->model.name ? "\"" : "");
+    for (int i = 0; rh_cnn_names[i] && n > 0 && (size_t)n < sizeof why; i++)
+      n += snprintf(why + n, sizeof why - (size_t)n, "%s %s", i ? "," : "", rh_cnn_names[i]);
+    if (n > 0 && (size_t)n < sizeof why) snprintf(why + n, sizeof why - (size_t)n, ")");
+    return why;
+  }
+  int image = sc->model.image_size ? sc->model.image_size : rh_cnn_default_image(which);
+  int channels = sc->model.channels ? sc->model.channels : rh_cnn_default_channels(which);
+  int classes = sc->model.classes ? sc->model.classes : which >= 5 ? 10 : 1000;
+  sc->model.image_size = image;
+  sc->model.channels = channels;
+  sc->model.classes = classes;
+  const char *bad;
+  if (!rh_family_cnn(which, image, channels, classes, out, &bad)) {
+    *at = "model.image_size";
+    snprintf(why, sizeof why, "%d x %d: %s", image, image, bad);
+    return why;
+  }
+  return NULL;
+}
+
+const char *rh__scenario_model_finish(rh_scenario *sc, const char **at) {
+  if (sc->model.family == RH_FAMILY_CUSTOM) {
+    const char *given = transformer_key_given(sc);
+    if (given && !strcmp(given, "model.layers") && sc->model.nlayers == 0) {
+      *at = given;
+      return "a number of blocks is for family transformer; a custom model lists its layers";
+    }
+    if (given && strcmp(given, "model.layers") != 0) {
+      *at = given;
+      return "is a key of family transformer (model.family: transformer)";
+    }
+    bool traffic = false;
+    for (int i = 0; i < sc->model.nlayers; i++)
+      traffic |= sc->model.layers[i].traffic > 0 || sc->model.layers[i].activations > 0;
+    sc->model.shaped = traffic;
+  } else {
+    if (sc->model.nlayers > 0) {
+      *at = "model.layers";
+      return "a family builds its own layers (a transformer's layers is its number of blocks)";
+    }
+    if (sc->model.parameters > 0 || sc->model.forward_flops > 0) {
+      *at = sc->model.parameters > 0 ? "model.parameters" : "model.forward_gflops_per_sample";
+      return "a family derives it from its layers";
+    }
+    rh_layers out = {0};
+    const char *why = sc->model.family == RH_FAMILY_TRANSFORMER ? build_transformer(sc, &out, at)
+                                                                 : build_cnn(sc, &out, at);
+    if (why || out.failed) {
+      rh_layers_free(&out);
+      if (!why) *at = "model";
+      return why ? why : "out of memory";
+    }
+    sc->model.layers = out.v; /* the list's names and array are the scenario's now */
+    sc->model.nlayers = out.n;
+    sc->model.shaped = true;
+  }
+  if (sc->model.shaped) {
+    double bytes = rh_precision_value_bytes(sc->model.precision);
+    for (int i = 0; i < sc->model.nlayers; i++)
+      sc->model.layers[i].memory_bytes += sc->model.layers[i].traffic * bytes;
+  }
+  return NULL;
+}
+
+const char *rh__scenario_compute_finish(rh_scenario *sc, const char **at) {
+  static char why[256];
+  int p = sc->model.precision;
+  bool written_peak = sc->compute.peak > 0;
+  if (sc->model.shaped && !written_peak && !sc->compute.tflops_written) {
+    double peak = sc->compute.peaks[p];
+    if (!(peak > 0)) {
+      *at = "cluster.gpu";
+      snprintf(why, sizeof why, "the GPU has no dense %s peak (peak_tflops_%s) for model.precision "
+               "%s; give it, or tflops for a sustained rate", p == RH_PREC_AMP_FP16 ? "fp16"
+               : rh_precision_names[p], p == RH_PREC_AMP_FP16 ? "fp16" : rh_precision_names[p],
+               rh_precision_names[p]);
+      return why;
+    }
+    /* the GEMM curve's half point is given at the fp16/bf16 peak: it is a fixed time's FLOPs */
+    double ref = sc->compute.peaks[RH_PREC_BF16] > 0 ? sc->compute.peaks[RH_PREC_BF16]
+                                                      : sc->compute.peaks[RH_PREC_AMP_FP16];
+    if (ref > 0) sc->compute.gemm_half *= peak / ref;
+    sc->compute.peak = peak;
+    sc->compute.peak_from = p;
+  }
+  sc->compute.roofline = sc->compute.peak > 0;
+  if (!(sc->cluster.gpu_flops > 0)) {
+    if (!sc->compute.roofline) {
+      *at = "cluster.gpu.tflops";
+      return "missing (required unless the model is timed on the roofline: a family, or layers "
+             "with their traffic, on a GPU with a peak for the precision)";
+    }
+    /* the simulated GPU's rate: what the roofline's times are charged at */
+    double eff = sc->compute.gemm_efficiency > 0 ? sc->compute.gemm_efficiency : 1;
+    sc->cluster.gpu_flops = sc->compute.peak * eff;
+  }
+  return NULL;
+}

@@ -1,0 +1,436 @@
+/*
+ * cnn.c: the convolutional family (see family.h): torchvision's ResNet-50/101/152 (v1.5: the
+ * stride on the 3x3 convolution), VGG-16 and Inception v3 (with its auxiliary head, which runs in
+ * training), and the seeds' networks: the Net of Horovod's PyTorch MNIST example that the LeNet-5
+ * seeds run, the CIFAR-10 CNN of the AWS workshop (its Keras model_def: six 3x3 convolutions with
+ * batch norm, a 512-unit dense layer), and the Fashion-MNIST lab's WRN-16-10 (Zagoruyko &
+ * Komodakis 2016, pre-activation blocks, as Horovod's tutorial builds it).  One layer per module:
+ * a convolution, its batch norm, its ReLU, a pool, a linear layer.  Traffic: a convolution reads
+ * its input and writes its output; batch norm reads its input twice (statistics, then the
+ * normalisation) and writes once; ReLU and pools read and write; a residual add reads two and
+ * writes one.  Activations: each module's output (an in-place ReLU keeps none of its own).
+ */
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *const rh_cnn_names[] = {"resnet50", "resnet101", "resnet152", "vgg16", "inception_v3",
+                                    "lenet5", "cifar10_workshop", "wrn16_10", NULL};
+enum { RESNET50, RESNET101, RESNET152, VGG16, INCEPTION_V3, LENET5, CIFAR10_WORKSHOP, WRN16_10 };
+
+int rh_cnn_default_image(int which) {
+  switch (which) {
+  case INCEPTION_V3: return 299;
+  case LENET5:
+  case WRN16_10: return 28;
+  case CIFAR10_WORKSHOP: return 32;
+  default: return 224;
+  }
+}
+
+int rh_cnn_default_channels(int which) { return which == LENET5 || which == WRN16_10 ? 1 : 3; }
+
+/* The tensor flowing through the network: channels x height x width. */
+typedef struct shape {
+  double c, h, w;
+} shape;
+
+typedef struct net {
+  rh_layers *out;
+  shape x;
+  bool too_small;
+} net;
+
+static double size_of(shape s) { return s.c * s.h * s.w; }
+
+static void conv_hw(net *n, int kh, int kw, int stride, int ph, int pw) {
+  double h = (n->x.h + 2 * ph - kh) / stride + 1, w = (n->x.w + 2 * pw - kw) / stride + 1;
+  if (h < 1 || w < 1) n->too_small = true;
+  n->x.h = h < 1 ? 1 : (double)(long)h;
+  n->x.w = w < 1 ? 1 : (double)(long)w;
+}
+
+static void conv2(net *n, const char *name, int cout, int kh, int kw, int stride, int ph, int pw,
+                  bool bias) {
+  shape in = n->x;
+  conv_hw(n, kh, kw, stride, ph, pw);
+  n->x.c = cout;
+  double out = size_of(n->x);
+  rh_layers_add(n->out, cout * in.c * kh * kw + (bias ? cout : 0), 2 * out * in.c * kh * kw,
+                size_of(in) + out, out, "%s", name);
+}
+
+static void conv(net *n, const char *name, int cout, int k, int stride, int pad, bool bias) {
+  conv2(n, name, cout, k, k, stride, pad, pad, bias);
+}
+
+static void bn(net *n, const char *name) {
+  double v = size_of(n->x);
+  rh_layers_add(n->out, 2 * n->x.c, 0, 3 * v, v, "%s", name);
+}
+
+static void relu(net *n, const char *name, bool inplace) {
+  double v = size_of(n->x);
+  rh_layers_add(n->out, 0, 0, 2 * v, inplace ? 0 : v, "%s", name);
+}
+
+static void pool(net *n, const char *name, int k, int stride, int pad) {
+  double in = size_of(n->x);
+  conv_hw(n, k, k, stride, pad, pad);
+  double v = size_of(n->x);
+  rh_layers_add(n->out, 0, 0, in + v, v, "%s", name);
+}
+
+/* adaptive average pooling to side x side */
+static void adaptive_pool(net *n, const char *name, int side) {
+  double in = size_of(n->x);
+  n->x.h = n->x.w = side;
+  double v = size_of(n->x);
+  rh_layers_add(n->out, 0, 0, in + v, v, "%s", name);
+}
+
+static void linear(net *n, const char *name, int outs, bool bias) {
+  double in = size_of(n->x);
+  rh_layers_add(n->out, in * outs + (bias ? outs : 0), 2 * in * outs, in + outs, outs, "%s", name);
+  n->x = (shape){outs, 1, 1};
+}
+
+static void add(net *n, const char *name) {
+  double v = size_of(n->x);
+  rh_layers_add(n->out, 0, 0, 3 * v, 0, "%s", name);
+}
+
+/* ---- ResNet (torchvision) ------------------------------------------------------------------- */
+
+static void bottleneck(net *n, const char *p, int width, int stride, bool downsample) {
+  char name[96];
+  shape in = n->x;
+#define NAME(suffix) (snprintf(name, sizeof name, "%s.%s", p, suffix), name)
+  conv(n, NAME("conv1"), width, 1, 1, 0, false);
+  bn(n, NAME("bn1"));
+  relu(n, NAME("relu1"), true);
+  conv(n, NAME("conv2"), width, 3, stride, 1, false);
+  bn(n, NAME("bn2"));
+  relu(n, NAME("relu2"), true);
+  conv(n, NAME("conv3"), width * 4, 1, 1, 0, false);
+  bn(n, NAME("bn3"));
+  if (downsample) {
+    shape main = n->x;
+    n->x = in;
+    conv(n, NAME("downsample.0"), width * 4, 1, stride, 0, false);
+    bn(n, NAME("downsample.1"));
+    n->x = main;
+  }
+  add(n, NAME("add"));
+  relu(n, NAME("relu3"), true);
+#undef NAME
+}
+
+static void resnet(net *n, const int blocks[4], int classes) {
+  conv(n, "conv1", 64, 7, 2, 3, false);
+  bn(n, "bn1");
+  relu(n, "relu", true);
+  pool(n, "maxpool", 3, 2, 1);
+  for (int g = 0; g < 4; g++)
+    for (int b = 0; b < blocks[g]; b++) {
+      char p[32];
+      snprintf(p, sizeof p, "layer%d.%d", g + 1, b);
+      int stride = b == 0 && g > 0 ? 2 : 1;
+      bottleneck(n, p, 64 << g, stride, b == 0);
+    }
+  adaptive_pool(n, "avgpool", 1);
+  linear(n, "fc", classes, true);
+}
+
+/* ---- VGG-16 (torchvision, configuration D, no batch norm) ----------------------------------- */
+
+static void vgg16(net *n, int classes) {
+  static const int cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0,
+                            512, 512, 512, 0};
+  int k = 0;
+  for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++, k++) {
+    char name[32];
+    snprintf(name, sizeof name, "features.%d", k);
+    if (!cfg[i]) {
+      pool(n, name, 2, 2, 0);
+      continue;
+    }
+    conv(n, name, cfg[i], 3, 1, 1, true);
+    snprintf(name, sizeof name, "features.%d", ++k);
+    relu(n, name, true);
+  }
+  adaptive_pool(n, "avgpool", 7);
+  linear(n, "classifier.0", 4096, true);
+  relu(n, "classifier.1", true);
+  linear(n, "classifier.3", 4096, true);
+  relu(n, "classifier.4", true);
+  linear(n, "classifier.6", classes, true);
+}
+
+/* ---- Inception v3 (torchvision) ------------------------------------------------------------- */
+
+/* BasicConv2d: a convolution without bias, batch norm, ReLU */
+static void basic(net *n, const char *p, const char *b, int cout, int kh, int kw, int stride,
+                  int ph, int pw) {
+  char name[96];
+  snprintf(name, sizeof name, "%s%s%s.conv", p, *b ? "." : "", b);
+  conv2(n, name, cout, kh, kw, stride, ph, pw, false);
+  snprintf(name, sizeof name, "%s%s%s.bn", p, *b ? "." : "", b);
+  bn(n, name);
+  snprintf(name, sizeof name, "%s%s%s.relu", p, *b ? "." : "", b);
+  relu(n, name, true);
+}
+
+/* Branches start from the block's input; their outputs are concatenated (a copy). */
+typedef struct branches {
+  shape in;
+  double c, h, w;
+} branches;
+
+static branches fork_at(net *n) { return (branches){.in = n->x}; }
+static void branch_end(net *n, branches *b) {
+  b->c += n->x.c;
+  b->h = n->x.h;
+  b->w = n->x.w;
+  n->x = b->in;
+}
+static void join(net *n, branches *b, const char *p) {
+  n->x = (shape){b->c, b->h, b->w};
+  double v = size_of(n->x);
+  rh_layers_add(n->out, 0, 0, 2 * v, v, "%s.cat", p);
+}
+
+static void avg_branch_pool(net *n, const char *p) {
+  char name[96];
+  snprintf(name, sizeof name, "%s.pool", p);
+  pool(n, name, 3, 1, 1);
+}
+
+static void inception_a(net *n, const char *p, int pool_features) {
+  branches b = fork_at(n);
+  basic(n, p, "branch1x1", 64, 1, 1, 1, 0, 0);
+  branch_end(n, &b);
+  basic(n, p, "branch5x5_1", 48, 1, 1, 1, 0, 0);
+  basic(n, p, "branch5x5_2", 64, 5, 5, 1, 2, 2);
+  branch_end(n, &b);
+  basic(n, p, "branch3x3dbl_1", 64, 1, 1, 1, 0, 0);
+  basic(n, p, "branch3x3dbl_2", 96, 3, 3, 1, 1, 1);
+  basic(n, p, "branch3x3dbl_3", 96, 3, 3, 1, 1, 1);
+  branch_end(n, &b);
+  avg_branch_pool(n, p);
+  basic(n, p, "branch_pool", pool_features, 1, 1, 1, 0, 0);
+  branch_end(n, &b);
+  join(n, &b, p);
+}
+
+static void inception_b(net *n, const char *p) {
+  branches b = fork_at(n);
+  basic(n, p, "branch3x3", 384, 3, 3, 2, 0, 0);
+  branch_end(n, &b);
+  basic(n, p, "branch3x3dbl_1", 64, 1, 1, 1, 0, 0);
+  basic(n, p, "branch3x3dbl_2", 96, 3, 3, 1, 1, 1);
+  basic(n, p, "branch3x3dbl_3", 96, 3, 3, 2, 0, 0);
+  branch_end(n, &b);
+  char name[96];
+  snprintf(name, sizeof name, "%s.maxpool", p);
+  pool(n, name, 3, 2, 0);
+  branch_end(n, &b);
+  join(n, &b, p);
+}
+
+static void inception_c(net *n, const char *p, int c7) {
+  branches b = fork_at(n);
+  basic(n, p, "branch1x1", 192, 1, 1, 1, 0, 0);
+  branch_end(n, &b);
+  basic(n, p, "branch7x7_1", c7, 1, 1, 1, 0, 0);
+  basic(n, p, "branch7x7_2", c7, 1, 7, 1, 0, 3);
+  basic(n, p, "branch7x7_3", 192, 7, 1, 1, 3, 0);
+  branch_end(n, &b);
+  basic(n, p, "branch7x7dbl_1", c7, 1, 1, 1, 0, 0);
+  basic(n, p, "branch7x7dbl_2", c7, 7, 1, 1, 3, 0);
+  basic(n, p, "branch7x7dbl_3", c7, 1, 7, 1, 0, 3);
+  basic(n, p, "branch7x7dbl_4", c7, 7, 1, 1, 3, 0);
+  basic(n, p, "branch7x7dbl_5", 192, 1, 7, 1, 0, 3);
+  branch_end(n, &b);
+  avg_branch_pool(n, p);
+  basic(n, p, "branch_pool", 192, 1, 1, 1, 0, 0);
+  branch_end(n, &b);
+  join(n, &b, p);
+}
+
+static void inception_d(net *n, const char *p) {
+  branches b = fork_at(n);
+  basic(n, p, "branch3x3_1", 192, 1, 1, 1, 0, 0);
+  basic(n, p, "branch3x3_2", 320, 3, 3, 2, 0, 0);
+  branch_end(n, &b);
+  basic(n, p, "branch7x7x3_1", 192, 1, 1, 1, 0, 0);
+  basic(n, p, "branch7x7x3_2", 192, 1, 7, 1, 0, 3);
+  basic(n, p, "branch7x7x3_3", 192, 7, 1, 1, 3, 0);
+  basic(n, p, "branch7x7x3_4", 192, 3, 3, 2, 0, 0);
+  branch_end(n, &b);
+  char name[96];
+  snprintf(name, sizeof name, "%s.maxpool", p);
+  pool(n, name, 3, 2, 0);
+  branch_end(n, &b);
+  join(n, &b, p);
+}
+
+static void inception_e(net *n, const char *p) {
+  branches b = fork_at(n);
+  basic(n, p, "branch1x1", 320, 1, 1, 1, 0, 0);
+  branch_end(n, &b);
+  basic(n, p, "branch3x3_1", 384, 1, 1, 1, 0, 0);
+  shape mid = n->x;
+  basic(n, p, "branch3x3_2a", 384, 1, 3, 1, 0, 1);
+  branch_end(n, &b);
+  n->x = mid;
+  basic(n, p, "branch3x3_2b", 384, 3, 1, 1, 1, 0);
+  branch_end(n, &b);
+  basic(n, p, "branch3x3dbl_1", 448, 1, 1, 1, 0, 0);
+  basic(n, p, "branch3x3dbl_2", 384, 3, 3, 1, 1, 1);
+  mid = n->x;
+  basic(n, p, "branch3x3dbl_3a", 384, 1, 3, 1, 0, 1);
+  branch_end(n, &b);
+  n->x = mid;
+  basic(n, p, "branch3x3dbl_3b", 384, 3, 1, 1, 1, 0);
+  branch_end(n, &b);
+  avg_branch_pool(n, p);
+  basic(n, p, "branch_pool", 192, 1, 1, 1, 0, 0);
+  branch_end(n, &b);
+  join(n, &b, p);
+}
+
+static void inception_v3(net *n, int classes) {
+  basic(n, "Conv2d_1a_3x3", "", 32, 3, 3, 2, 0, 0);
+  basic(n, "Conv2d_2a_3x3", "", 32, 3, 3, 1, 0, 0);
+  basic(n, "Conv2d_2b_3x3", "", 64, 3, 3, 1, 1, 1);
+  pool(n, "maxpool1", 3, 2, 0);
+  basic(n, "Conv2d_3b_1x1", "", 80, 1, 1, 1, 0, 0);
+  basic(n, "Conv2d_4a_3x3", "", 192, 3, 3, 1, 0, 0);
+  pool(n, "maxpool2", 3, 2, 0);
+  inception_a(n, "Mixed_5b", 32);
+  inception_a(n, "Mixed_5c", 64);
+  inception_a(n, "Mixed_5d", 64);
+  inception_b(n, "Mixed_6a");
+  inception_c(n, "Mixed_6b", 128);
+  inception_c(n, "Mixed_6c", 160);
+  inception_c(n, "Mixed_6d", 160);
+  inception_c(n, "Mixed_6e", 192);
+  /* the auxiliary head, on Mixed_6e's output (training mode) */
+  shape main = n->x;
+  pool(n, "AuxLogits.pool", 5, 3, 0);
+  basic(n, "AuxLogits", "conv0", 128, 1, 1, 1, 0, 0);
+  basic(n, "AuxLogits", "conv1", 768, 5, 5, 1, 0, 0);
+  adaptive_pool(n, "AuxLogits.avgpool", 1);
+  linear(n, "AuxLogits.fc", classes, true);
+  n->x = main;
+  inception_d(n, "Mixed_7a");
+  inception_e(n, "Mixed_7b");
+  inception_e(n, "Mixed_7c");
+  adaptive_pool(n, "avgpool", 1);
+  linear(n, "fc", classes, true);
+}
+
+/* ---- the seeds' networks -------------------------------------------------------------------- */
+
+/* Horovod's PyTorch MNIST Net: conv 10 (5x5), pool, ReLU, conv 20 (5x5), pool, ReLU, 50, 10. */
+static void lenet5(net *n, int classes) {
+  conv(n, "conv1", 10, 5, 1, 0, true);
+  pool(n, "pool1", 2, 2, 0);
+  relu(n, "relu1", false);
+  conv(n, "conv2", 20, 5, 1, 0, true);
+  pool(n, "pool2", 2, 2, 0);
+  relu(n, "relu2", false);
+  linear(n, "fc1", 50, true);
+  relu(n, "relu3", false);
+  linear(n, "fc2", classes, true);
+}
+
+/* The AWS workshop's Keras CNN: pairs of 3x3 convolutions (32, 64, 128; 'same' then 'valid'),
+ * each with batch norm and ReLU, a 2x2 max pool after each pair, Dense(512), Dense(classes). */
+static void cifar10_workshop(net *n, int classes) {
+  static const int widths[] = {32, 64, 128};
+  for (int g = 0; g < 3; g++)
+    for (int j = 0; j < 2; j++) {
+      char name[32];
+      int k = 2 * g + j + 1;
+      snprintf(name, sizeof name, "conv2d_%d", k);
+      conv(n, name, widths[g], 3, 1, j == 0 ? 1 : 0, true);
+      snprintf(name, sizeof name, "batch_normalization_%d", k);
+      bn(n, name);
+      snprintf(name, sizeof name, "activation_%d", k);
+      relu(n, name, false);
+      if (j == 1) {
+        snprintf(name, sizeof name, "max_pooling2d_%d", g + 1);
+        pool(n, name, 2, 2, 0);
+      }
+    }
+  linear(n, "dense_1", 512, true);
+  relu(n, "activation_7", false);
+  linear(n, "dense_2", classes, true);
+}
+
+/* WRN-16-10: a 3x3 convolution of 16, then three groups of two pre-activation blocks (batch norm,
+ * ReLU, 3x3 convolution, twice) of 160, 320 and 640 channels, the first block of a group with a
+ * 1x1 projection of its input; then batch norm, ReLU, global average pool, the classifier. */
+static void wrn16_10(net *n, int classes) {
+  conv(n, "conv1", 16, 3, 1, 1, false);
+  for (int g = 0; g < 3; g++)
+    for (int b = 0; b < 2; b++) {
+      char p[32], name[64];
+      snprintf(p, sizeof p, "group%d.%d", g + 1, b);
+      int width = 160 << g, stride = b == 0 && g > 0 ? 2 : 1;
+      shape in = n->x;
+      snprintf(name, sizeof name, "%s.bn1", p);
+      bn(n, name);
+      snprintf(name, sizeof name, "%s.relu1", p);
+      relu(n, name, false);
+      shape pre = n->x;
+      snprintf(name, sizeof name, "%s.conv1", p);
+      conv(n, name, width, 3, stride, 1, false);
+      snprintf(name, sizeof name, "%s.bn2", p);
+      bn(n, name);
+      snprintf(name, sizeof name, "%s.relu2", p);
+      relu(n, name, false);
+      snprintf(name, sizeof name, "%s.conv2", p);
+      conv(n, name, width, 3, 1, 1, false);
+      if (in.c != width || stride != 1) {
+        shape main = n->x;
+        n->x = pre;
+        snprintf(name, sizeof name, "%s.shortcut", p);
+        conv(n, name, width, 1, stride, 0, false);
+        n->x = main;
+      }
+      snprintf(name, sizeof name, "%s.add", p);
+      add(n, name);
+    }
+  bn(n, "bn");
+  relu(n, "relu", false);
+  adaptive_pool(n, "avgpool", 1);
+  linear(n, "fc", classes, true);
+}
+
+bool rh_family_cnn(int which, int image, int channels, int classes, rh_layers *out,
+                   const char **why) {
+  net n = {.out = out, .x = {channels, image, image}};
+  *why = NULL;
+  static const int r50[4] = {3, 4, 6, 3}, r101[4] = {3, 4, 23, 3}, r152[4] = {3, 8, 36, 3};
+  switch (which) {
+  case RESNET50: resnet(&n, r50, classes); break;
+  case RESNET101: resnet(&n, r101, classes); break;
+  case RESNET152: resnet(&n, r152, classes); break;
+  case VGG16: vgg16(&n, classes); break;
+  case INCEPTION_V3: inception_v3(&n, classes); break;
+  case LENET5: lenet5(&n, classes); break;
+  case CIFAR10_WORKSHOP: cifar10_workshop(&n, classes); break;
+  case WRN16_10: wrn16_10(&n, classes); break;
+  default: *why = "unknown network"; return false;
+  }
+  if (n.too_small) {
+    *why = "the image is too small for the network's convolutions and pools";
+    return false;
+  }
+  if (out->failed) *why = "out of memory";
+  return !out->failed;
+}
