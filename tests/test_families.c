@@ -1,0 +1,300 @@
+/*
+ * test_families.c: the model families (tool/workload/families/) and what a run makes of a shaped
+ * model.  Parameter counts are the published ones (torchvision's, Hugging Face's configs'); FLOPs
+ * are derived here from the architectures' definitions (2 x multiply-adds: torchvision's published
+ * GMACs for the CNNs, 2 N tokens plus the attention's 4 L s^2 h for transformers, and Megatron's
+ * closed form for GPT-2).  Memory follows ZeRO's accounting; DDP's buckets its assignment rule.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "memory.h"
+#include "run_summary.h"
+#include "scenario.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[64];
+
+#define assert_near(a, b, rel)                                                                     \
+  do {                                                                                             \
+    double a_ = (a), b_ = (b);                                                                     \
+    if (!(fabs(a_ - b_) <= (rel) * fabs(b_))) fail_msg("%s = %.17g, expected %.17g", #a, a_, b_);  \
+  } while (0)
+
+static char *write_file(const char *name, const char *text) {
+  char *path = rh_test_path(tmpdir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+/* The model section of a scenario naming a preset, loaded alone. */
+static void load_model(const char *preset, rh_scenario *sc) {
+  char text[256], err[1024];
+  snprintf(text, sizeof text, "name: t\nmodel: %s\n", preset);
+  char *path = write_file("model.yaml", text);
+  rh_scenario_opts o = {.model_only = true};
+  rh_status st = rh_scenario_load_opts(path, &o, sc, err, sizeof err);
+  if (st != RH_OK) fail_msg("%s: %s", preset, err);
+}
+
+/* A transformer's forward FLOPs per sequence from its definition: every weight matrix once per
+ * token (2 FLOPs a multiply-add), the attention's QK^T and AV (4 s^2 h a layer), and the encoder's
+ * pooler and NSP head on one token. */
+static double transformer_flops(double L, double h, double heads, double kv_heads, double f,
+                                bool swiglu, double V, double s, bool decoder) {
+  double kv = kv_heads * h / heads;
+  double block = h * (h + 2 * kv) + h * h + (swiglu ? 3 : 2) * h * f;
+  double per_token = L * block + h * V + (decoder ? 0 : h * h); /* head; encoder: MLM transform */
+  return 2 * s * per_token + 4 * L * s * s * h + (decoder ? 0 : 2 * h * h + 4 * h);
+}
+
+static void test_transformers(void **state) {
+  (void)state;
+  static const struct {
+    const char *preset;
+    double params, L, h, heads, kv, f, V, s;
+    bool swiglu, decoder;
+  } cases[] = {
+      /* GPT2LMHeadModel, BertForPreTraining, LlamaForCausalLM parameter counts */
+      {"gpt2", 124439808, 12, 768, 12, 12, 3072, 50257, 1024, false, true},
+      {"bert-base", 110106428, 12, 768, 12, 12, 3072, 30522, 128, false, false},
+      {"bert-large", 336226108, 24, 1024, 16, 16, 4096, 30522, 384, false, false},
+      {"llama2-7b", 6738415616, 32, 4096, 32, 32, 11008, 32000, 4096, true, true},
+      {"llama3-8b", 8030261248, 32, 4096, 32, 8, 14336, 128256, 8192, true, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rh_scenario sc;
+    load_model(cases[i].preset, &sc);
+    print_message("%-10s %.0f parameters, %.6g GFLOP a sequence\n", cases[i].preset,
+                  sc.model.parameters, sc.model.forward_flops / 1e9);
+    assert_true(sc.model.parameters == cases[i].params);
+    double flops = transformer_flops(cases[i].L, cases[i].h, cases[i].heads, cases[i].kv,
+                                     cases[i].f, cases[i].swiglu, cases[i].V, cases[i].s,
+                                     cases[i].decoder);
+    assert_near(sc.model.forward_flops, flops, 0.01);
+    assert_true(sc.model.tokens_per_sample == cases[i].s);
+    rh_scenario_free(&sc);
+  }
+  /* GPT-2 against Megatron's closed form (Narayanan et al. 2021, forward: a third of 72 B s l h^2
+   * (1 + s / 6h) plus the logits' 2 s h V) */
+  rh_scenario sc;
+  load_model("gpt2", &sc);
+  double s = 1024, l = 12, h = 768, V = 50257;
+  assert_near(sc.model.forward_flops, 24 * s * l * h * h * (1 + s / (6 * h)) + 2 * s * h * V, 0.01);
+  rh_scenario_free(&sc);
+}
+
+static void test_cnns(void **state) {
+  (void)state;
+  /* torchvision's model table: parameters and GMACs (its "GFLOPS" column) */
+  static const struct {
+    const char *preset;
+    double params, gmacs;
+  } cases[] = {{"resnet50", 25557032, 4.09},       {"resnet101", 44549160, 7.80},
+               {"resnet152", 60192808, 11.51},     {"vgg16", 138357544, 15.47},
+               {"inception_v3", 27161264, 5.71}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rh_scenario sc;
+    load_model(cases[i].preset, &sc);
+    print_message("%-12s %.0f parameters, %.6g GMAC\n", cases[i].preset, sc.model.parameters,
+                  sc.model.forward_flops / 2e9);
+    assert_true(sc.model.parameters == cases[i].params);
+    assert_near(sc.model.forward_flops, 2e9 * cases[i].gmacs, 0.01);
+    rh_scenario_free(&sc);
+  }
+  /* Horovod's PyTorch MNIST Net, from its definition: conv 1->10 (5x5) + bias, conv 10->20 (5x5)
+   * + bias, 320->50, 50->10 */
+  rh_scenario sc;
+  load_model("{family: cnn, name: lenet5}", &sc);
+  assert_true(sc.model.parameters == (10 * 25 + 10) + (20 * 10 * 25 + 20) + (320 * 50 + 50) +
+                                         (50 * 10 + 10));
+  double macs = 10 * 24 * 24 * 25 + 20 * 8 * 8 * 250 + 320 * 50 + 50 * 10;
+  assert_near(sc.model.forward_flops, 2 * macs, 1e-12);
+  rh_scenario_free(&sc);
+}
+
+/* Bad model input: each a FILE:LINE: FIELD: message naming what is wrong. */
+static void test_bad_models(void **state) {
+  (void)state;
+  static const struct {
+    const char *model, *where, *what;
+  } cases[] = {
+      {"  family: llm\n", ":3: model.family", "expected one of custom, transformer, cnn"},
+      {"  preset: gpt2\n  heads: 10\n", ":4: model.heads", "10 heads do not divide hidden 768"},
+      {"  preset: gpt2\n  seq_len: 0\n", ":4: model.seq_len", "0"},
+      {"  preset: gpt2\n  seq_len: 2048\n", ":4: model.seq_len", "more than the 1024 learned"},
+      {"  family: transformer\n  hidden: 64\n  heads: 4\n  vocab: 100\n  seq_len: 8\n",
+       ": model.layers", "missing"},
+      {"  family: cnn\n  name: resnet51\n", ":4: model.name", "not a network of family cnn"},
+      {"  preset: resnet50\n  layers: [{name: a, parameters: 1}]\n", ":4: model.layers",
+       "a family builds its own layers"},
+      {"  preset: inception_v3\n  image_size: 64\n", ":4: model.image_size", "too small"},
+      {"  preset: gpt2\n  precision: bf16\n", ": cluster.gpu", "no dense bf16 peak"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char text[1024], err[1024];
+    snprintf(text, sizeof text,
+             "name: bad\nmodel:\n%s"
+             "cluster: {nodes: 1, gpus_per_node: 1, gpu: v100-sxm2, intra: {bandwidth_GBps: 100}}\n"
+             "data: {train_samples: 64}\nrecipe: {batch_per_worker: 8, epochs: 1}\n",
+             cases[i].model);
+    char *path = write_file("bad.yaml", text);
+    rh_scenario sc;
+    rh_status st = rh_scenario_load(path, &sc, err, sizeof err);
+    print_message("%s\n", err);
+    assert_int_equal(st, RH_ERR_INVALID);
+    assert_non_null(strstr(err, cases[i].where));
+    assert_non_null(strstr(err, cases[i].what));
+  }
+}
+
+/* ZeRO (Rajbhandari et al. 2020, section 3): mixed-precision Adam holds 16 bytes a parameter (2
+ * weights, 2 gradients, 4 master weights, 8 Adam moments); fp32 SGD with momentum 12. */
+static void test_memory(void **state) {
+  (void)state;
+  rh_memory_use m;
+  rh_memory_estimate(1e9, 0, true, 1, RH_PREC_BF16, RH_OPT_ADAM, 0, false, 0, &m);
+  assert_near(m.weights + m.master + m.gradients + m.optimizer, 16e9, 1e-15);
+  rh_memory_estimate(1e9, 1e6, true, 8, RH_PREC_FP32, RH_OPT_SGD, 0.9, true, 0, &m);
+  assert_near(m.weights + m.gradients + m.optimizer, 12e9, 1e-15);
+  assert_near(m.activations, 1e6 * 8 * 4, 1e-15); /* fp32 values */
+  assert_near(m.buffers, 4e9, 1e-15);               /* DDP's buckets: a copy of the gradients */
+}
+
+static const char cluster_1gpu[] =
+    "cluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 100}, intra: {bandwidth_GBps: 100}}\n";
+
+/* DDP's buckets: parameters in reverse order, a bucket closed once it holds the cap (1 MiB for
+ * the first, bucket_cap_mb after): ten layers of 4 MB give 4 MB, then 7 x 4 = 28 MB (26.7 MiB, the
+ * first past 25 MiB), then the last 8 MB. */
+static void test_ddp_buckets(void **state) {
+  (void)state;
+  char text[2048] = "name: ddp\n";
+  strcat(text, cluster_1gpu);
+  strcat(text, "model:\n  layers:\n");
+  for (int i = 0; i < 10; i++)
+    snprintf(text + strlen(text), sizeof text - strlen(text),
+             "    - {name: l%d, parameters: 1000000, forward_gflops_per_sample: 0.1}\n", i);
+  strcat(text, "data: {train_samples: 640}\n"
+               "recipe: {batch_per_worker: 32, epochs: 1, framework: ddp}\n");
+  char *file = write_file("ddp.yaml", text), *out = rh_test_path(tmpdir, "ddp");
+  json_t *root = rh_test_run_summary(file, out);
+  json_t *b = json_object_get(root, "buckets");
+  assert_int_equal(json_array_size(b), 3);
+  const double want[] = {4e6, 28e6, 8e6};
+  for (int i = 0; i < 3; i++)
+    assert_near(json_real_value(json_object_get(json_array_get(b, (size_t)i), "bytes")), want[i], 1e-12);
+  json_decref(root);
+}
+
+/* Gradient accumulation: 4 micro-batches of 8 compute what a batch of 32 does at a sustained rate,
+ * a step trains 32 samples a worker, and its gradients are reduced once; bf16 halves them. */
+static void test_accumulation_and_precision(void **state) {
+  (void)state;
+  char text[1024];
+  snprintf(text, sizeof text,
+           "name: acc\n%smodel:\n  precision: bf16\n  layers:\n"
+           "    - {name: a, parameters: 1000000, forward_gflops_per_sample: 1}\n"
+           "    - {name: b, parameters: 3000000, forward_gflops_per_sample: 2}\n"
+           "data: {train_samples: 640}\n"
+           "recipe: {batch_per_worker: 8, gradient_accumulation: 4, epochs: 1}\n", cluster_1gpu);
+  char *file = write_file("acc.yaml", text), *out = rh_test_path(tmpdir, "acc");
+  json_t *root = rh_test_run_summary(file, out);
+  json_t *s = json_object_get(root, "summary");
+  /* 640 samples, 2 workers x 32 a step: 10 steps; compute 3 x 3 GFLOP x 32 at 100 TFLOP/s */
+  assert_int_equal(json_integer_value(json_object_get(s, "steps")), 10);
+  assert_near(json_real_value(json_object_get(s, "compute_ms")), 3 * 3e9 * 32 / 100e12 * 1e3, 1e-9);
+  assert_near(json_real_value(json_object_get(s, "gradient_bytes")), 4e6 * 2, 1e-15);
+  /* no base_lr in a timing run: no learning rate is reported */
+  json_t *e0 = json_array_get(json_object_get(root, "epochs"), 0);
+  assert_null(json_object_get(e0, "lr_first"));
+  json_decref(root);
+}
+
+/* tokens/s and MFU of a shaped model, from their definitions: samples/s x seq_len, and 3 x the
+ * forward FLOPs x samples/s a GPU over the precision's peak. */
+static void test_rates(void **state) {
+  (void)state;
+  char *file = write_file("rates.yaml",
+                          "name: rates\n"
+                          "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+                          "model: {preset: gpt2, precision: bf16}\n"
+                          "data: {train_samples: 80}\n"
+                          "recipe: {batch_per_worker: 8, epochs: 1}\n");
+  char *out = rh_test_path(tmpdir, "rates");
+  json_t *root = rh_test_run_summary(file, out);
+  json_t *s = json_object_get(root, "summary");
+  double thr = json_real_value(json_object_get(s, "samples_per_s"));
+  double F = transformer_flops(12, 768, 12, 12, 3072, false, 50257, 1024, true);
+  assert_near(json_real_value(json_object_get(s, "tokens_per_s")), thr * 1024, 1e-12);
+  assert_near(json_real_value(json_object_get(s, "mfu")), 3 * F * thr / 989.4e12, 1e-9);
+  json_t *c = json_object_get(root, "compute");
+  assert_string_equal(json_string_value(json_object_get(c, "model")), "roofline");
+  /* the fits_memory check ran and passed: GPT-2 at batch 8 fits in 80 GB */
+  json_t *chk = json_object_get(json_object_get(root, "checks"), "fits_memory");
+  assert_non_null(chk);
+  json_decref(root);
+}
+
+/* Llama-2-7B with Adam in bf16 on one 80 GB GPU: 16 bytes a parameter are 108 GB before any
+ * activation; fits_memory fails and the run exits 1, with the times still reported. */
+static void test_does_not_fit(void **state) {
+  (void)state;
+  char *file = write_file("big.yaml",
+                          "name: big\n"
+                          "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+                          "model: {preset: llama2-7b, precision: bf16}\n"
+                          "data: {train_samples: 4}\n"
+                          "recipe: {batch_per_worker: 1, epochs: 1, optimizer: adam}\n");
+  char *out = rh_test_path(tmpdir, "big");
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
+  char *log = rh_test_path(tmpdir, "big.txt");
+  assert_int_equal(rh_test_spawn(argv, log, NULL), 1);
+  char *text = rh_test_slurp(log);
+  assert_non_null(strstr(text, "FAIL  fits_memory"));
+  free(text);
+}
+
+/* A sustained rate measured on another model is named as such. */
+static void test_sustained_named(void **state) {
+  (void)state;
+  char *file = write_file("sus.yaml",
+                          "name: sus\n"
+                          "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+                          "model: {name: mine, parameters: 1000000, forward_gflops_per_sample: 1}\n"
+                          "data: {train_samples: 80}\n"
+                          "recipe: {batch_per_worker: 8, epochs: 1}\n");
+  char *out = rh_test_path(tmpdir, "sus");
+  json_t *root = rh_test_run_summary(file, out);
+  json_t *c = json_object_get(root, "compute");
+  assert_string_equal(json_string_value(json_object_get(c, "model")), "sustained");
+  assert_string_equal(json_string_value(json_object_get(c, "tflops_measured_on")), "resnet50");
+  assert_true(json_is_true(json_object_get(c, "other_model")));
+  json_decref(root);
+}
+
+int main(void) {
+  if (rh_test_mkdtemp(tmpdir, "families") != 0) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_transformers), cmocka_unit_test(test_cnns),
+      cmocka_unit_test(test_bad_models),   cmocka_unit_test(test_memory),
+      cmocka_unit_test(test_ddp_buckets),  cmocka_unit_test(test_accumulation_and_precision),
+      cmocka_unit_test(test_rates),        cmocka_unit_test(test_does_not_fit),
+      cmocka_unit_test(test_sustained_named),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  rh_test_rmdir(tmpdir);
+  return rc;
+}
