@@ -58,7 +58,7 @@ static const bad_case bad_cases[] = {
     {"tab_indentation", 7, "YAML syntax error", "cannot start any token"},
     {"top_level_list", 2, "scenario", "expected a mapping at the top level, got a list"},
     /* keys */
-    {"unknown_key", 8, "cluster.gpu.memory_GB", "unknown key (expected one of: tflops, reduce_GBps, arch, nccl_slowdown, peak_tflops, memory_GBps, gemm_efficiency, gemm_half_gflop, preset)"},
+    {"unknown_key", 8, "cluster.gpu.memory_size_GB", "unknown key (expected one of: tflops, tflops_measured_on, name, reduce_GBps, arch, nccl_slowdown, peak_tflops, peak_tflops_fp32, peak_tflops_tf32, peak_tflops_fp16, peak_tflops_bf16, peak_tflops_fp8, memory_GB, memory_GBps, gemm_efficiency, gemm_half_gflop, preset)"},
     {"duplicate_key", 6, "cluster.nodes", "appears twice"},
     /* a missing key is reported at the first line of the mapping that lacks it */
     {"missing_nodes", 3, "cluster.nodes", "missing (required)"},
@@ -105,11 +105,11 @@ static const bad_case bad_cases[] = {
     /* model.layers */
     {"layers_sum_mismatch", 15, "model.parameters", "1000000 does not equal the sum of the layers' parameters (900000)"},
     {"layer_missing_parameters", 18, "model.layers[1]", "missing field 'parameters'"},
-    {"unknown_layer_key", 17, "model.layers[0].size", "unknown key (expected name, parameters, forward_gflops_per_sample, memory_MB_per_sample)"},
-    {"layers_not_list", 15, "model.layers", "expected a list of layers, got a mapping"},
+    {"unknown_layer_key", 17, "model.layers[0].size", "unknown key (expected name, parameters, forward_gflops_per_sample, memory_MB_per_sample, traffic_per_sample, activations_per_sample)"},
+    {"layers_not_list", 15, "model.layers", "expected a list of layers (or a transformer's number of blocks), got a mapping"},
     {"layers_empty", 15, "model.layers", "the list of layers is empty"},
     {"layer_not_mapping", 15, "model.layers[0]", "expected a mapping with name and parameters, got a scalar"},
-    {"layer_zero_parameters", 16, "model.layers[0].parameters", "0 is out of range: expected an integer >= 1"},
+    {"layers_no_parameters", 15, "model.layers", "no layer has parameters"},
     /* checks across fields */
     {"no_parameters_or_layers", 14, "model.parameters", "give the parameter count or a list of layers"},
     {"batch_too_big_for_data", 18, "data.train_samples", "30 samples give no full step: 4 workers x batch 10 need 40 per step"},

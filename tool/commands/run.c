@@ -537,10 +537,16 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   double batch = (double)cfg->batch, global = batch * size;
 
   char header[1024];
-  snprintf(header, sizeof header, "# rehearsal run: %s (%s)\n# %d GPUs on %d node%s, %.4g TFLOP/s "
+  char rate[96];
+  if (!cfg->real && sc.compute.roofline)
+    snprintf(rate, sizeof rate, "a roofline of %.4g TFLOP/s (%s)", sc.compute.peak / 1e12,
+             sc.compute.peak_from >= 0 ? rh_precision_names[sc.compute.peak_from] : "peak_tflops");
+  else
+    snprintf(rate, sizeof rate, "%.4g TFLOP/s", sc.cluster.gpu_flops / 1e12);
+  snprintf(header, sizeof header, "# rehearsal run: %s (%s)\n# %d GPUs on %d node%s, %s "
            "each; batch %.0f per worker, %.0f global; %ld steps per epoch\n", sc.name, sc.path, size,
-           sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "", sc.cluster.gpu_flops / 1e12, batch,
-           global, res.steps_per_epoch);
+           sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "", rate, batch, global,
+           res.steps_per_epoch);
   fputs(header, stdout);
   if (res.start_epoch > 0) printf("# resumed after epoch %d from %s\n", res.start_epoch, cfg->checkpoint_dir);
   if (resume && res.error == RH_OK && res.start_epoch >= epochs_cap) {

@@ -261,6 +261,10 @@ static json_t *point_row(const point *p, const axis *axes, int naxes) {
     json_object_set_new(row, "samples_per_s", json_real(num(s, "samples_per_s")));
     json_object_set_new(row, "ideal_samples_per_s", json_real(num(s, "ideal_samples_per_s")));
     json_object_set_new(row, "scaling_efficiency", json_real(num(s, "scaling_efficiency")));
+    /* sequence models: tokens/s; shaped models: MFU */
+    if (json_object_get(s, "tokens_per_s"))
+      json_object_set_new(row, "tokens_per_s", json_real(num(s, "tokens_per_s")));
+    if (json_object_get(s, "mfu")) json_object_set_new(row, "mfu", json_real(num(s, "mfu")));
   }
   json_decref(root);
   return row;
@@ -269,6 +273,8 @@ static json_t *point_row(const point *p, const axis *axes, int naxes) {
 static const char *const columns[] = {"gpus", "nodes", "step_ms", "compute_ms", "comm_wait_ms",
                                       "lost_ms", "samples_per_s", "ideal_samples_per_s",
                                       "scaling_efficiency", NULL};
+/* the columns a model with tokens adds (tokens/s, MFU) */
+static const char *const token_columns[] = {"tokens_per_s", "mfu", NULL};
 
 /* The table, sweep.csv and sweep.json. */
 static int report(const rh_scenario *sc, const char *file, const char *out, const axis *axes,
@@ -284,6 +290,8 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
   for (int i = 0; i < naxes; i++) fprintf(f, ",%s", axes[i].key);
   for (int c = 0; columns[c]; c++)
     if (!(gpus_axis && c == 0)) fprintf(f, ",%s", columns[c]);
+  bool tokens = sc->model.tokens_per_sample > 0;
+  for (int c = 0; tokens && token_columns[c]; c++) fprintf(f, ",%s", token_columns[c]);
   fprintf(f, ",status\n");
   printf("# rehearsal sweep: %s (%s), %zu points\n", sc->name, file, json_array_size(rows));
   printf("#%5s", "point");
@@ -314,9 +322,20 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
       else if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
       else fprintf(f, ",");
     }
+    for (int c = 0; tokens && token_columns[c]; c++) {
+      json_t *v = json_object_get(row, token_columns[c]);
+      if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
+      else fprintf(f, ",");
+    }
     const char *status = json_string_value(json_object_get(row, "status"));
     fprintf(f, ",%s\n", status);
-    if (json_object_get(row, "step_ms"))
+    if (json_object_get(row, "step_ms") && tokens)
+      printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s  %.6g tokens/s, MFU %.1f%%\n",
+             num(row, "gpus"), num(row, "nodes"), num(row, "step_ms"), num(row, "compute_ms"),
+             num(row, "comm_wait_ms"), num(row, "samples_per_s"),
+             100 * num(row, "scaling_efficiency"), status, num(row, "tokens_per_s"),
+             100 * num(row, "mfu"));
+    else if (json_object_get(row, "step_ms"))
       printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s\n", num(row, "gpus"), num(row, "nodes"),
              num(row, "step_ms"), num(row, "compute_ms"), num(row, "comm_wait_ms"),
              num(row, "samples_per_s"), 100 * num(row, "scaling_efficiency"), status);
