@@ -117,7 +117,7 @@ static void test_every_shipped_scenario_twice(void **state) {
   (void)state;
   static const char *const dirs[] = {"scenarios", "scenarios/seeds", "scenarios/mistakes",
                                      "scenarios/failures", "scenarios/papers",
-                                     "scenarios/validation", "scenarios/scale"};
+                                     "scenarios/validation", "scenarios/scale", "scenarios/models"};
   int failures = 0, n = 0;
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) failures += compare_dir(dirs[i], &n);
   print_message("%d scenarios run twice, %d differed\n", n, failures);

@@ -357,9 +357,8 @@ class Rehearsal(unittest.TestCase):
                     if got is not None:
                         break
                 if got is None:
-                    print("\nnote: %s model --json presets/model/%s.yaml failed (%s): skipped"
-                          % (program, names[0], why or "no such file"))
-                    continue
+                    self.fail("%s model --json presets/model/%s.yaml failed (%s)"
+                              % (program, names[0], why or "no such file"))
                 doc, _ = exported(spec)
                 self.assertEqual(got["parameters"], doc["parameters"], "%s (%s)" % (spec, arg))
                 want = doc["forward_flops_per_sample"]
@@ -379,9 +378,7 @@ class Rehearsal(unittest.TestCase):
         finally:
             os.remove(path)
         if got is None:
-            print("\nnote: %s model --json on the export's --preset file failed (%s): skipped"
-                  % (program, why))
-            return
+            self.fail("%s model --json on the export's --preset file failed (%s)" % (program, why))
         self.assertEqual(got["parameters"], doc["parameters"])
         self.assertEqual(got["tokens_per_sample"], 1024)
         self.assertEqual(len(got["layers"]), len(doc["layers"]))
