@@ -788,7 +788,7 @@ static void walk_slots(walker *w, const yaml_node_t *n, const field *f, const ch
 
 static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
   if (n->type == YAML_SCALAR_NODE) { /* a transformer's number of blocks */
-    static const field bfield = {"layers", T_INT, false, 1, 1 << 20, false, 1, 0, NULL, NULL, 0,
+    static const field bfield = {"layers", T_INT, false, 1, 10000, false, 1, 0, NULL, NULL, 0,
                                  "a transformer's blocks"};
     double v;
     if (number_value(w, n, &bfield, name, &v)) w->sc->model.tf.layers = (int)v;
