@@ -108,7 +108,7 @@ int rh_cmd_model(int argc, char **argv) {
       perror("rehearsal model: a temporary file");
       return 2;
     }
-    fprintf(f, "name: %s\nmodel: \"%s\"\n", "model", yaml ? abs : arg);
+    fprintf(f, "name: %s\nmodel: {preset: \"%s\"}\n", "model", yaml ? abs : arg);
     fclose(f);
     free(abs);
     path = tmp;
