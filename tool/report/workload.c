@@ -78,39 +78,35 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
   double micro = sc->recipe.micro_batch;
   int n = sc->model.nlayers;
   json_t *jl = json_array();
+  double *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t); /* each layer's forward + backward */
   int top[3] = {-1, -1, -1};
   double total = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && t; i++) {
     double fw = layer_seconds(sc, &g, i, micro, false), bw = layer_seconds(sc, &g, i, micro, true);
-    total += fw + bw;
+    t[i] = fw + bw;
+    total += t[i];
     const rh_layer *l = &sc->model.layers[i];
     json_array_append_new(jl, json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", l->name, "parameters",
-                                        l->parameters, "forward_gflop", 
+                                        l->parameters, "forward_gflop",
                                         (l->flops_given ? l->forward_flops
                                                         : sc->model.forward_flops * l->parameters /
                                                               sc->model.parameters) * micro / 1e9,
                                         "forward_ms", fw * 1e3, "backward_ms", bw * 1e3));
-    for (int k = 0; k < 3; k++) {
-      double tk = top[k] < 0 ? -1
-                             : layer_seconds(sc, &g, top[k], micro, false) +
-                                   layer_seconds(sc, &g, top[k], micro, true);
-      if (fw + bw > tk) {
+    for (int k = 0; k < 3; k++)
+      if (top[k] < 0 || t[i] > t[top[k]]) {
         for (int j = 2; j > k; j--) top[j] = top[j - 1];
         top[k] = i;
         break;
       }
-    }
   }
   json_object_set_new(root, "layers", jl);
-  if (n > 1 && total > 0) {
+  if (n > 1 && total > 0 && t) {
     fprintf(f, "  layers       %d; slowest (forward + backward of %.0f samples):", n, micro);
-    for (int k = 0; k < 3 && top[k] >= 0; k++) {
-      double t = layer_seconds(sc, &g, top[k], micro, false) +
-                 layer_seconds(sc, &g, top[k], micro, true);
-      fprintf(f, "%s %s %.3f ms", k ? "," : "", sc->model.layers[top[k]].name, t * 1e3);
-    }
+    for (int k = 0; k < 3 && top[k] >= 0; k++)
+      fprintf(f, "%s %s %.3f ms", k ? "," : "", sc->model.layers[top[k]].name, t[top[k]] * 1e3);
     fprintf(f, " (all in summary.json)\n");
   }
+  free(t);
 
   json_t *js = json_object(); /* the summary's rates, which the caller merges into it */
   json_object_set_new(root, "rates", js);
