@@ -71,8 +71,7 @@ static void accepted(char *buf, size_t len, const field *f) {
   case T_NAMES: choices(buf, len, f->choices); return;
   case T_BOOL: snprintf(buf, len, "`true`, `false`"); return;
   case T_PRESET: {
-    static const char *const kinds[] = {"node", "gpu", "network"};
-    snprintf(buf, len, "a name in presets/%s/, or a path ending in .yaml", kinds[f->setting]);
+    snprintf(buf, len, "a name in presets/%s/, or a path ending in .yaml", rh__preset_kinds[f->setting]);
     return;
   }
   case T_SETTING: {

@@ -49,8 +49,7 @@
 /* Presets: files of presets/<kind>/NAME.yaml, each a part of the scenario's `cluster:` (a node:
  * GPUs, links and NICs) or of its `cluster.gpu:`.  Their values come first; the scenario's own
  * keys override them. */
-enum { PRESET_NODE = 0, PRESET_GPU = 1, PRESET_NETWORK = 2, PRESET_MODEL = 3 };
-static const char *const preset_kinds[] = {"node", "gpu", "network", "model"};
+const char *const rh__preset_kinds[PRESET_KINDS] = {"node", "gpu", "network", "model"};
 
 static const char *const network_models[] = {"exact", "realistic", "nccl", NULL};
 static const char *const transports[] = {"ib", "roce", "tcp", NULL};
@@ -1154,7 +1153,7 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     bool empty = n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
                  (!*scalar(n) || !strcmp(scalar(n), "~") || !strcmp(scalar(n), "null"));
     if (n->type != YAML_SCALAR_NODE || !*scalar(n) || empty) {
-      fail(w, n, name, "expected the name of a %s preset%s, got %s", preset_kinds[f->setting],
+      fail(w, n, name, "expected the name of a %s preset%s, got %s", rh__preset_kinds[f->setting],
            fills_parent ? "" : " or a mapping", empty || !*scalar(n) ? "nothing" : type_word(n));
       return;
     }
@@ -1164,7 +1163,7 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
       char *dot = strrchr(prefix, '.');
       if (dot) *dot = 0;
     }
-    walk_preset(w, n, kids, prefix, name, preset_kinds[f->setting]);
+    walk_preset(w, n, kids, prefix, name, rh__preset_kinds[f->setting]);
     return;
   }
   case T_SETTING: {

@@ -44,6 +44,10 @@ typedef struct field {
   const char *doc;           /* one line for the reference (`rehearsal schema`) */
 } field;
 
+/* A T_PRESET field's kind (its `setting`): the folder of presets/ its names are looked up in. */
+enum { PRESET_NODE = 0, PRESET_GPU = 1, PRESET_NETWORK = 2, PRESET_MODEL = 3, PRESET_KINDS };
+extern const char *const rh__preset_kinds[PRESET_KINDS];
+
 /* The top-level keys, ending with a NULL key; each map's children under `kids`. */
 const field *rh__scenario_schema(void);
 /* The keys of the mapping that a preset field (`cluster.gpu`, `cluster.network`) also takes;
