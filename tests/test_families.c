@@ -104,7 +104,9 @@ static void test_cnns(void **state) {
     double params, gmacs;
   } cases[] = {{"resnet50", 25557032, 4.09},       {"resnet101", 44549160, 7.80},
                {"resnet152", 60192808, 11.51},     {"vgg16", 138357544, 15.47},
-               {"inception_v3", 27161264, 5.71}};
+               {"inception_v3", 27161264, 5.71},
+               {"{family: cnn, name: resnext50_32x4d}", 25028904, 4.23},
+               {"{family: cnn, name: resnext101_32x8d}", 88791336, 16.41}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     rh_scenario sc;
     load_model(cases[i].preset, &sc);

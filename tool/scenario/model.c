@@ -87,7 +87,7 @@ static const char *build_cnn(rh_scenario *sc, rh_layers *out, const char **at) {
   }
   int image = sc->model.image_size ? sc->model.image_size : rh_cnn_default_image(which);
   int channels = sc->model.channels ? sc->model.channels : rh_cnn_default_channels(which);
-  int classes = sc->model.classes ? sc->model.classes : which >= 5 ? 10 : 1000;
+  int classes = sc->model.classes ? sc->model.classes : rh_cnn_default_classes(which);
   sc->model.image_size = image;
   sc->model.channels = channels;
   sc->model.classes = classes;

@@ -1,6 +1,7 @@
 /*
  * cnn.c: the convolutional family (see family.h): torchvision's ResNet-50/101/152 (v1.5: the
- * stride on the 3x3 convolution), VGG-16 and Inception v3 (with its auxiliary head, which runs in
+ * stride on the 3x3 convolution) and ResNeXt-50 32x4d and 101 32x8d (the same blocks, their 3x3
+ * convolution grouped and wider), VGG-16 and Inception v3 (with its auxiliary head, which runs in
  * training), and the seeds' networks: the Net of Horovod's PyTorch MNIST example that the LeNet-5
  * seeds run, the CIFAR-10 CNN of the AWS workshop (its Keras model_def: six 3x3 convolutions with
  * batch norm, a 512-unit dense layer), and the Fashion-MNIST lab's WRN-16-10 (Zagoruyko &
@@ -16,8 +17,14 @@
 #include <string.h>
 
 const char *const rh_cnn_names[] = {"resnet50", "resnet101", "resnet152", "vgg16", "inception_v3",
-                                    "lenet5", "cifar10_workshop", "wrn16_10", NULL};
-enum { RESNET50, RESNET101, RESNET152, VGG16, INCEPTION_V3, LENET5, CIFAR10_WORKSHOP, WRN16_10 };
+                                    "lenet5", "cifar10_workshop", "wrn16_10", "resnext50_32x4d",
+                                    "resnext101_32x8d", NULL};
+enum { RESNET50, RESNET101, RESNET152, VGG16, INCEPTION_V3, LENET5, CIFAR10_WORKSHOP, WRN16_10,
+       RESNEXT50_32X4D, RESNEXT101_32X8D };
+
+int rh_cnn_default_classes(int which) {
+  return which == LENET5 || which == CIFAR10_WORKSHOP || which == WRN16_10 ? 10 : 1000;
+}
 
 int rh_cnn_default_image(int which) {
   switch (which) {
@@ -51,14 +58,20 @@ static void conv_hw(net *n, int kh, int kw, int stride, int ph, int pw) {
   n->x.w = w < 1 ? 1 : (double)(long)w;
 }
 
-static void conv2(net *n, const char *name, int cout, int kh, int kw, int stride, int ph, int pw,
-                  bool bias) {
+/* a convolution of `groups` groups: each output channel sees in.c / groups input channels */
+static void conv_grouped(net *n, const char *name, int cout, int kh, int kw, int stride, int ph,
+                         int pw, bool bias, int groups) {
   shape in = n->x;
   conv_hw(n, kh, kw, stride, ph, pw);
   n->x.c = cout;
-  double out = size_of(n->x);
-  rh_layers_add(n->out, cout * in.c * kh * kw + (bias ? cout : 0), 2 * out * in.c * kh * kw,
-                size_of(in) + out, out, "%s", name);
+  double out = size_of(n->x), fan_in = in.c / groups * kh * kw;
+  rh_layers_add(n->out, cout * fan_in + (bias ? cout : 0), 2 * out * fan_in, size_of(in) + out, out,
+                "%s", name);
+}
+
+static void conv2(net *n, const char *name, int cout, int kh, int kw, int stride, int ph, int pw,
+                  bool bias) {
+  conv_grouped(n, name, cout, kh, kw, stride, ph, pw, bias, 1);
 }
 
 static void conv(net *n, const char *name, int cout, int k, int stride, int pad, bool bias) {
@@ -103,22 +116,25 @@ static void add(net *n, const char *name) {
 
 /* ---- ResNet (torchvision) ------------------------------------------------------------------- */
 
-static void bottleneck(net *n, const char *p, int width, int stride, bool downsample) {
+/* torchvision's Bottleneck: planes x 4 out; its 3x3 convolution `width` wide in `groups` groups
+ * (width = planes x base_width / 64 x groups: planes for ResNet) */
+static void bottleneck(net *n, const char *p, int planes, int width, int groups, int stride,
+                       bool downsample) {
   char name[96];
   shape in = n->x;
 #define NAME(suffix) (snprintf(name, sizeof name, "%s.%s", p, suffix), name)
   conv(n, NAME("conv1"), width, 1, 1, 0, false);
   bn(n, NAME("bn1"));
   relu(n, NAME("relu1"), true);
-  conv(n, NAME("conv2"), width, 3, stride, 1, false);
+  conv_grouped(n, NAME("conv2"), width, 3, 3, stride, 1, 1, false, groups);
   bn(n, NAME("bn2"));
   relu(n, NAME("relu2"), true);
-  conv(n, NAME("conv3"), width * 4, 1, 1, 0, false);
+  conv(n, NAME("conv3"), planes * 4, 1, 1, 0, false);
   bn(n, NAME("bn3"));
   if (downsample) {
     shape main = n->x;
     n->x = in;
-    conv(n, NAME("downsample.0"), width * 4, 1, stride, 0, false);
+    conv(n, NAME("downsample.0"), planes * 4, 1, stride, 0, false);
     bn(n, NAME("downsample.1"));
     n->x = main;
   }
@@ -127,7 +143,7 @@ static void bottleneck(net *n, const char *p, int width, int stride, bool downsa
 #undef NAME
 }
 
-static void resnet(net *n, const int blocks[4], int classes) {
+static void resnet(net *n, const int blocks[4], int groups, int base_width, int classes) {
   conv(n, "conv1", 64, 7, 2, 3, false);
   bn(n, "bn1");
   relu(n, "relu", true);
@@ -137,7 +153,8 @@ static void resnet(net *n, const int blocks[4], int classes) {
       char p[32];
       snprintf(p, sizeof p, "layer%d.%d", g + 1, b);
       int stride = b == 0 && g > 0 ? 2 : 1;
-      bottleneck(n, p, 64 << g, stride, b == 0);
+      int planes = 64 << g;
+      bottleneck(n, p, planes, planes * base_width / 64 * groups, groups, stride, b == 0);
     }
   adaptive_pool(n, "avgpool", 1);
   linear(n, "fc", classes, true);
@@ -417,9 +434,11 @@ bool rh_family_cnn(int which, int image, int channels, int classes, rh_layers *o
   *why = NULL;
   static const int r50[4] = {3, 4, 6, 3}, r101[4] = {3, 4, 23, 3}, r152[4] = {3, 8, 36, 3};
   switch (which) {
-  case RESNET50: resnet(&n, r50, classes); break;
-  case RESNET101: resnet(&n, r101, classes); break;
-  case RESNET152: resnet(&n, r152, classes); break;
+  case RESNET50: resnet(&n, r50, 1, 64, classes); break;
+  case RESNET101: resnet(&n, r101, 1, 64, classes); break;
+  case RESNET152: resnet(&n, r152, 1, 64, classes); break;
+  case RESNEXT50_32X4D: resnet(&n, r50, 32, 4, classes); break;
+  case RESNEXT101_32X8D: resnet(&n, r101, 32, 8, classes); break;
   case VGG16: vgg16(&n, classes); break;
   case INCEPTION_V3: inception_v3(&n, classes); break;
   case LENET5: lenet5(&n, classes); break;

@@ -62,6 +62,7 @@ bool rh_family_transformer(const rh_transformer *t, rh_layers *out);
 extern const char *const rh_cnn_names[];
 int rh_cnn_default_image(int which);
 int rh_cnn_default_channels(int which);
+int rh_cnn_default_classes(int which); /* 1000 (ImageNet); the seeds' networks 10 */
 /* Appends network `which` (an index of rh_cnn_names) on images of image x image x channels, with
  * `classes` outputs; false when out of memory or when the image is too small for the network
  * (then *why says so). */
