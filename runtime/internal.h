@@ -34,6 +34,7 @@ typedef struct rh_fabric {
   double nvls_efficiency; /* NVLS algorithm bandwidth as a fraction of intra_bw; 0: no NVLS */
   double pcie_bw;         /* one GPU's or NIC's PCIe slot, per direction; 0: not a limit */
   double nic_efficiency;  /* fraction of a NIC's line rate the transport achieves (IB, RoCE, TCP) */
+  bool tcp;               /* the nodes talk over TCP sockets, not RDMA (InfiniBand, RoCE) */
   int channels;           /* NCCL channels (rings, trees) a communicator opens */
   int nodes_per_leaf;     /* nodes under one leaf switch; 0: one non-blocking switch */
   double oversubscription; /* leaf down- to uplink bandwidth ratio, >= 1 */
