@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static char tmpdir[64];
 
@@ -282,6 +283,38 @@ static void test_step_fit(void **state) {
   assert_true(fabs(preset_value(fitted, "tflops") - 5) < 1e-6);
 }
 
+/* --steps: the spread of measured steps, sd (n - 1) over the mean, worked out here: 90, 100, 110
+ * ms have mean 100 and standard deviation 10, a spread of 0.1; a steps.csv's step_ms column (its
+ * empty lr and loss fields kept in place) reads the same; bad files are refused, nothing written. */
+static void test_steps_spread(void **state) {
+  (void)state;
+  char *file = scenario_batch("spread", "  nodes: 1\n  gpus_per_node: 8\n  gpu: {tflops: 10}\n  "
+                                        "intra: {bandwidth_GBps: 100}\n", 10);
+  char *lines = path("steps.txt"), *csv = path("steps.csv"), *log = path("steps.log");
+  write_file(lines, "# measured\n90\n\n100\n110\n");
+  write_file(csv, "step,epoch,lr,loss,step_ms,compute_ms,wait_ms,ranks,start_s\n"
+                  "1,0,,,90,1,0,1,0\n2,0,,,100,1,0,1,0\n3,0,,,110,1,0,1,0\n");
+  char *a = path("spread-a.yaml"), *b = path("spread-b.yaml");
+  assert_int_equal(calibrate(file, "--steps", lines, a, log), 0);
+  assert_int_equal(calibrate(file, "--steps", csv, b, log), 0);
+  assert_true(fabs(preset_value(a, "step_spread") - 0.1) < 1e-6);
+  assert_true(fabs(preset_value(b, "step_spread") - 0.1) < 1e-6);
+  /* bad step files: a word, a zero, two steps, a CSV without step_ms */
+  const char *bad[] = {"90\nfast\n100\n", "90\n0\n100\n", "90\n100\n", "a,b\n1,2\n"};
+  const char *said_[] = {"bad-steps.txt:2: step_ms", "bad-steps.txt:2: step_ms", "2 step times",
+                         "without a step_ms column"};
+  for (int i = 0; i < 4; i++) {
+    char *f = path("bad-steps.txt"), *never = path("never-steps.yaml");
+    write_file(f, bad[i]);
+    assert_int_equal(calibrate(file, "--steps", f, never, log), 2);
+    char *said = rh_test_slurp(log);
+    if (!strstr(said, said_[i])) fail_msg("case %d: %s", i, said);
+    free(said);
+    struct stat st;
+    assert_int_not_equal(stat(never, &st), 0);
+  }
+}
+
 static void test_bad_measurements(void **state) {
   (void)state;
   char *file = scenario("bad", "  node: dgx-a100\n  nodes: 1\n"), *out = path("never.yaml");
@@ -442,6 +475,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvlink_round_trip), cmocka_unit_test(test_nic_round_trip),
       cmocka_unit_test(test_gemm_fit),          cmocka_unit_test(test_step_fit),
+      cmocka_unit_test(test_steps_spread),
       cmocka_unit_test(test_bad_measurements), cmocka_unit_test(test_h100_measurements),
       cmocka_unit_test(test_outputs_from_8_bytes), cmocka_unit_test(test_old_format_without_root),
   };

@@ -37,6 +37,8 @@ static int usage(FILE *f) {
              "  platform FILE                 print the SimGrid platform of the scenario\n"
              "  schema                        print the scenario reference (every key)\n"
              "  model FILE|NAME [--json]      a model's layers: parameters, FLOPs, memory\n"
+             "  validate [SUITE]              the suite of published scaling results: published,\n"
+             "                                predicted and error per point\n"
              "  calibrate FILE [options]      fit the scenario's cluster to nccl-tests output, a\n"
              "                                GEMM sweep or a measured step; writes a node preset\n"
              "  elastic FILE [-np N] -- PROGRAM [ARGS]\n"
@@ -68,7 +70,7 @@ int main(int argc, char **argv) {
   } commands[] = {{"run", rh_cmd_run},           {"sweep", rh_cmd_sweep},
                   {"collective", rh_cmd_collective}, {"plot", rh_cmd_plot},
                   {"platform", rh_cmd_platform}, {"schema", rh_cmd_schema},
-                  {"model", rh_cmd_model},
+                  {"model", rh_cmd_model},       {"validate", rh_cmd_validate},
                   {"calibrate", rh_cmd_calibrate},
                   {"elastic", rh_cmd_elastic},   {"elastic-rank", rh_cmd_elastic_rank}};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

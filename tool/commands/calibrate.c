@@ -8,12 +8,16 @@
  *   --gemm TABLE      rows of "M N K TFLOPS" (a GEMM sweep on one GPU): the roofline's GEMM
  *                     efficiency curve, fitted by least squares on 1/efficiency against 1/FLOPs;
  *   --step-ms MS      a measured training step: the GPU's rate is scaled until the simulated
- *                     step's compute, plus the communication it leaves exposed, takes MS.
+ *                     step's compute, plus the communication it leaves exposed, takes MS;
+ *   --steps FILE      measured step times, one a line (or a steps.csv): their relative standard
+ *                     deviation is the GPU's step_spread, what a step of N ranks waits for the
+ *                     slowest one (workload/losses.h).
  * Each fit prints the residuals before and after, by size.
  */
 #include "cli.h"
 #include "commands.h"
 #include "compute_model.h"
+#include "losses.h"
 #include "internal.h"
 #include "scenario.h"
 #include "tables.h"
@@ -33,22 +37,25 @@
 
 static const char usage_text[] =
     "usage: rehearsal calibrate FILE [--nccl-tests OUT] [--coll allreduce|allgather|broadcast]\n"
-    "         [--gemm TABLE] [--step-ms MS] [--out PRESET.yaml] [--set KEY=VALUE]...\n"
+    "         [--gemm TABLE] [--step-ms MS] [--steps FILE] [--out PRESET.yaml] [--set KEY=VALUE]...\n"
     "  FILE              the scenario whose cluster the measurements were taken on\n"
     "  --nccl-tests OUT  nccl-tests output (all_reduce_perf by default, see --coll)\n"
     "  --gemm TABLE      rows \"M N K TFLOPS\" of a GEMM sweep on one GPU\n"
     "  --step-ms MS      a measured training step of the scenario, in milliseconds\n"
+    "  --steps FILE      measured step times (ms, one a line, or a steps.csv): the spread of a\n"
+    "                    GPU's steps (gpu.step_spread), which a step of N ranks waits on\n"
     "  --out PRESET      where the fitted node preset goes (default: standard output)\n"
     "  --set KEY=VALUE   override a scenario key (repeatable)\n"
     "  --help, --version\n"
     "Exit status: 0 success, 1 the fit failed, 2 bad input.\n";
 
 static int usage(void) {
-  return rh_cli_error("calibrate", "needs FILE and at least one of --nccl-tests, --gemm, --step-ms");
+  return rh_cli_error("calibrate",
+                      "needs FILE and at least one of --nccl-tests, --gemm, --step-ms, --steps");
 }
 
 typedef struct calib_flags {
-  const char *nccl, *gemm, *out, *coll;
+  const char *nccl, *gemm, *out, *coll, *steps;
   double step_ms;
 } calib_flags;
 
@@ -57,11 +64,12 @@ static int calib_option(int c, const char *v, void *arg) {
   switch (c) {
   case 'n':
   case 'g':
+  case 't':
   case 'o': {
-    const char **slot = c == 'n' ? &f->nccl : c == 'g' ? &f->gemm : &f->out;
+    const char **slot = c == 'n' ? &f->nccl : c == 'g' ? &f->gemm : c == 't' ? &f->steps : &f->out;
     if (*slot)
       return rh_cli_error("calibrate", "--%s given twice",
-                          c == 'n' ? "nccl-tests" : c == 'g' ? "gemm" : "out");
+                          c == 'n' ? "nccl-tests" : c == 'g' ? "gemm" : c == 't' ? "steps" : "out");
     *slot = v;
     return 0;
   }
@@ -327,6 +335,38 @@ static int fit_step(rh_scenario *sc, double measured_ms) {
 
 /* ---- the preset ---------------------------------------------------------------------------- */
 
+/* --steps: the spread of measured step times (their standard deviation over their mean), and
+ * what a step of N ranks would wait for the slowest at some N. */
+static int fit_steps(rh_scenario *sc, const char *path) {
+  double *t;
+  int n, rc = rh_read_step_times(path, &t, &n);
+  if (rc) return rc;
+  if (n < 3) {
+    fprintf(stderr, "rehearsal calibrate: %s: %d step time%s, at least 3 for a spread\n", path, n,
+            n == 1 ? "" : "s");
+    free(t);
+    return 2;
+  }
+  double mean = 0, ss = 0;
+  for (int i = 0; i < n; i++) mean += t[i];
+  mean /= n;
+  for (int i = 0; i < n; i++) ss += (t[i] - mean) * (t[i] - mean);
+  free(t);
+  double sd = sqrt(ss / (n - 1)), spread = sd / mean;
+  if (spread > 0.5) {
+    fprintf(stderr, "rehearsal calibrate: %s: the steps spread by %.3g of their mean (more than "
+                    "half): leave the warm-up steps out\n", path, spread);
+    return 2;
+  }
+  sc->compute.step_spread = spread;
+  printf("# steps %s: %d steps, mean %.6g ms, standard deviation %.4g ms: step_spread %.4g\n", path,
+         n, mean, sd, spread);
+  printf("#   waiting for the slowest rank, in a share of the step's compute:");
+  for (int g = 8; g <= 4096; g *= 8)
+    printf(" %d GPUs %.2f%%%s", g, 100 * spread * rh_expected_max_normal(g), g < 4096 ? "," : "\n");
+  return 0;
+}
+
 static char *preset_text(const rh_scenario *sc, const char *sources) {
   const rh_cluster *cl = &sc->cluster;
   const rh_fabric *f = &cl->fabric;
@@ -344,6 +384,7 @@ static char *preset_text(const rh_scenario *sc, const char *sources) {
   PUT("gpu:\n  tflops: %.6g\n  arch: %s\n", cl->gpu_flops / 1e12, rh_arch_names[f->arch]);
   if (cl->reduce_bw > 0) PUT("  reduce_GBps: %.6g\n", cl->reduce_bw / 1e9);
   if (cl->nccl_slowdown > 0) PUT("  nccl_slowdown: %.6g\n", cl->nccl_slowdown);
+  if (sc->compute.step_spread > 0) PUT("  step_spread: %.6g\n", sc->compute.step_spread);
   if (sc->compute.peak > 0) {
     PUT("  peak_tflops: %.6g\n", sc->compute.peak / 1e12);
     if (sc->compute.memory_bw > 0) PUT("  memory_GBps: %.6g\n", sc->compute.memory_bw / 1e9);
@@ -369,8 +410,8 @@ static char *preset_text(const rh_scenario *sc, const char *sources) {
 
 /* Where --out writes: a regular file (through a symbolic link to one), new or not, in a folder
  * that exists, and not one of the measurement files.  Says why not and returns 1. */
-static int output_target(const char *out, const char *nccl, const char *gemm, char *target,
-                         size_t len) {
+static int output_target(const char *out, const char *nccl, const char *gemm, const char *steps,
+                         char *target, size_t len) {
   struct stat st, in;
   snprintf(target, len, "%s", out);
   if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode) && !realpath(out, target)) {
@@ -382,8 +423,8 @@ static int output_target(const char *out, const char *nccl, const char *gemm, ch
       fprintf(stderr, "rehearsal calibrate: --out %s: not a regular file\n", out);
       return 1;
     }
-    const char *inputs[] = {nccl, gemm};
-    for (int i = 0; i < 2; i++)
+    const char *inputs[] = {nccl, gemm, steps};
+    for (int i = 0; i < 3; i++)
       if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
         fprintf(stderr, "rehearsal calibrate: --out %s: is the measurement file %s\n", out, inputs[i]);
         return 1;
@@ -440,7 +481,8 @@ int rh_cmd_calibrate(int argc, char **argv) {
   static const struct option options[] = {
       {"nccl-tests", required_argument, NULL, 'n'}, {"coll", required_argument, NULL, 'c'},
       {"gemm", required_argument, NULL, 'g'},       {"step-ms", required_argument, NULL, 's'},
-      {"out", required_argument, NULL, 'o'},        {NULL, 0, NULL, 0}};
+      {"steps", required_argument, NULL, 't'},      {"out", required_argument, NULL, 'o'},
+      {NULL, 0, NULL, 0}};
   calib_flags fl = {.coll = "allreduce"};
   rh_scenario_opts opts = {0};
   int first = 0;
@@ -453,12 +495,12 @@ int rh_cmd_calibrate(int argc, char **argv) {
   const char *file = argc - first == 1 ? argv[first] : NULL;
   const char *nccl = fl.nccl, *gemm = fl.gemm, *out = fl.out, *coll = fl.coll;
   double step_ms = fl.step_ms;
-  if (!file || (!nccl && !gemm && step_ms <= 0)) {
+  if (!file || (!nccl && !gemm && step_ms <= 0 && !fl.steps)) {
     rh_cli_opts_free(&opts);
     return usage();
   }
   char target[4096];
-  if (out && output_target(out, nccl, gemm, target, sizeof target)) {
+  if (out && output_target(out, nccl, gemm, fl.steps, target, sizeof target)) {
     rh_cli_opts_free(&opts);
     return 2;
   }
@@ -490,6 +532,11 @@ int rh_cmd_calibrate(int argc, char **argv) {
     rc = fit_step(&sc, step_ms);
     snprintf(sources + strlen(sources), sizeof sources - strlen(sources),
              "%sa measured step of %.6g ms", *sources ? ", " : "", step_ms);
+  }
+  if (!rc && fl.steps) {
+    rc = fit_steps(&sc, fl.steps);
+    snprintf(sources + strlen(sources), sizeof sources - strlen(sources), "%s%s", *sources ? ", " : "",
+             fl.steps);
   }
   if (!rc) rc = figures_sound(&sc);
   char *text = rc ? NULL : preset_text(&sc, sources);

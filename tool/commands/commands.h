@@ -16,6 +16,7 @@ int rh_cmd_collective(int argc, char **argv);
 int rh_cmd_platform(int argc, char **argv);
 int rh_cmd_schema(int argc, char **argv); /* the scenario reference, from the schema table */
 int rh_cmd_model(int argc, char **argv);  /* a model's layers, as its family expands it */
+int rh_cmd_validate(int argc, char **argv); /* published scaling results against predictions */
 int rh_cmd_calibrate(int argc, char **argv); /* fits the cluster to measurements */
 int rh_cmd_elastic(int argc, char **argv);      /* the elastic driver for real processes */
 int rh_cmd_elastic_rank(int argc, char **argv); /* one process under it */

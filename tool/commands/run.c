@@ -222,7 +222,9 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
       .resume_from_epoch = sc->checks.resume_from_epoch, .mistakes = sc->mistakes,
       .gpu = {.sustained = sc->cluster.gpu_flops, .peak = sc->compute.peak,
               .memory_bw = sc->compute.memory_bw, .gemm_efficiency = sc->compute.gemm_efficiency,
-              .gemm_half = sc->compute.gemm_half, .overhead = sc->compute.overhead}};
+              .gemm_half = sc->compute.gemm_half, .overhead = sc->compute.overhead},
+      .losses = {.reducer_per_byte = sc->recipe.reducer_per_byte,
+                 .step_spread = sc->compute.step_spread, .copy_bw = sc->compute.memory_bw}};
   for (int i = 0; i < RH_CHECK_WORK_LOST; i++) {
     int e = sc->checks.enabled[i];
     bool deflt = real && (i != RH_CHECK_RESUME || sc->checks.resume_from_epoch > 0);
@@ -660,6 +662,16 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   fputs(table, stdout);
 
   double predicted_all = 0;
+  /* the losses beside the network (losses.h) run inside the step's compute; rank 0's last
+   * step's stand for every step (they change only with the world's size) */
+  double fw = simulated ? res.framework_step : 0, slow = simulated ? res.straggler_step : 0;
+  double fw_after = simulated ? res.framework_after : 0;
+  if (!(all_steps > 0 && fw - fw_after + slow <= compute / (double)all_steps &&
+        fw_after <= exposed / (double)all_steps))
+    fw = slow = fw_after = 0;
+  double lost_step = fw + slow;
+  compute -= (fw - fw_after + slow) * (double)all_steps;
+  exposed -= fw_after * (double)all_steps;
   if (all_steps > 0) {
     double step_s = total / (double)all_steps, compute_step = compute / (double)all_steps;
     double thr = all_samples / total, ideal = size * batch / compute_step;
@@ -693,12 +705,14 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     printf("  buckets      %.4f ms back to back; what a step waits is what backward does not hide\n",
            predicted * 1e3);
     json_object_set_new(root, "buckets", jbuckets);
-    printf("  time         %.6f s %s over %ld steps: step %.4f ms = compute %.4f ms + "
-           "waiting for gradients %.4f ms",
+    printf("  time         %.6f s %s over %ld steps: step %.4f ms = compute %.4f ms + ",
            total, lres.rank < 0 ? "simulated" : "measured", all_steps, 1e3 * step_s,
-           1e3 * compute_step, 1e3 * exposed / (double)all_steps);
+           1e3 * compute_step);
+    if (lost_step > 0)
+      printf("framework %.4f ms + waiting for the slowest rank %.4f ms + ", 1e3 * fw, 1e3 * slow);
+    printf("waiting for gradients %.4f ms", 1e3 * exposed / (double)all_steps);
     /* the rest of a step's share: failures (detection, recovery), commits, checkpoints */
-    double rest = (total - compute - exposed) / (double)all_steps;
+    double rest = (total - compute - exposed) / (double)all_steps - lost_step;
     if (failures)
       printf(" + failures, commits and checkpoints %.4f ms", 1e3 * rest);
     else if (rest > 1e-9 * step_s) /* real models: validation and checkpoints between steps */
@@ -739,6 +753,10 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
       json_object_update(js, rates);
       json_object_del(root, "rates");
     }
+    if (lost_step > 0) {
+      json_object_set_new(js, "framework_ms", json_real(1e3 * fw));
+      json_object_set_new(js, "slowest_rank_ms", json_real(1e3 * slow));
+    }
     if (isfinite(steady)) {
       json_object_set_new(js, "steady_step_ms", json_real(1e3 * steady));
       json_object_set_new(js, "warmup_steps", json_integer(warm));
@@ -751,8 +769,9 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   json_object_set_new(root, "overrides", jsets);
   if (all_steps > 0 && simulated) {
     double per = (double)all_steps;
-    rh_step_split split = {.step = (compute + exposed) / per, .compute = compute / per,
-                           .wait = exposed / per, .buckets = predicted_all};
+    rh_step_split split = {.step = (compute + exposed) / per + lost_step, .compute = compute / per,
+                           .framework = fw, .slowest = slow, .wait = exposed / per,
+                           .buckets = predicted_all};
     rh_bottleneck_report(stdout, root, &sc, &res, &split, fl->what_if && !failures);
   }
 

@@ -86,6 +86,9 @@ static const field gpu_fields[] = {
         "(nccl) the GPU generation, for NCCL's ceilings"),
     NUM("nccl_slowdown", false, 0, false, 0.9, 1, cluster.nccl_slowdown,
         "share of the GPU that NCCL's kernels take while a collective runs"),
+    NUM("step_spread", false, 0, false, 0.5, 1, compute.step_spread,
+        "relative standard deviation of a GPU's step time; a step of N ranks waits for the "
+        "slowest (its expected excess over the mean); 0: none"),
     NUM("peak_tflops", false, 0, false, 1e9, 1e12, compute.peak,
         "the roofline at the training precision, for any model with layers: dense peak; 0: none"),
     NUM("peak_tflops_fp32", false, 0, false, 1e9, 1e12, compute.peaks[RH_PREC_FP32],
@@ -174,8 +177,9 @@ static const field cluster_fields[] = {
     PRESET("network", false, NULL, PRESET_NETWORK,
         "the links between nodes (required when nodes > 1): a preset's name, or a mapping"),
     {"network_model", T_ENUM, false, 0, 0, false, 1, OFF(network_model), NULL, network_models, 0,
-     "exact: SimGrid's analytic CM02 model; realistic: SimGrid's LV08; nccl: NCCL's own cost "
-     "model. Default: nccl when any part of the cluster comes from a preset, exact otherwise"},
+     "exact: SimGrid's analytic CM02 model; realistic: SimGrid's LV08 (its 13x latency over TCP "
+     "alone); nccl: NCCL's own cost model, seconds where the other two take minutes at 512 GPUs. "
+     "Default: nccl when any part of the cluster comes from a preset, exact otherwise"},
     END};
 static const field model_fields[] = {
     ENUM("kind", model_kinds, model.kind,
@@ -322,6 +326,9 @@ static const field recipe_fields[] = {
     COUNT("gradient_accumulation", false, 1, 1e6, recipe.accumulation,
         "micro-batches of batch_per_worker per step; the allreduce runs in the last one's "
         "backward (DDP's no_sync)"),
+    NUM("reducer_ms_per_GB", false, 0, false, 1e6, 1e-12, recipe.reducer_per_byte,
+        "the framework's own work on the gradients as they become ready, per GB of them, in a "
+        "step of two ranks or more (DDP's hooks and bucket copies), the GPU idle; 0: none"),
     END};
 
 /* failures: scripted events and random failures */
@@ -1626,6 +1633,7 @@ static void check_whole(walker *w) {
   if (sc->network_model < 0) sc->network_model = sc->presets_used ? RH_NET_NCCL : RH_NET_EXACT;
   cl->net_model = (rh_net_model)sc->network_model;
   cl->exact_network = sc->network_model != RH_NET_REALISTIC;
+  cl->fabric.tcp = sc->transport == 2;
   if (cl->fabric.nic_efficiency <= 0) /* the transport's achievable share of line rate */
     cl->fabric.nic_efficiency = sc->transport == 2 ? 0.65 : 0.96;
   cl->storage_write_bw = sc->storage.write_bw;

@@ -74,6 +74,7 @@ typedef struct rh_scenario {
   struct {
     double peak, memory_bw, gemm_efficiency, gemm_half; /* cluster.gpu: the roofline */
     double overhead;                                    /* model.framework_overhead_ms */
+    double step_spread;          /* cluster.gpu.step_spread: relative sd of a step's compute */
     double peaks[RH_PREC_COUNT]; /* cluster.gpu.peak_tflops_<precision>: dense peaks */
     double capacity;             /* cluster.gpu.memory_GB, in bytes; 0: not known */
     char *tflops_model;          /* cluster.gpu.tflops_measured_on: what `tflops` was measured on */
@@ -131,6 +132,7 @@ typedef struct rh_scenario {
     double bucket_cap;    /* ddp: bytes (bucket_cap_mb, MiB as DDP counts them) */
     double first_bucket;  /* ddp: bytes of the first bucket */
     double accumulation;  /* micro-batches per step (gradient accumulation); 1: none */
+    double reducer_per_byte; /* seconds of the framework's work per gradient byte (size > 1) */
     double micro_batch;   /* batch_per_worker as written; `batch` is the step's (x accumulation) */
   } recipe;
   struct {

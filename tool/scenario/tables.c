@@ -4,6 +4,7 @@
 #include "tables.h"
 #include "scenario.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -181,6 +182,86 @@ int rh_read_nccl_tests(const char *path, rh_nccl_row **out, int *nrows, int *ran
   *out = rows;
   *nrows = n;
   return 0;
+}
+
+/* Field k of a CSV line (empty fields count), cut at its comma or line end; NULL past the last. */
+static char *csv_field(char *line, int k) {
+  char *p = line;
+  for (int i = 0; i < k; i++) {
+    p = strchr(p, ',');
+    if (!p) return NULL;
+    p++;
+  }
+  p[strcspn(p, ",\r\n")] = 0;
+  return p;
+}
+
+int rh_read_step_times(const char *path, double **out, int *n) {
+  FILE *f = open_table(path);
+  if (!f) return 2;
+  int lineno = 0, rc = 0, column = -1, cap = 0;
+  char *line = NULL;
+  size_t cap_line = 0;
+  *out = NULL;
+  *n = 0;
+  while (rc == 0 && getline(&line, &cap_line, f) > 0) {
+    lineno++;
+    char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '#' || *p == '\n' || *p == '\r' || !*p) continue;
+    char *tok = NULL;
+    /* a CSV's header (before any step): the step_ms column is read from the rows after it */
+    if (column == -1 && *n == 0 && strchr(p, ',') && !isdigit((unsigned char)*p) && *p != '.') {
+      {
+        column = -2;
+        for (int k = 0; column == -2; k++) {
+          char copy[4096];
+          snprintf(copy, sizeof copy, "%s", p);
+          char *t = csv_field(copy, k);
+          if (!t) break;
+          if (!strcmp(t, "step_ms")) column = k;
+        }
+        if (column < 0) {
+          fprintf(stderr, "rehearsal calibrate: %s:%d: a CSV header without a step_ms column\n",
+                  path, lineno);
+          rc = 2;
+        }
+        continue;
+      }
+    }
+    if (column >= 0) {
+      tok = csv_field(p, column);
+    } else {
+      char *toks[2];
+      if (tokens(p, toks, 2) == 1) tok = toks[0];
+    }
+    double v;
+    if (!tok || !rh_table_number(tok, &v) || !(v > 0) || v > 1e9) {
+      fprintf(stderr, "rehearsal calibrate: %s:%d: step_ms: expected one step time in ms (above 0, "
+                      "at most 1e9)%s\n", path, lineno, column >= 0 ? " in the step_ms column" : ", one a line");
+      rc = 2;
+      break;
+    }
+    if (*n == cap) {
+      int c = cap ? 2 * cap : 256;
+      double *grown = c < (1 << 26) ? realloc(*out, (size_t)c * sizeof **out) : NULL;
+      if (!grown) {
+        rc = 1;
+        break;
+      }
+      *out = grown;
+      cap = c;
+    }
+    (*out)[(*n)++] = v;
+  }
+  free(line);
+  fclose(f);
+  if (rc) {
+    free(*out);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
 }
 
 int rh_read_gemm_table(const char *path, double peak_tflops, rh_gemm_row rows[RH_GEMM_ROWS], int *n) {

@@ -34,6 +34,11 @@ enum { RH_GEMM_ROWS = 256 };
  * higher than peak_tflops; `#` lines and blank lines are not rows), at most RH_GEMM_ROWS. */
 int rh_read_gemm_table(const char *path, double peak_tflops, rh_gemm_row rows[RH_GEMM_ROWS], int *n);
 
+/* Measured step times in ms: one number a line (`#` lines and blank lines are not steps), or a
+ * CSV whose header names a step_ms column (rehearsal's steps.csv), that column; each above 0 and
+ * at most 1e9.  *out is the caller's to free. */
+int rh_read_step_times(const char *path, double **out, int *n);
+
 /* A whole token as a finite decimal number (no hexadecimal), or false. */
 bool rh_table_number(const char *tok, double *v);
 

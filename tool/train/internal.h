@@ -65,6 +65,8 @@ struct rank_state {
   rh_train_result *res;
   int rank, size, local_size;
   bool last; /* the last rank: where the mistakes that need one rank happen */
+  int emax_size;  /* the world size emax is for (0: none yet) */
+  double emax;    /* E[max of size standard normals]: the slowest rank's excess (losses.h) */
   train_tensor *tensors;
   int ntensors;
   size_t nparams;

@@ -285,6 +285,48 @@ static rh_status forward(rank_state *s, long n) {
   return st;
 }
 
+/* A copy of `bytes` of gradients into or out of a fusion buffer, in a step of two ranks or more
+ * (losses.h), on the GPU; added to *spent. */
+static rh_status buffer_copy(rank_state *s, double bytes, double *spent) {
+  double t = rh_loss_copy(&s->cfg->losses, s->size, bytes);
+  if (!(t > 0)) return RH_OK;
+  *spent += t;
+  rh_trace_begin(s->ctx, "layer", "fusion buffer copy");
+  rh_status st = rh_compute_priced(s->ctx, 0, t);
+  rh_trace_end(s->ctx);
+  return st;
+}
+
+/* The framework's own work on a gradient of `bytes` once it is ready, in a step of two ranks or
+ * more (losses.h), the GPU idle; added to *spent. */
+static rh_status reducer_work(rank_state *s, double bytes, double *spent) {
+  double t = rh_loss_framework(&s->cfg->losses, s->size, bytes);
+  if (!(t > 0)) return RH_OK;
+  *spent += t;
+  rh_trace_begin(s->ctx, "layer", "framework");
+  rh_status st = rh_compute_priced(s->ctx, 0, t);
+  rh_trace_end(s->ctx);
+  return st;
+}
+
+/* The wait for the slowest of the step's ranks, whose compute (forward and backward, `compute`
+ * seconds on this one) varies from rank to rank (losses.h); before the last bucket goes, as the
+ * slowest rank's would.  Its seconds in *spent. */
+static rh_status slowest_rank(rank_state *s, double compute, double *spent) {
+  if (!(s->cfg->losses.step_spread > 0) || s->size <= 1) return RH_OK;
+  if (s->emax_size != s->size) {
+    s->emax = rh_expected_max_normal(s->size);
+    s->emax_size = s->size;
+  }
+  double t = s->cfg->losses.step_spread * s->emax * compute;
+  if (!(t > 0)) return RH_OK;
+  *spent = t;
+  rh_trace_begin(s->ctx, "layer", "waiting for the slowest rank");
+  rh_status st = rh_compute_priced(s->ctx, 0, t);
+  rh_trace_end(s->ctx);
+  return st;
+}
+
 /* Horovod's background loop over one backward pass, played on nominal times so that every rank
  * finds the same buckets: a round every `cycle` seconds takes the gradients ready by then, fused
  * up to the threshold, and the next round comes when the cycle has passed and this round's
@@ -336,8 +378,10 @@ static int *plan_rounds(const rank_state *s, const int *order, long n, double th
 /* Issues the bucket being filled (the skipping mistake leaves out the first) and starts the next
  * at tensor `next` of the walking order. */
 static rh_status close_bucket(rank_state *s, const int *order, bucket *buckets, int *nb,
-                              bucket *cur, int next, bool skip) {
-  rh_status st = RH_OK;
+                              bucket *cur, int next, bool skip, double *copies) {
+  /* the bucket's gradients are copied into its buffer before its allreduce reads them */
+  rh_status st = buffer_copy(s, (double)cur->count * grad_bytes(s->cfg), copies);
+  if (st != RH_OK) return st;
   buckets[*nb] = *cur;
   buckets[*nb].issued = rh_time(s->ctx);
   if (!(skip && *nb == 0)) st = issue_bucket(s, order, &buckets[*nb]);
@@ -363,6 +407,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   int acc = cfg->accumulation > 1 && !cfg->real ? cfg->accumulation : 1;
   long micro = acc > 1 ? (n + acc - 1) / acc : n;
   rh_status st = RH_OK;
+  double step_from = rh_time(ctx), framework = 0;
   for (int m = 0; m + 1 < acc && st == RH_OK; m++) {
     st = forward(s, micro);
     for (int i = s->ntensors - 1; i >= 0 && st == RH_OK; i--) {
@@ -404,30 +449,35 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     rh_trace_begin(ctx, "layer", t->name);
     st = layer_compute(s, order[i], n, true);
     rh_trace_end(ctx);
+    if (st == RH_OK && t->count > 0) st = reducer_work(s, (double)t->count * gb, &framework);
     if (cfg->ddp) { /* DDP: fixed buckets in reverse order, each reduced once it is full */
       cur.to = i + 1;
       cur.count += t->count;
       double cap = nb == 0 ? cfg->first_bucket : cfg->bucket_cap;
       if (st == RH_OK && (double)cur.count * gb >= cap)
-        st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip);
+        st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip, &framework);
       continue;
     }
     if (ends) { /* Horovod's rounds decided where buckets end */
       cur.to = i + 1;
       cur.count += t->count;
-      if (st == RH_OK && ends[i]) st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip);
+      if (st == RH_OK && ends[i]) st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip, &framework);
       continue;
     }
     if (st == RH_OK && cur.to > cur.from && (double)(cur.count + t->count) > threshold)
-      st = close_bucket(s, order, buckets, &nb, &cur, i, skip);
+      st = close_bucket(s, order, buckets, &nb, &cur, i, skip, &framework);
     cur.to = i + 1;
     cur.count += t->count;
     if (st == RH_OK && (double)cur.count >= threshold)
-      st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip);
+      st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip, &framework);
   }
   free(ends);
+  double straggler = 0;
+  if (st == RH_OK) st = slowest_rank(s, rh_time(ctx) - step_from - framework, &straggler);
   *t_compute = rh_time(ctx);
-  if (st == RH_OK && cur.to > cur.from) st = close_bucket(s, order, buckets, &nb, &cur, nt, skip);
+  /* the framework's work after backward: the last bucket's copy in, every bucket's copy out */
+  double after = 0;
+  if (st == RH_OK && cur.to > cur.from) st = close_bucket(s, order, buckets, &nb, &cur, nt, skip, &after);
   rh_status first = st;
   for (int i = 0; i < nb; i++) {
     buckets[i].waited = rh_time(ctx);
@@ -438,6 +488,14 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     }
     free(buckets[i].buf);
     buckets[i].waited = rh_time(ctx) - buckets[i].waited; /* what this bucket kept the step */
+  }
+  double copied = 0;
+  for (int i = 0; i < nb; i++) copied += (double)buckets[i].count * gb;
+  if (first == RH_OK) first = buffer_copy(s, copied, &after);
+  if (s->rank == 0) {
+    s->res->framework_step = framework + after;
+    s->res->framework_after = after;
+    s->res->straggler_step = straggler;
   }
   if (first == RH_OK && s->rank == 0) {
     rh_train_result *r = s->res;

@@ -13,6 +13,7 @@
 #include "optim.h"
 #include "recipe.h"
 #include "compute_model.h"
+#include "losses.h"
 #include "rehearsal.h"
 
 #include <stdbool.h>
@@ -116,6 +117,7 @@ typedef struct rh_train_config {
   bool ddp;                   /* PyTorch DDP's fixed buckets instead of Horovod's fusion */
   double bucket_cap, first_bucket; /* ddp: bytes */
   int accumulation;           /* micro-batches per step (the batch is their sum); 0, 1: none */
+  rh_losses losses;           /* beside the network: the framework's work, the slowest rank */
   struct rh_progress *progress; /* steps done and failures, as they happen (NULL: none) */
 } rh_train_config;
 
@@ -177,6 +179,9 @@ typedef struct rh_train_result {
   double *bucket_wait;        /* and the seconds that step waited for it after backward (owned) */
   double *bucket_ready;       /* and when backward closed it, seconds after backward began (owned) */
   double backward;            /* that step's backward, seconds */
+  double framework_step;      /* rank 0's last step: the framework's own seconds (losses.h) */
+  double framework_after;     /* the part of framework_step after backward (copies out) */
+  double straggler_step;      /* and its wait for the slowest rank */
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */
   uint64_t params_hash;       /* FNV-1a of the final parameters' bytes (real models) */

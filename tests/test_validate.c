@@ -1,0 +1,176 @@
+/*
+ * test_validate.c: `rehearsal validate` and its suite file (tool/validate/suite.c): bad suites
+ * named by file, line and field with exit 2 and nothing written; a small suite's table and
+ * validate.json, its published efficiencies and errors worked out here from the figures written
+ * in the suite and the sweep's own samples/s; and the exit code that a point outside its bound
+ * gives.  The shipped suite runs as its own entry (`ctest -L validation`).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char tmpdir[64];
+
+static char *write_suite(const char *name, const char *text) {
+  char *path = strdup(rh_test_path(tmpdir, name));
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+typedef struct bad_suite {
+  const char *name, *text;
+  int line;
+  const char *field, *phrase;
+} bad_suite;
+
+static const bad_suite bad[] = {
+    {"unknown-key.yaml", "series:\n  - name: a\n    scenario: x.yaml\n    colour: red\n", 4, "colour",
+     "unknown key"},
+    {"no-bound.yaml", "series:\n  - name: a\n    scenario: x.yaml\n    source: s\n"
+                      "    efficiency: {8: 90}\n", 2, "bound", "missing"},
+    {"falling.yaml", "series:\n  - name: a\n    scenario: x.yaml\n    source: s\n    bound: 3\n"
+                     "    efficiency: {16: 90, 8: 95}\n", 6, "efficiency", "GPU counts go up"},
+    {"one-gpu-count.yaml", "series:\n  - name: a\n    scenario: x.yaml\n    source: s\n    bound: 3\n"
+                           "    efficiency: {1: 100}\n", 6, "efficiency", "a whole number from 2"},
+    {"no-one-gpu.yaml", "series:\n  - name: a\n    scenario: x.yaml\n    source: s\n    bound: 3\n"
+                        "    samples_per_s: {8: 900}\n", 6, "one_gpu", "needs the one-GPU throughput"},
+    {"bad-number.yaml", "series:\n  - name: a\n    scenario: x.yaml\n    source: s\n    bound: lots\n"
+                        "    efficiency: {8: 90}\n", 5, "bound", "expected a number above 0"},
+    {"twice.yaml", "series:\n  - {name: a, scenario: x.yaml, source: s, bound: 3, efficiency: {8: 9}}\n"
+                   "  - {name: a, scenario: y.yaml, source: s, bound: 3, efficiency: {8: 9}}\n", 3,
+     "name", "names two series"},
+    {"slash.yaml", "series:\n  - {name: a/b, scenario: x.yaml, source: s, bound: 3, efficiency: {8: 9}}\n",
+     2, "name", "a folder's name"},
+    {"not-yaml.yaml", "series: [\n", 2, NULL, "not YAML"},
+    {"empty.yaml", "series: []\n", 1, "series", "expected a list of series"},
+};
+
+static void test_bad_suites(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *path = write_suite(bad[i].name, bad[i].text);
+    char *out = strdup(rh_test_path(tmpdir, "bad-out"));
+    char *err = strdup(rh_test_path(tmpdir, "bad-err.txt"));
+    char *argv[] = {RH_BINARY, "validate", path, "--out", out, NULL};
+    assert_int_equal(rh_test_spawn(argv, "/dev/null", err), 2);
+    char *text = rh_test_slurp(err);
+    char want[512];
+    snprintf(want, sizeof want, "%s:%d: %s%s", path, bad[i].line, bad[i].field ? bad[i].field : "",
+             bad[i].field ? ": " : "");
+    if (!strstr(text, want) || !strstr(text, bad[i].phrase))
+      fail_msg("%s: got \"%s\", expected \"%s ... %s\"", bad[i].name, text, want, bad[i].phrase);
+    struct stat st;
+    assert_int_not_equal(stat(out, &st), 0); /* nothing written */
+    free(text);
+    free(path);
+    free(out);
+    free(err);
+  }
+}
+
+/* A series of this repository's DLPerf ResNet-50 scenario: its published rows as the suite gives
+ * them, then the errors against the sweep's own samples/s. */
+static void test_small_suite(void **state) {
+  (void)state;
+  char text[1024];
+  snprintf(text, sizeof text,
+           "series:\n"
+           "  - name: r50\n"
+           "    scenario: %s/scenarios/papers/dlperf-resnet50-fp32.yaml\n"
+           "    source: DLPerf\n"
+           "    bound: 50\n"
+           "    one_gpu: 367.29\n"
+           "    samples_per_s: {8: 2887.65, 16: 5716.79}\n",
+           RH_SOURCE_DIR);
+  char *path = write_suite("small.yaml", text);
+  char *out = strdup(rh_test_path(tmpdir, "small"));
+  char *table = strdup(rh_test_path(tmpdir, "small.txt"));
+  char *argv[] = {RH_BINARY, "validate", path, "--out", out, NULL};
+  assert_int_equal(rh_test_spawn_expect(argv, table, 0), 0);
+  json_error_t jerr;
+  char f[400];
+  snprintf(f, sizeof f, "%s/validate.json", out);
+  json_t *root = json_load_file(f, 0, &jerr);
+  assert_non_null(root);
+  snprintf(f, sizeof f, "%s/r50/sweep.json", out);
+  json_t *sweep = json_load_file(f, 0, &jerr);
+  assert_non_null(sweep);
+  double thr[3] = {NAN, NAN, NAN};
+  size_t i;
+  json_t *p;
+  json_array_foreach(json_object_get(sweep, "points"), i, p) {
+    int g = (int)json_integer_value(json_object_get(p, "gpus"));
+    /* one GPU: its throughput without communication, as the sources' one GPU ran alone */
+    double s = json_number_value(json_object_get(p, g == 1 ? "ideal_samples_per_s" : "samples_per_s"));
+    thr[g == 1 ? 0 : g == 8 ? 1 : 2] = s;
+  }
+  const int gpus[2] = {8, 16};
+  const double published[2] = {100 * 2887.65 / (8 * 367.29), 100 * 5716.79 / (16 * 367.29)};
+  double sum = 0;
+  json_array_foreach(json_object_get(root, "points"), i, p) {
+    assert_true(i < 2);
+    double pred = 100 * thr[i + 1] / (gpus[i] * thr[0]);
+    assert_int_equal(json_integer_value(json_object_get(p, "gpus")), gpus[i]);
+    assert_true(fabs(json_number_value(json_object_get(p, "published_efficiency")) - published[i]) < 1e-9);
+    assert_true(fabs(json_number_value(json_object_get(p, "predicted_efficiency")) - pred) < 1e-9);
+    assert_true(fabs(json_number_value(json_object_get(p, "error_points")) - (pred - published[i])) < 1e-9);
+    sum += fabs(pred - published[i]);
+  }
+  json_t *s = json_object_get(root, "summary");
+  assert_true(fabs(json_number_value(json_object_get(s, "mean_abs_error")) - sum / 2) < 1e-9);
+  char *printed = rh_test_slurp(table);
+  assert_non_null(strstr(printed, "mean absolute error"));
+  free(printed);
+  json_decref(root);
+  json_decref(sweep);
+
+  /* the same suite held to a bound no prediction meets: exit 1, the point named OUTSIDE */
+  char *tight = strstr(text, "bound: 50");
+  memcpy(tight, "bound: .1", 9);
+  char *path2 = write_suite("tight.yaml", text);
+  char *argv2[] = {RH_BINARY, "validate", path2, "--out", out, NULL};
+  assert_int_equal(rh_test_spawn(argv2, table, "/dev/null"), 1);
+  printed = rh_test_slurp(table);
+  assert_non_null(strstr(printed, "OUTSIDE"));
+  free(printed);
+  /* --series names one of the suite's */
+  char *argv3[] = {RH_BINARY, "validate", path, "--series", "nope", "--out", out, NULL};
+  assert_int_equal(rh_test_spawn(argv3, "/dev/null", "/dev/null"), 2);
+  free(path);
+  free(path2);
+  free(out);
+  free(table);
+}
+
+static int setup(void **state) {
+  (void)state;
+  return rh_test_mkdtemp(tmpdir, "validate");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  rh_test_rmdir(tmpdir);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bad_suites),
+      cmocka_unit_test(test_small_suite),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
