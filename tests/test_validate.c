@@ -156,6 +156,38 @@ static void test_small_suite(void **state) {
   free(table);
 }
 
+/* The shipped suite: every series that publishes its one-GPU throughput simulates it again, within
+ * 0.5% (the GPU's rate is that throughput times the model's FLOPs; the losses are multi-GPU ones). */
+static void test_shipped_one_gpu(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "shipped"));
+  char *argv[] = {RH_BINARY, "validate", "--out", out, NULL};
+  int rc = rh_test_spawn(argv, "/dev/null", "/dev/null");
+  assert_true(rc == 0 || rc == 1); /* the bounds are the validation entry's to hold */
+  char f[400];
+  snprintf(f, sizeof f, "%s/validate.json", out);
+  json_error_t jerr;
+  json_t *root = json_load_file(f, 0, &jerr);
+  assert_non_null(root);
+  size_t i;
+  json_t *p;
+  int checked = 0;
+  json_array_foreach(json_object_get(root, "points"), i, p) {
+    json_t *pub = json_object_get(p, "published_one_gpu_samples_per_s");
+    if (!pub) continue;
+    double sim = json_number_value(json_object_get(p, "one_gpu_samples_per_s"));
+    double want = json_number_value(pub);
+    if (!(fabs(sim - want) <= 0.005 * want))
+      fail_msg("%s: one GPU simulated %.6g samples/s, published %.6g",
+               json_string_value(json_object_get(p, "series")), sim, want);
+    checked++;
+  }
+  print_message("%d points' one GPU checked\n", checked);
+  assert_true(checked >= 20);
+  json_decref(root);
+  free(out);
+}
+
 static int setup(void **state) {
   (void)state;
   return rh_test_mkdtemp(tmpdir, "validate");
@@ -171,6 +203,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_suites),
       cmocka_unit_test(test_small_suite),
+      cmocka_unit_test(test_shipped_one_gpu),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

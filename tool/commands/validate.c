@@ -200,6 +200,11 @@ int rh_cmd_validate(int argc, char **argv) {
       double e = pred - pub;
       json_t *jp = json_pack("{s:s, s:s, s:i, s:f, s:f}", "series", se->name, "source", se->source,
                              "gpus", se->gpus[k], "published_efficiency", pub, "bound", se->bound);
+      /* the one GPU each side stands on: a series whose GPU rate comes from its published one-GPU
+       * throughput simulates that throughput again */
+      if (isfinite(one)) json_object_set_new(jp, "one_gpu_samples_per_s", json_real(one));
+      if (se->one_gpu > 0)
+        json_object_set_new(jp, "published_one_gpu_samples_per_s", json_real(se->one_gpu));
       if (!isfinite(pred)) {
         failed++;
         printf("%-30s %6d %10.1f %10s %8s %6.0f  the sweep failed: see %s.log\n", se->name,

@@ -104,7 +104,8 @@ static const field gpu_fields[] = {
     NUM("memory_GB", false, 0, true, 1e6, 1e9, compute.capacity,
         "the GPU's memory, for the memory check (fits_memory)"),
     NUM("memory_GBps", false, 0, false, 1e9, 1e9, compute.memory_bw,
-        "the roofline: memory bandwidth, for memory-bound layers"),
+        "memory bandwidth (bytes read and written): the roofline's memory-bound layers, and the "
+        "copies of the gradients into and out of the buckets of a distributed step"),
     NUM("gemm_efficiency", false, 0.001, false, 1, 1, compute.gemm_efficiency,
         "the roofline: fraction of the peak that large GEMMs reach"),
     NUM("gemm_half_gflop", false, 0, false, 1e9, 1e9, compute.gemm_half,
