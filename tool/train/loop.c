@@ -285,46 +285,39 @@ static rh_status forward(rank_state *s, long n) {
   return st;
 }
 
-/* A copy of `bytes` of gradients into or out of a fusion buffer, in a step of two ranks or more
- * (losses.h), on the GPU; added to *spent. */
-static rh_status buffer_copy(rank_state *s, double bytes, double *spent) {
-  double t = rh_loss_copy(&s->cfg->losses, s->size, bytes);
-  if (!(t > 0)) return RH_OK;
-  *spent += t;
-  rh_trace_begin(s->ctx, "layer", "fusion buffer copy");
-  rh_status st = rh_compute_priced(s->ctx, 0, t);
+/* A loss beside the network (losses.h): `seconds` of the GPU spent on it, traced under `what`
+ * and added to *spent. */
+static rh_status charge_loss(rank_state *s, const char *what, double seconds, double *spent) {
+  if (!(seconds > 0)) return RH_OK;
+  *spent += seconds;
+  rh_trace_begin(s->ctx, "layer", what);
+  rh_status st = rh_compute_priced(s->ctx, 0, seconds);
   rh_trace_end(s->ctx);
   return st;
+}
+
+/* A copy of `bytes` of gradients into or out of a fusion buffer, in a step of two ranks or more. */
+static rh_status buffer_copy(rank_state *s, double bytes, double *spent) {
+  return charge_loss(s, "fusion buffer copy", rh_loss_copy(&s->cfg->losses, s->size, bytes), spent);
 }
 
 /* The framework's own work on a gradient of `bytes` once it is ready, in a step of two ranks or
- * more (losses.h), the GPU idle; added to *spent. */
+ * more, the GPU idle. */
 static rh_status reducer_work(rank_state *s, double bytes, double *spent) {
-  double t = rh_loss_framework(&s->cfg->losses, s->size, bytes);
-  if (!(t > 0)) return RH_OK;
-  *spent += t;
-  rh_trace_begin(s->ctx, "layer", "framework");
-  rh_status st = rh_compute_priced(s->ctx, 0, t);
-  rh_trace_end(s->ctx);
-  return st;
+  return charge_loss(s, "framework", rh_loss_framework(&s->cfg->losses, s->size, bytes), spent);
 }
 
 /* The wait for the slowest of the step's ranks, whose compute (forward and backward, `compute`
- * seconds on this one) varies from rank to rank (losses.h); before the last bucket goes, as the
- * slowest rank's would.  Its seconds in *spent. */
+ * seconds on this one) varies from rank to rank; before the last bucket goes, as the slowest
+ * rank's would. */
 static rh_status slowest_rank(rank_state *s, double compute, double *spent) {
   if (!(s->cfg->losses.step_spread > 0) || s->size <= 1) return RH_OK;
   if (s->emax_size != s->size) {
     s->emax = rh_expected_max_normal(s->size);
     s->emax_size = s->size;
   }
-  double t = s->cfg->losses.step_spread * s->emax * compute;
-  if (!(t > 0)) return RH_OK;
-  *spent = t;
-  rh_trace_begin(s->ctx, "layer", "waiting for the slowest rank");
-  rh_status st = rh_compute_priced(s->ctx, 0, t);
-  rh_trace_end(s->ctx);
-  return st;
+  return charge_loss(s, "waiting for the slowest rank", s->cfg->losses.step_spread * s->emax * compute,
+                     spent);
 }
 
 /* Horovod's background loop over one backward pass, played on nominal times so that every rank
