@@ -1,6 +1,7 @@
 /*
  * fuzz_tables.c: the readers of `rehearsal calibrate`'s measurement tables on any bytes: an
- * nccl-tests output when the input's first byte is even, a GEMM sweep when it is odd.
+ * nccl-tests output when the input's first byte is even, a GEMM sweep when it is 1 modulo 4, a
+ * file of step times when it is 3 modulo 4.
  */
 #include "fuzz.h"
 #include "tables.h"
@@ -19,6 +20,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         !(n > 0 && rows[n - 1].bytes >= 1 && rows[n - 1].seconds > 0 && rows[n - 1].busbw > 0))
       abort(); /* a table it accepts has rows, and every row the positive numbers it checked */
     free(rows);
+  } else if ((data[0] & 3) == 3) {
+    double *steps = NULL;
+    int n = 0;
+    if (rh_read_step_times(path, &steps, &n) == 0)
+      for (int i = 0; i < n; i++)
+        if (!(steps[i] > 0 && steps[i] <= 1e9)) abort(); /* every step it accepts is in range */
+    free(steps);
   } else {
     rh_gemm_row rows[RH_GEMM_ROWS];
     int n = 0;

@@ -47,7 +47,7 @@ put("checkpoint", "real", b"\0" + checkpoint(True))
 put("checkpoint", "timing", b"\1" + checkpoint(False))
 put("checkpoint", "real-truncated", b"\0" + checkpoint(True)[:-5])
 
-# tables: an even first byte is an nccl-tests output, an odd one a GEMM sweep
+# tables: an even first byte is an nccl-tests output, 1 modulo 4 a GEMM sweep, 3 modulo 4 step times
 nccl = """# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20
 #
 # Using devices
@@ -66,3 +66,5 @@ nccl = """# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) war
 """
 put("tables", "nccl-tests", b"\0" + nccl.encode())
 put("tables", "gemm", b"\1" + b"# M N K TFLOPS\n1024 1024 1024 37.9\n4096 4096 4096 51.7\n16384 16384 16384 53.0\n")
+put("tables", "steps", b"\3" + b"# step times\n100\n101.5\n99\n")
+put("tables", "steps-csv", b"\3" + b"step,epoch,lr,loss,step_ms,compute_ms\n1,0,,,100,90\n2,0,,,101,91\n")
