@@ -708,8 +708,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     printf("  time         %.6f s %s over %ld steps: step %.4f ms = compute %.4f ms + ",
            total, lres.rank < 0 ? "simulated" : "measured", all_steps, 1e3 * step_s,
            1e3 * compute_step);
-    if (lost_step > 0)
-      printf("framework %.4f ms + waiting for the slowest rank %.4f ms + ", 1e3 * fw, 1e3 * slow);
+    if (fw > 0) printf("framework %.4f ms + ", 1e3 * fw);
+    if (slow > 0) printf("waiting for the slowest rank %.4f ms + ", 1e3 * slow);
     printf("waiting for gradients %.4f ms", 1e3 * exposed / (double)all_steps);
     /* the rest of a step's share: failures (detection, recovery), commits, checkpoints */
     double rest = (total - compute - exposed) / (double)all_steps - lost_step;

@@ -73,9 +73,10 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   double lost = sp->framework + sp->slowest;
   fprintf(f, "  step         %.4f ms: compute %.4f ms (%.1f%%), ", 1e3 * sp->step, 1e3 * sp->compute,
           100 * sp->compute / sp->step);
-  if (lost > 0)
-    fprintf(f, "framework %.4f ms (%.1f%%), waiting for the slowest rank %.4f ms (%.1f%%), ",
-            1e3 * sp->framework, 100 * sp->framework / sp->step, 1e3 * sp->slowest,
+  if (sp->framework > 0)
+    fprintf(f, "framework %.4f ms (%.1f%%), ", 1e3 * sp->framework, 100 * sp->framework / sp->step);
+  if (sp->slowest > 0)
+    fprintf(f, "waiting for the slowest rank %.4f ms (%.1f%%), ", 1e3 * sp->slowest,
             100 * sp->slowest / sp->step);
   fprintf(f, "waiting for gradients %.4f ms (%.1f%%)\n", 1e3 * sp->wait, 100 * exposed_share);
   json_object_set_new(jb, "step_ms", json_real(1e3 * sp->step));
