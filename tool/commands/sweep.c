@@ -255,8 +255,13 @@ static json_t *point_row(const point *p, const axis *axes, int naxes) {
     json_object_set_new(row, "step_ms", json_real(step));
     json_object_set_new(row, "compute_ms", json_real(compute));
     json_object_set_new(row, "comm_wait_ms", json_real(wait));
-    /* what is neither compute nor waiting: failures, commits and checkpoints */
-    double lost = step - compute - wait;
+    /* the losses beside the network: the framework's work and the wait for the slowest rank */
+    double fw = 0;
+    if (json_is_number(json_object_get(s, "framework_ms"))) fw += num(s, "framework_ms");
+    if (json_is_number(json_object_get(s, "slowest_rank_ms"))) fw += num(s, "slowest_rank_ms");
+    json_object_set_new(row, "framework_ms", json_real(fw));
+    /* what is none of these: failures, commits and checkpoints */
+    double lost = step - compute - wait - fw;
     json_object_set_new(row, "lost_ms", json_real(lost > 1e-9 * step ? lost : 0));
     json_object_set_new(row, "samples_per_s", json_real(num(s, "samples_per_s")));
     json_object_set_new(row, "ideal_samples_per_s", json_real(num(s, "ideal_samples_per_s")));
@@ -271,8 +276,8 @@ static json_t *point_row(const point *p, const axis *axes, int naxes) {
 }
 
 static const char *const columns[] = {"gpus", "nodes", "step_ms", "compute_ms", "comm_wait_ms",
-                                      "lost_ms", "samples_per_s", "ideal_samples_per_s",
-                                      "scaling_efficiency", NULL};
+                                      "framework_ms", "lost_ms", "samples_per_s",
+                                      "ideal_samples_per_s", "scaling_efficiency", NULL};
 /* the columns a model with tokens adds (tokens/s, MFU) */
 static const char *const token_columns[] = {"tokens_per_s", "mfu", NULL};
 

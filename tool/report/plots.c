@@ -487,7 +487,7 @@ typedef struct spoint {
   int index;
   char **val; /* one per axis */
   bool ok;
-  double gpus, step, compute, wait, lost, thr, ideal, eff;
+  double gpus, step, compute, wait, framework, lost, thr, ideal, eff;
   int series; /* index into the sweep's series */
   double x;
 } spoint;
@@ -552,6 +552,7 @@ static int sweep_from_json(const char *path, sweep *s) {
     p->step = jnum(pt, "step_ms", NAN);
     p->compute = jnum(pt, "compute_ms", NAN);
     p->wait = jnum(pt, "comm_wait_ms", NAN);
+    p->framework = jnum(pt, "framework_ms", 0);
     p->lost = jnum(pt, "lost_ms", 0);
     p->thr = jnum(pt, "samples_per_s", NAN);
     p->ideal = jnum(pt, "ideal_samples_per_s", NAN);
@@ -584,10 +585,10 @@ static int sweep_from_csv(const char *path, sweep *s) {
   }
   char line[4096], *cols[64];
   int rc = 0, ncols = 0, gpus_col = -1;
-  enum { C_STEP, C_COMPUTE, C_WAIT, C_LOST, C_THR, C_IDEAL, C_EFF, C_STATUS, C_COUNT };
-  static const char *const names[C_COUNT] = {"step_ms", "compute_ms", "comm_wait_ms", "lost_ms",
-                                             "samples_per_s", "ideal_samples_per_s",
-                                             "scaling_efficiency", "status"};
+  enum { C_STEP, C_COMPUTE, C_WAIT, C_FRAMEWORK, C_LOST, C_THR, C_IDEAL, C_EFF, C_STATUS, C_COUNT };
+  static const char *const names[C_COUNT] = {"step_ms", "compute_ms", "comm_wait_ms",
+                                             "framework_ms", "lost_ms", "samples_per_s",
+                                             "ideal_samples_per_s", "scaling_efficiency", "status"};
   int at[C_COUNT];
   for (int k = 0; k < C_COUNT; k++) at[k] = -1;
   if (fgets(line, sizeof line, f)) {
@@ -632,6 +633,7 @@ static int sweep_from_csv(const char *path, sweep *s) {
     p->step = COL(C_STEP, NAN);
     p->compute = COL(C_COMPUTE, NAN);
     p->wait = COL(C_WAIT, NAN);
+    p->framework = COL(C_FRAMEWORK, 0);
     p->lost = COL(C_LOST, 0);
     p->thr = COL(C_THR, NAN);
     p->ideal = COL(C_IDEAL, NAN);
@@ -866,18 +868,19 @@ static void bar_key(FILE *g, double tallest) {
   fprintf(g, "set key inside top center horizontal box opaque\n");
 }
 
-/* Each point's step: compute, exposed communication and lost time, as stacked bars. */
+/* Each point's step: compute, exposed communication, the framework's losses and lost time, as
+ * stacked bars. */
 static int plot_sweep_steps(plotter *pl, sweep *s, const char *source) {
   figure f;
   if (!fig_open(&f, "sweep-step")) {
     fig_free(&f);
     return 1;
   }
-  bool lost = false;
+  bool lost = false, framework = false;
   size_t longest = 0;
   int bars = 0;
   double tallest = 0;
-  fprintf(f.d, "# point label compute_ms exposed_comm_ms lost_ms step_ms\n");
+  fprintf(f.d, "# point label compute_ms exposed_comm_ms lost_ms step_ms framework_ms\n");
   for (int i = 0; i < s->npoints; i++) {
     const spoint *p = &s->p[i];
     if (!p->ok) continue;
@@ -889,9 +892,10 @@ static int plot_sweep_steps(plotter *pl, sweep *s, const char *source) {
     longest = strlen(label) > longest ? strlen(label) : longest;
     fprintf(f.d, "%d ", p->index);
     dq(f.d, label);
-    fprintf(f.d, " %.9g %.9g %.9g %.9g\n", p->compute, p->wait, p->lost, p->step);
-    tallest = fmax(tallest, p->compute + p->wait + p->lost);
+    fprintf(f.d, " %.9g %.9g %.9g %.9g %.9g\n", p->compute, p->wait, p->lost, p->step, p->framework);
+    tallest = fmax(tallest, p->compute + p->wait + p->lost + p->framework);
     lost = lost || p->lost > 0;
+    framework = framework || p->framework > 0;
     bars++;
   }
   char xlabel[600] = "";
@@ -915,6 +919,8 @@ static int plot_sweep_steps(plotter *pl, sweep *s, const char *source) {
           "plot '%s.dat' using 3:xtic(2) lc rgb '%s' title 'compute', \\\n"
           "     '' using 4 lc rgb '%s' title 'exposed communication'",
           f.name, colours[0], colours[1]);
+  if (framework)
+    fprintf(f.g, ", \\\n     '' using 7 lc rgb '#9467bd' title 'framework, slowest rank'");
   if (lost) fprintf(f.g, ", \\\n     '' using 5 lc rgb '#d62728' title 'lost (failures)'");
   fprintf(f.g, "\n");
   fig_draw(pl, &f, source);
