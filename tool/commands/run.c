@@ -33,13 +33,13 @@ static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, js
   rh_scenario_view view;
   snprintf(largest, len, "-");
   if (rh_scenario_view_init(sc, &view) != RH_OK) return NAN;
-  double total = 0, most = -1;
+  double total = 0, most = -1, negotiation = rh_negotiation_seconds(sc, &view);
   for (int i = 0; i < res->buckets_per_step && res->bucket_bytes; i++) {
     double bytes = res->bucket_bytes[i];
     rh_plan plan = rh__plan(&view.ctx, RH_NC_ALLREDUCE, (size_t)bytes);
     char name[32];
     rh__plan_name(&plan, name, sizeof name);
-    total += plan.seconds;
+    total += negotiation + plan.seconds;
     if (bytes > most) {
       most = bytes;
       snprintf(largest, len, "%s", name);
@@ -48,11 +48,15 @@ static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, js
      * exact network's alpha-beta model, and say so */
     const char *by = sc->cluster.net_model == RH_NET_REALISTIC ? "exact"
                                                               : rh_net_model_names[sc->cluster.net_model];
-    printf("  bucket %-5d %.4g MB: %s, %.4f ms by the %s model%s\n", i, bytes / 1e6, name,
+    printf("  bucket %-5d %.4g MB: %s, %.4f ms by the %s model%s", i, bytes / 1e6, name,
            plan.seconds * 1e3, by,
            sc->cluster.net_model == RH_NET_REALISTIC ? " (realistic has no cost formula)" : "");
-    json_array_append_new(jb, json_pack("{s:f, s:s, s:f, s:s}", "bytes", bytes, "algorithm", name,
-                                        "model_ms", plan.seconds * 1e3, "priced_by", by));
+    if (negotiation > 0) printf(", after Horovod's negotiation %.4f ms", negotiation * 1e3);
+    printf("\n");
+    json_t *jbk = json_pack("{s:f, s:s, s:f, s:s}", "bytes", bytes, "algorithm", name, "model_ms",
+                            plan.seconds * 1e3, "priced_by", by);
+    if (negotiation > 0) json_object_set_new(jbk, "negotiation_ms", json_real(negotiation * 1e3));
+    json_array_append_new(jb, jbk);
   }
   rh_topology_free(&view.topo);
   return total;
@@ -224,7 +228,8 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
               .memory_bw = sc->compute.memory_bw, .gemm_efficiency = sc->compute.gemm_efficiency,
               .gemm_half = sc->compute.gemm_half, .overhead = sc->compute.overhead},
       .losses = {.reducer_per_byte = sc->recipe.reducer_per_byte,
-                 .step_spread = sc->compute.step_spread, .copy_bw = sc->compute.memory_bw}};
+                 .step_spread = sc->compute.step_spread, .copy_bw = sc->compute.memory_bw},
+      .negotiate = !real && sc->recipe.framework == 0};
   for (int i = 0; i < RH_CHECK_WORK_LOST; i++) {
     int e = sc->checks.enabled[i];
     bool deflt = real && (i != RH_CHECK_RESUME || sc->checks.resume_from_epoch > 0);

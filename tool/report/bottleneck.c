@@ -33,14 +33,19 @@ static void doubled(const rh_scenario *sc, char *set, size_t len, const char **w
 /* The wait after backward of rank 0's last full step, replayed: each bucket's allreduce starts
  * when backward closed it or when the one before ended, at the cost model's time for `sc`'s
  * cluster.  NAN when the cluster has no cost model's view or the step's buckets were not kept. */
+double rh_negotiation_seconds(const rh_scenario *sc, rh_scenario_view *view) {
+  if (sc->model.kind != 0 || sc->recipe.framework != 0 || view->topo.size <= 1) return 0;
+  return rh__plan(&view->ctx, RH_NC_ALLREDUCE, (size_t)view->topo.size * sizeof(float)).seconds;
+}
+
 static double replayed_wait(const rh_scenario *sc, const rh_train_result *res) {
   if (res->buckets_per_step <= 0 || !res->bucket_ready) return NAN;
   rh_scenario_view view;
   if (rh_scenario_view_init(sc, &view) != RH_OK) return NAN;
-  double end = 0;
+  double end = 0, negotiation = rh_negotiation_seconds(sc, &view);
   for (int i = 0; i < res->buckets_per_step; i++) {
     rh_plan plan = rh__plan(&view.ctx, RH_NC_ALLREDUCE, (size_t)res->bucket_bytes[i]);
-    end = fmax(end, res->bucket_ready[i]) + plan.seconds;
+    end = fmax(end, res->bucket_ready[i]) + negotiation + plan.seconds;
   }
   rh_topology_free(&view.topo);
   return fmax(0, end - res->backward);

@@ -18,6 +18,10 @@ typedef struct rh_step_split {
   double buckets;             /* the buckets' allreduces back to back, by the cost model */
 } rh_step_split;
 
+/* Horovod's negotiation before each bucket's allreduce (workload/losses.h), by the cost model:
+ * seconds, 0 where none runs (DDP, real models, one rank). */
+double rh_negotiation_seconds(const rh_scenario *sc, rh_scenario_view *view);
+
 /* Prints the `bottleneck` section of the summary and sets root.bottleneck.  `what_if`: also the
  * step on twice the network (the step's buckets replayed at the cost model's times; nothing is
  * simulated again). */

@@ -48,6 +48,7 @@ typedef struct bucket {
   size_t count;  /* elements */
   float *buf;    /* real: the packed gradients, owned; NULL: timing-only */
   rh_request *req; /* NULL when not issued */
+  rh_request *neg; /* Horovod's negotiation before it (NULL: none) */
   double issued;   /* when backward closed it (simulated or wall seconds) */
   double waited;   /* seconds the step waited for it after backward */
 } bucket;
@@ -214,6 +215,15 @@ static rh_status issue_bucket(rank_state *s, const int *order, bucket *b) {
     }
   }
   rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  if (s->cfg->negotiate && s->size > 1) {
+    /* Horovod's coordinator: before a fused allreduce the ranks agree on what is ready, a word
+     * of each rank's (workload/losses.h), on the same queue */
+    rh_reduce_opts no = RH_REDUCE_OPTS_INIT;
+    no.name = "negotiation";
+    rh_status ns = rh_iallreduce(s->ctx, NULL, NULL, (size_t)s->size, RH_FLOAT32, RH_SUM, &no,
+                                 &b->neg);
+    if (ns != RH_OK) return ns;
+  }
   o.name = s->tensors[order[b->from]].name;
   /* timing-only bf16 gradients move as 2-byte values */
   rh_dtype t = !s->cfg->real && grad_bytes(s->cfg) == 2 ? RH_FLOAT16 : RH_FLOAT32;
@@ -474,6 +484,10 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   rh_status first = st;
   for (int i = 0; i < nb; i++) {
     buckets[i].waited = rh_time(ctx);
+    if (buckets[i].neg) {
+      rh_status w = rh_wait(buckets[i].neg);
+      if (first == RH_OK) first = w;
+    }
     if (buckets[i].req) {
       rh_status w = rh_wait(buckets[i].req);
       if (first == RH_OK) first = w;

@@ -118,6 +118,7 @@ typedef struct rh_train_config {
   double bucket_cap, first_bucket; /* ddp: bytes */
   int accumulation;           /* micro-batches per step (the batch is their sum); 0, 1: none */
   rh_losses losses;           /* beside the network: the framework's work, the slowest rank */
+  bool negotiate;             /* timing-only Horovod: each bucket's allreduce follows a negotiation */
   struct rh_progress *progress; /* steps done and failures, as they happen (NULL: none) */
 } rh_train_config;
 

@@ -2,15 +2,19 @@
  * losses.h: what a data-parallel step loses beside the network, each a mechanism with its own
  * parameter (docs/validation.md gives each one's source):
  * - the framework's own work on each gradient in a distributed step, in proportion to its bytes:
- *   DDP's autograd hooks and its copies into and out of the buckets, Horovod's enqueue and fusion
- *   copies.  One GPU without the framework pays none of it, so a single-GPU run is unchanged;
+ *   DDP's autograd hooks and bucketing (recipe.reducer_ms_per_GB).  One GPU without the framework
+ *   pays none of it, so a single-GPU run is unchanged;
  * - the copies of the gradients into the fusion or bucket buffers before their allreduce and
  *   back out after it: each byte read and written twice, at the GPU's copy rate (memory_GBps);
  * - the wait for the slowest rank: each rank's step time varies (relative standard deviation
  *   `step_spread`), and a synchronous allreduce waits for the slowest of N, whose expected excess
  *   over the mean is step_spread x E[max of N standard normals] of the step's compute.
- * NCCL's kernels sharing the GPU with compute are the cluster's nccl_slowdown (the simulator's
- * CPU model), not here.
+ * Two more live elsewhere: NCCL's kernels sharing the GPU with compute are the cluster's
+ * nccl_slowdown (the simulator's CPU model); Horovod's negotiation before each fused allreduce
+ * (timing-only runs of framework horovod, two ranks or more) is a collective of its own, an
+ * allreduce of one 4-byte word per rank ahead of each bucket on the same queue (the coordinator
+ * gathers every rank's ready list and answers them all), priced by the network model like any
+ * other (train/loop.c, report/bottleneck.c).
  */
 #ifndef RH_LOSSES_H
 #define RH_LOSSES_H
