@@ -12,6 +12,8 @@
 
 #include "harness.h"
 
+#include <jansson.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -380,6 +382,22 @@ static void test_rerun_says_what_it_reused(void **state) {
   text = rh_test_slurp(err);
   assert_null(strstr(text, "reused"));
   free(text);
+  /* a point another build of the program ran is not reused: its point.json names that program */
+  char point[400];
+  snprintf(point, sizeof point, "%s/points/000/point.json", out);
+  json_error_t jerr;
+  json_t *root = json_load_file(point, 0, &jerr);
+  assert_non_null(root);
+  json_t *id = json_object_get(root, "identity");
+  assert_true(json_is_string(json_object_get(id, "program_fnv1a")));
+  json_object_set_new(id, "program_fnv1a", json_string("0000000000000001"));
+  assert_int_equal(json_dump_file(root, point, JSON_INDENT(2)), 0);
+  json_decref(root);
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2,3,4", "--out", out), 0);
+  snprintf(want, sizeof want, "rehearsal sweep: reused 3 of 4 points from an earlier run "
+           "(%s/points/NNN/point.json; --force runs them again)", out);
+  assert_file_has(err, want);
   free(out);
   free(err);
 }

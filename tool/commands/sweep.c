@@ -199,15 +199,21 @@ static uint64_t file_hash(const char *path) {
   return h;
 }
 
-/* What a point is: its scenario and every override, as point.json records it. */
+/* What a point is: its scenario, every override and the program that runs it (a rebuilt or
+ * upgraded rehearsal prices steps differently, so its points run again), as point.json records
+ * it. */
 static json_t *point_identity(const char *file, uint64_t hash, const rh_scenario_opts *common,
                               const point *p, int naxes) {
-  char hex[17];
+  static uint64_t program;
+  if (!program) program = file_hash("/proc/self/exe");
+  char hex[17], prog[17];
   snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+  snprintf(prog, sizeof prog, "%016llx", (unsigned long long)program);
   json_t *sets = json_array();
   for (int i = 0; i < common->nsets; i++) json_array_append_new(sets, rh_json_text(common->sets[i]));
   for (int i = 0; i < p->nruns; i++) json_array_append_new(sets, rh_json_text(p->runs[i]));
-  return json_pack("{s:o, s:s, s:o}", "file", rh_json_text(file), "scenario_fnv1a", hex, "sets", sets);
+  return json_pack("{s:o, s:s, s:s, s:o}", "file", rh_json_text(file), "scenario_fnv1a", hex,
+                   "program_fnv1a", prog, "sets", sets);
 }
 
 /* A finished point with the same identity: its exit status, or -1. */
