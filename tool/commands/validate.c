@@ -10,17 +10,16 @@
  */
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "suite.h"
 
 #include <jansson.h>
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -69,18 +68,6 @@ static bool picked(const validate_flags *f, const char *name) {
   for (int i = 0; i < f->npicks; i++)
     if (!strcmp(f->picks[i], name)) return true;
   return false;
-}
-
-static int make_dir(const char *path) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-      *p = '/';
-    }
-  return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* `rehearsal sweep SCENARIO --axis gpus=1,... --out DIR [--set ...]` in a child, its output in
@@ -167,8 +154,7 @@ int rh_cmd_validate(int argc, char **argv) {
       return rh_cli_error("validate", "--series %s: no such series in %s", flags.picks[i], file);
     }
   }
-  if (make_dir(flags.out) != 0) {
-    fprintf(stderr, "rehearsal validate: cannot make %s: %s\n", flags.out, strerror(errno));
+  if (rh_make_dirs(flags.out) != 0) {
     rh_suite_free(&suite);
     rh_cli_opts_free(&opts);
     return 1;

@@ -32,7 +32,6 @@ static double layer_seconds(const rh_scenario *sc, const rh_gpu_model *g, int i,
   double f = l->flops_given ? l->forward_flops
                             : sc->model.forward_flops * l->parameters / sc->model.parameters;
   f *= n * (backward ? 2 : 1);
-  if (!rh_compute_roofline(g)) return g->sustained > 0 ? f / g->sustained : 0;
   return rh_compute_seconds(g, f, l->memory_bytes * n * (backward ? 2 : 1));
 }
 

@@ -212,22 +212,19 @@ int rh_read_step_times(const char *path, double **out, int *n) {
     char *tok = NULL;
     /* a CSV's header (before any step): the step_ms column is read from the rows after it */
     if (column == -1 && *n == 0 && strchr(p, ',') && !isdigit((unsigned char)*p) && *p != '.') {
-      {
-        column = -2;
-        for (int k = 0; column == -2; k++) {
-          char copy[4096];
-          snprintf(copy, sizeof copy, "%s", p);
-          char *t = csv_field(copy, k);
-          if (!t) break;
-          if (!strcmp(t, "step_ms")) column = k;
-        }
-        if (column < 0) {
-          fprintf(stderr, "rehearsal calibrate: %s:%d: a CSV header without a step_ms column\n",
-                  path, lineno);
-          rc = 2;
-        }
-        continue;
+      column = -2;
+      int k = 0;
+      for (const char *q = p, *end; q && column < 0; q = end ? end + 1 : NULL, k++) {
+        end = strchr(q, ',');
+        size_t len = end ? (size_t)(end - q) : strcspn(q, "\r\n");
+        if (len == 7 && !strncmp(q, "step_ms", 7)) column = k;
       }
+      if (column < 0) {
+        fprintf(stderr, "rehearsal calibrate: %s:%d: a CSV header without a step_ms column\n",
+                path, lineno);
+        rc = 2;
+      }
+      continue;
     }
     if (column >= 0) {
       tok = csv_field(p, column);
