@@ -278,10 +278,17 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
   } else {
     char im[1024], lb[1024];
     data_path(sc, sc->data.train_images, im, sizeof im);
-    data_path(sc, sc->data.train_labels, lb, sizeof lb);
-    if (rh_dataset_load_idx(&in->train, im, lb, err, sizeof err) != RH_OK) {
-      fprintf(stderr, "rehearsal: %s: data.train_images: %s\n", sc->path, err);
-      return 2;
+    if (sc->data.source == RH_DATA_CIFAR10) {
+      if (rh_dataset_load_cifar10(&in->train, im, err, sizeof err) != RH_OK) {
+        fprintf(stderr, "rehearsal: %s: data.train_images: %s\n", sc->path, err);
+        return 2;
+      }
+    } else {
+      data_path(sc, sc->data.train_labels, lb, sizeof lb);
+      if (rh_dataset_load_idx(&in->train, im, lb, err, sizeof err) != RH_OK) {
+        fprintf(stderr, "rehearsal: %s: data.train_images: %s\n", sc->path, err);
+        return 2;
+      }
     }
     if (sc->data.train > in->train.n) {
       fprintf(stderr, "rehearsal: %s: data.train_samples: %.0f is more than the %ld images in %s\n",
@@ -292,8 +299,10 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     c->train = &in->train;
     if (sc->data.validation_images) {
       data_path(sc, sc->data.validation_images, im, sizeof im);
-      data_path(sc, sc->data.validation_labels, lb, sizeof lb);
-      if (rh_dataset_load_idx(&in->validation, im, lb, err, sizeof err) != RH_OK) {
+      if (sc->data.source != RH_DATA_CIFAR10) data_path(sc, sc->data.validation_labels, lb, sizeof lb);
+      if ((sc->data.source == RH_DATA_CIFAR10
+               ? rh_dataset_load_cifar10(&in->validation, im, err, sizeof err)
+               : rh_dataset_load_idx(&in->validation, im, lb, err, sizeof err)) != RH_OK) {
         fprintf(stderr, "rehearsal: %s: data.validation_images: %s\n", sc->path, err);
         return 2;
       }
@@ -316,10 +325,34 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
       return 2;
     }
   }
+  if (sc->data.source != RH_DATA_SYNTHETIC && sc->data.norm_std > 0) {
+    rh_dataset_normalize(&in->train, sc->data.norm_mean, sc->data.norm_std);
+    rh_dataset_normalize(&in->validation, sc->data.norm_mean, sc->data.norm_std);
+  }
   int classes = sc->data.source == 0 ? sc->data.classes : in->train.classes;
   if (in->validation.classes > classes) classes = in->validation.classes;
-  if (rh_model_init(&c->model, sc->model.kind == 1 ? RH_MODEL_SOFTMAX : RH_MODEL_MLP,
-                    in->train.inputs, sc->model.hidden, classes) != RH_OK) {
+  if (sc->model.kind == RH_KIND_NET) {
+    /* images as the data give them; synthetic features as the network's channels of a square */
+    const rh_net_spec *spec = rh_nets[sc->model.network];
+    int ch = in->train.channels, rows = in->train.rows, cols = in->train.cols;
+    if (sc->data.source == RH_DATA_SYNTHETIC) {
+      ch = spec->channels;
+      rows = cols = (int)lround(sqrt((double)in->train.inputs / ch));
+      if ((long)ch * rows * cols != in->train.inputs) {
+        fprintf(stderr, "rehearsal: %s: data.inputs: %d features are not %d channel%s of a square "
+                        "image, as model.network %s takes\n", sc->path, in->train.inputs, ch,
+                ch == 1 ? "" : "s", spec->name);
+        return 2;
+      }
+    }
+    const char *why = rh_model_init_net(&c->model, spec, ch, rows, cols, classes);
+    if (why) {
+      fprintf(stderr, "rehearsal: %s: model.network: %s on %dx%dx%d inputs: %s\n", sc->path,
+              spec->name, ch, rows, cols, why);
+      return 2;
+    }
+  } else if (rh_model_init(&c->model, sc->model.kind == 1 ? RH_MODEL_SOFTMAX : RH_MODEL_MLP,
+                           in->train.inputs, sc->model.hidden, classes) != RH_OK) {
     fprintf(stderr, "rehearsal: %s: model: cannot build it\n", sc->path);
     return 2;
   }
@@ -339,6 +372,7 @@ static void release(run_inputs *in) {
   }
   rh_dataset_free(&in->train);
   rh_dataset_free(&in->validation);
+  rh_net_release();
   free(in->layers);
   rh_scenario_launch_free(&in->launch);
 }
@@ -681,7 +715,10 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     double step_s = total / (double)all_steps, compute_step = compute / (double)all_steps;
     double thr = all_samples / total, ideal = size * batch / compute_step;
     printf("\nsummary\n");
-    const char *kind = cfg->real ? (sc.model.kind == 1 ? "softmax regression" : "MLP") : "";
+    const char *kind = !cfg->real                       ? ""
+                       : sc.model.kind == RH_KIND_SOFTMAX ? "softmax regression"
+                       : sc.model.kind == RH_KIND_MLP     ? "MLP"
+                                                          : rh_net_names[sc.model.network];
     const char *mname = sc.model.name ? sc.model.name : "";
     double gbytes = cfg->real ? 4 : rh_precision_grad_bytes(sc.model.precision);
     printf("  model        %s%s%s%s%s: %.0f parameters, %.1f MB of %s gradients, %.4g "

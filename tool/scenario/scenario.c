@@ -6,6 +6,7 @@
  */
 #include "scenario.h"
 #include "recipe.h"
+#include "net/net.h"
 #include "schema.h"
 
 #include <yaml.h>
@@ -53,8 +54,8 @@ const char *const rh__preset_kinds[PRESET_KINDS] = {"node", "gpu", "network", "m
 
 static const char *const network_models[] = {"exact", "realistic", "nccl", NULL};
 static const char *const transports[] = {"ib", "roce", "tcp", NULL};
-static const char *const model_kinds[] = {"timing", "softmax", "mlp", NULL};
-static const char *const data_sources[] = {"synthetic", "idx", NULL};
+static const char *const model_kinds[] = {"timing", "softmax", "mlp", "net", NULL};
+static const char *const data_sources[] = {"synthetic", "idx", "cifar10", "fashion-mnist", NULL};
 static const char *const lr_scalings[] = {"size", "local_size", "none", NULL};
 static const char *const optimizers[] = {"sgd", "adam", "adadelta", NULL};
 static const char *const epochs_rules[] = {"fixed", "divided", NULL};
@@ -184,9 +185,12 @@ static const field cluster_fields[] = {
     END};
 static const field model_fields[] = {
     ENUM("kind", model_kinds, model.kind,
-        "timing (FLOPs and bytes), or softmax or mlp (small C models that train on real numbers)"),
+        "timing (FLOPs and bytes); softmax, mlp or net: C models that train on real numbers"),
     INT("hidden", false, 1, 1 << 20, model.hidden,
         "mlp: hidden units"),
+    ENUM("network", rh_net_names, model.network,
+        "net: the convolutional network (docs/models.md): mnist_net (the seeds' PyTorch Net), "
+        "lenet5, keras_mnist_cnn, tf_mnist_cnn, keras_fmnist_cnn, keras_cifar10_cnn"),
     STR("name", false, model.name,
         "the model's name, for the outputs"),
     COUNT("parameters", false, 1, 1e15, model.parameters,
@@ -246,7 +250,8 @@ static const field model_fields[] = {
     END};
 static const field data_fields[] = {
     ENUM("source", data_sources, data.source,
-        "synthetic, or idx (MNIST / Fashion-MNIST files)"),
+        "synthetic; idx (MNIST / Fashion-MNIST files, plain or gzip'd); cifar10 (its binary "
+        "batches); fashion-mnist (Debian's dataset-fashion-mnist, its test set for validation)"),
     COUNT("train_samples", false, 1, 1e15, data.train,
         "training samples (required for synthetic; idx: all the file's images when absent)"),
     COUNT("validation_samples", false, 0, 1e15, data.validation,
@@ -260,11 +265,16 @@ static const field data_fields[] = {
     COUNT("seed", false, 0, 1e15, data.seed,
         "synthetic data are drawn from it"),
     STR("train_images", false, data.train_images,
-        "idx: the training images, relative to the scenario file"),
+        "idx: the training images, relative to the scenario file; cifar10: a pattern of its "
+        "batch files (data_batch_*.bin)"),
     STR("train_labels", false, data.train_labels,
         "idx: the training labels"),
     STR("validation_images", false, data.validation_images,
-        "idx: the validation images"),
+        "idx: the validation images; cifar10: test_batch.bin"),
+    NUM("normalize_mean", false, -1e6, false, 1e6, 1, data.norm_mean,
+        "images: subtracted after scaling to [0, 1] (torchvision's Normalize; MNIST 0.1307)"),
+    NUM("normalize_std", false, 0, true, 1e6, 1, data.norm_std,
+        "images: the divisor after the mean (MNIST 0.3081); absent: no normalisation"),
     STR("validation_labels", false, data.validation_labels,
         "idx: the validation labels"),
     END};
@@ -1549,8 +1559,8 @@ static bool check_model_layers(walker *w) {
   if (real && (sc->model.nlayers > 0 || sc->model.parameters > 0 || sc->model.family)) {
     const char *at = sc->model.family ? "model.family"
                      : sc->model.nlayers ? "model.layers" : "model.parameters";
-    fail(w, node_at(w->doc, at), at, "a real model (kind %s) has its own layers; give hidden instead",
-         sc->model.kind == 1 ? "softmax" : "mlp");
+    fail(w, node_at(w->doc, at), at, "a real model (kind %s) has its own layers; give %s instead",
+         model_kinds[sc->model.kind], sc->model.kind == RH_KIND_NET ? "network" : "hidden");
     return false;
   }
   if (!real && sc->model.nlayers == 0) {
@@ -1678,25 +1688,62 @@ static void check_whole(walker *w) {
   bool layer_flops = sc->model.nlayers > 0 && sc->model.layers[0].flops_given;
   if (!real && sc->model.forward_flops <= 0 && !layer_flops) {
     fail(w, node_at(w->doc, "model"), "model.forward_gflops_per_sample",
-         "missing (required for a timing-only model; kind softmax or mlp computes it)");
+         "missing (required for a timing-only model; kind softmax, mlp or net computes it)");
     return;
   }
   if (sc->data.source == 0 && sc->data.train <= 0) {
     fail(w, node_at(w->doc, "data"), "data.train_samples", "missing (required for synthetic data)");
     return;
   }
-  if (sc->data.source == 1) {
+  if (sc->model.kind == RH_KIND_NET && !node_at(w->doc, "model.network")) {
+    fail(w, node_at(w->doc, "model"), "model.network", "missing (required with kind: net)");
+    return;
+  }
+  if (sc->data.source != RH_DATA_SYNTHETIC) {
     if (!real) {
       fail(w, node_at(w->doc, "data.source"), "data.source",
-           "idx files need a real model (model.kind softmax or mlp)");
+           "%s data need a real model (model.kind softmax, mlp or net)",
+           data_sources[sc->data.source]);
       return;
     }
-    if (!sc->data.train_images || !sc->data.train_labels) {
+    if (sc->data.source == RH_DATA_FASHION_MNIST &&
+        (sc->data.train_images || sc->data.validation_images)) {
+      fail(w, node_at(w->doc, sc->data.train_images ? "data.train_images" : "data.validation_images"),
+           sc->data.train_images ? "data.train_images" : "data.validation_images",
+           "source fashion-mnist reads Debian's files (%s); give source: idx for other files",
+           rh_datasets_dir());
+      return;
+    }
+    if (sc->data.source == RH_DATA_FASHION_MNIST) {
+      /* Debian's dataset-fashion-mnist: the training set, and the test set for validation */
+      const char *dir = rh_datasets_dir();
+      char buf[1100];
+      static const char *const files[4] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+      char **dst[4] = {&sc->data.train_images, &sc->data.train_labels,
+                       &sc->data.validation_images, &sc->data.validation_labels};
+      for (int i = 0; i < 4; i++) {
+        snprintf(buf, sizeof buf, "%s/%s", dir, files[i]);
+        *dst[i] = strdup(buf);
+        if (!*dst[i]) {
+          fail(w, node_at(w->doc, "data"), "data.source", "out of memory");
+          return;
+        }
+      }
+    }
+    if (!sc->data.train_images ||
+        (sc->data.source != RH_DATA_CIFAR10 && !sc->data.train_labels)) {
       fail(w, node_at(w->doc, "data"), sc->data.train_images ? "data.train_labels" : "data.train_images",
-           "missing (required with source: idx)");
+           "missing (required with source: %s)", data_sources[sc->data.source]);
       return;
     }
-    if (!sc->data.validation_images != !sc->data.validation_labels) {
+    if (sc->data.source == RH_DATA_CIFAR10 && (sc->data.train_labels || sc->data.validation_labels)) {
+      const char *at = sc->data.train_labels ? "data.train_labels" : "data.validation_labels";
+      fail(w, node_at(w->doc, at), at, "CIFAR-10's batches hold their labels: give the images only");
+      return;
+    }
+    if (sc->data.source != RH_DATA_CIFAR10 &&
+        !sc->data.validation_images != !sc->data.validation_labels) {
       fail(w, node_at(w->doc, "data"),
            sc->data.validation_images ? "data.validation_labels" : "data.validation_images",
            "missing: validation images and labels come together");
@@ -2092,4 +2139,9 @@ void rh_scenario_launch_free(rh_scenario_launch *l) {
   free((void *)l->plan.faults);
   free((void *)l->elastic.changes);
   *l = (rh_scenario_launch){0};
+}
+
+const char *rh_datasets_dir(void) {
+  const char *env = getenv("RH_DATASETS");
+  return env && *env ? env : "/usr/share/datasets/fashion-mnist";
 }

@@ -63,6 +63,21 @@ typedef struct rh_sweep_axis {
  * whose values are not what ran. */
 const char *rh_sweep_axes_clash(const char *a, const char *b);
 
+/* data.source */
+typedef enum rh_data_source {
+  RH_DATA_SYNTHETIC = 0,
+  RH_DATA_IDX = 1,
+  RH_DATA_CIFAR10 = 2,
+  RH_DATA_FASHION_MNIST = 3, /* Debian's dataset-fashion-mnist (RH_DATASETS overrides where) */
+} rh_data_source;
+
+/* model.kind */
+enum { RH_KIND_TIMING = 0, RH_KIND_SOFTMAX = 1, RH_KIND_MLP = 2, RH_KIND_NET = 3 };
+
+/* The folder of Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist), or RH_DATASETS
+ * where set. */
+const char *rh_datasets_dir(void);
+
 typedef struct rh_scenario {
   char *path;
   char *name;
@@ -84,7 +99,8 @@ typedef struct rh_scenario {
     int peak_from;               /* -1: peak_tflops as written; else the precision it is for */
   } compute;
   struct {
-    int kind;             /* 0 timing-only, 1 softmax regression, 2 MLP */
+    int kind;             /* 0 timing-only, 1 softmax regression, 2 MLP, 3 a network (net.h) */
+    int network;          /* kind net: an index of rh_net_names */
     int hidden;           /* MLP hidden units */
     char *name;
     double parameters;
@@ -101,7 +117,8 @@ typedef struct rh_scenario {
   struct {
     double train;         /* 0 with IDX files: all their images */
     double validation;
-    int source;           /* 0 synthetic, 1 IDX files */
+    int source;           /* rh_data_source */
+    double norm_mean, norm_std; /* images: (x - mean) / std after scaling to [0, 1]; std 0: none */
     int inputs, classes;  /* synthetic */
     double noise, seed;   /* synthetic; noise < 0: 0.28 sqrt(inputs) */
     char *train_images, *train_labels, *validation_images, *validation_labels; /* IDX */

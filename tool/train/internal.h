@@ -73,6 +73,7 @@ struct rank_state {
   /* real models */
   float *params, *grad, *x;
   int32_t *y;
+  uint64_t dropout_key;  /* the step's dropout key (rh_net_dropout_key), for the serial replica */
   rh_optimizer opt;
   long *shard, shard_n;  /* this rank's samples of the current segment of the epoch */
   int shard_epoch;       /* the epoch the shard was cut for (-1: none) */

@@ -87,9 +87,13 @@ static rh_status setup(rank_state *s) {
    * gives them, else by their parameters */
   for (int i = 0; i < s->ntensors; i++) {
     double f = cfg->real ? 0 : cfg->layers[i].forward_flops;
-    s->tensors[i].share = f > 0 || (cfg->layer_flops && !cfg->real)
-                              ? f / cfg->forward_flops
-                              : (double)s->tensors[i].count / (double)s->nparams;
+    if (cfg->real && cfg->model.kind == RH_MODEL_NET) /* a network's tensors by their ops' FLOPs */
+      s->tensors[i].share = rh_net_tensor_flops(&cfg->model.net, i) /
+                            rh_net_forward_flops(&cfg->model.net);
+    else
+      s->tensors[i].share = f > 0 || (cfg->layer_flops && !cfg->real)
+                                ? f / cfg->forward_flops
+                                : (double)s->tensors[i].count / (double)s->nparams;
   }
   s->written = calloc((size_t)s->epochs + 2, 1);
   s->epoch_stats = calloc((size_t)s->epochs + 1, sizeof *s->epoch_stats);
@@ -403,7 +407,10 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   int correct = 0;
   if (cfg->real) {
     load_batch(s, k, n);
-    loss = rh_model_loss_grad(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct);
+    /* dropout's masks: the step's key, this rank's samples at rank x n of the step's global batch */
+    s->dropout_key = rh_net_dropout_key(cfg->seed, (long)s->pos.global_step);
+    loss = rh_model_loss_grad_at(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct,
+                                 s->dropout_key, (long)s->rank * n);
   }
   /* gradient accumulation: the micro-batches before the last run forward and backward with no
    * allreduce (DDP's no_sync); the last one's backward reduces the summed gradients */

@@ -7,12 +7,14 @@
 #include "data.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 /* ---- synthetic -------------------------------------------------------------------------------- */
 
@@ -86,8 +88,8 @@ rh_status rh_dataset_synthetic(rh_dataset *d, long n, int inputs, int classes, u
       centres[(size_t)c * (size_t)inputs + (size_t)i] = (float)(z[i] * scale);
   }
   free(z);
-  *d = (rh_dataset){.n = n, .inputs = inputs, .classes = classes, .seed = seed, .noise = noise,
-                    .centres = centres};
+  *d = (rh_dataset){.n = n, .inputs = inputs, .classes = classes, .channels = 1, .rows = 1,
+                    .cols = inputs, .seed = seed, .noise = noise, .centres = centres};
   return RH_OK;
 }
 
@@ -180,25 +182,26 @@ typedef struct idx_file {
 } idx_file;
 
 /* Reads and checks an IDX file whose magic must be `magic` (type byte 0x08, ndims in the low
- * byte).  The file's size must be exactly the header plus the product of the dimensions. */
+ * byte), plain or gzip'd (zlib reads both).  The data must be exactly the product of the
+ * dimensions: fewer bytes are a truncated file, more are trailing bytes. */
 static rh_status idx_read(const char *path, uint32_t magic, const char *what, idx_file *f,
                           char *err, size_t errlen) {
   *f = (idx_file){0};
   int ndims = (int)(magic & 0xffu);
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return fail(err, errlen, RH_ERR_IO, path, "cannot open: %s", strerror(errno));
+  errno = 0;
+  gzFile gz = gzopen(path, "rb");
+  if (!gz)
+    return fail(err, errlen, RH_ERR_IO, path, "cannot open: %s",
+                errno ? strerror(errno) : "out of memory");
+  gzbuffer(gz, 1 << 17);
 
   rh_status st = RH_OK;
   unsigned char head[16];
   size_t head_len = 4 + 4 * (size_t)ndims;
-  long size = -1;
-  if (fseek(fp, 0, SEEK_END) == 0) size = ftell(fp);
-  if (size < 0 || fseek(fp, 0, SEEK_SET) != 0) {
-    st = fail(err, errlen, RH_ERR_IO, path, "cannot determine the file size: %s", strerror(errno));
-    goto done;
-  }
-  if ((unsigned long)size < 4 || fread(head, 1, 4, fp) != 4) {
-    st = fail(err, errlen, RH_ERR_INVALID, path, "too short for an IDX header (%ld bytes)", size);
+  int got_head = gzread(gz, head, (unsigned)head_len);
+  if (got_head < 4) {
+    st = fail(err, errlen, RH_ERR_INVALID, path, "too short for an IDX header (%d bytes)",
+              got_head < 0 ? 0 : got_head);
     goto done;
   }
   uint32_t got = be32(head);
@@ -214,9 +217,9 @@ static rh_status idx_read(const char *path, uint32_t magic, const char *what, id
               got & 0xffu, got, ndims, what);
     goto done;
   }
-  if ((unsigned long)size < head_len || fread(head + 4, 1, head_len - 4, fp) != head_len - 4) {
+  if ((size_t)got_head < head_len) {
     st = fail(err, errlen, RH_ERR_INVALID, path,
-              "truncated header: %ld bytes, expected at least %zu", size, head_len);
+              "truncated header: %d bytes, expected at least %zu", got_head, head_len);
     goto done;
   }
   f->count = 1;
@@ -233,21 +236,11 @@ static rh_status idx_read(const char *path, uint32_t magic, const char *what, id
     }
     f->count *= f->dims[i];
   }
-  uint64_t have = (uint64_t)size - head_len;
-  if (have < f->count) {
-    st = fail(err, errlen, RH_ERR_INVALID, path,
-              "truncated: %llu bytes of data after the header, expected %llu",
-              (unsigned long long)have, (unsigned long long)f->count);
-    goto done;
-  }
-  if (have > f->count) {
-    st = fail(err, errlen, RH_ERR_INVALID, path,
-              "%llu bytes of data after the header, expected %llu (trailing bytes)",
-              (unsigned long long)have, (unsigned long long)f->count);
-    goto done;
-  }
-  if (f->count > SIZE_MAX) {
-    st = fail(err, errlen, RH_ERR_NOMEM, path, "too large to load");
+  /* the header's sizes are read before memory is taken for them: a count past 2^32 bytes or past
+   * what size_t holds is refused without trying */
+  if (f->count > SIZE_MAX || f->count > ((uint64_t)1 << 36)) {
+    st = fail(err, errlen, RH_ERR_NOMEM, path, "too large to load (%llu bytes)",
+              (unsigned long long)f->count);
     goto done;
   }
   f->data = malloc((size_t)f->count);
@@ -256,12 +249,37 @@ static rh_status idx_read(const char *path, uint32_t magic, const char *what, id
               (unsigned long long)f->count);
     goto done;
   }
-  if (fread(f->data, 1, (size_t)f->count, fp) != (size_t)f->count) {
-    st = fail(err, errlen, RH_ERR_IO, path, "read error");
+  uint64_t have = 0;
+  while (have < f->count) {
+    uint64_t left = f->count - have;
+    int n = gzread(gz, f->data + have, left > (1u << 30) ? (1u << 30) : (unsigned)left);
+    if (n <= 0) break;
+    have += (uint64_t)n;
+  }
+  int zerr = Z_OK;
+  const char *zmsg = gzerror(gz, &zerr);
+  if (zerr != Z_OK && zerr != Z_STREAM_END && zerr != Z_BUF_ERROR) {
+    st = fail(err, errlen, zerr == Z_ERRNO ? RH_ERR_IO : RH_ERR_INVALID, path,
+              "read error after %llu bytes of data: %s", (unsigned long long)have,
+              zerr == Z_ERRNO ? strerror(errno) : zmsg);
+    goto done;
+  }
+  if (have < f->count) {
+    st = fail(err, errlen, RH_ERR_INVALID, path,
+              "truncated: %llu bytes of data after the header, expected %llu",
+              (unsigned long long)have, (unsigned long long)f->count);
+    goto done;
+  }
+  unsigned char extra[64];
+  int more = gzread(gz, extra, sizeof extra);
+  if (more > 0) {
+    st = fail(err, errlen, RH_ERR_INVALID, path,
+              "more than %llu bytes of data after the header (trailing bytes)",
+              (unsigned long long)f->count);
     goto done;
   }
 done:
-  fclose(fp);
+  gzclose(gz);
   if (st != RH_OK) {
     free(f->data);
     *f = (idx_file){0};
@@ -317,7 +335,7 @@ rh_status rh_dataset_load_idx(rh_dataset *d, const char *images, const char *lab
     if (y[i] > max_label) max_label = y[i];
   }
   *d = (rh_dataset){.n = (long)im.dims[0], .inputs = (int)pixels, .classes = max_label + 1,
-                    .x = x, .y = y};
+                    .channels = 1, .rows = (int)im.dims[1], .cols = (int)im.dims[2], .x = x, .y = y};
   x = NULL;
   y = NULL;
 done:
@@ -326,6 +344,104 @@ done:
   free(im.data);
   free(lb.data);
   return st;
+}
+
+/* ---- CIFAR-10's binary format ----------------------------------------------------------------- */
+
+/* A record: the label byte, then 1024 red, 1024 green and 1024 blue bytes, rows of 32. */
+#define CIFAR_SIDE 32
+#define CIFAR_PIXELS (3 * CIFAR_SIDE * CIFAR_SIDE)
+#define CIFAR_RECORD (1 + CIFAR_PIXELS)
+
+/* Appends the records of one file (plain or gzip'd) to *d's x and y (grown as they come). */
+static rh_status cifar_file(const char *path, rh_dataset *d, long *cap, char *err, size_t errlen) {
+  errno = 0;
+  gzFile gz = gzopen(path, "rb");
+  if (!gz)
+    return fail(err, errlen, RH_ERR_IO, path, "cannot open: %s",
+                errno ? strerror(errno) : "out of memory");
+  gzbuffer(gz, 1 << 17);
+  rh_status st = RH_OK;
+  unsigned char rec[CIFAR_RECORD];
+  long records = 0;
+  for (;;) {
+    int n = gzread(gz, rec, CIFAR_RECORD);
+    if (n == 0) break;
+    if (n < 0) {
+      int zerr;
+      const char *msg = gzerror(gz, &zerr);
+      st = fail(err, errlen, RH_ERR_IO, path, "read error after %ld records: %s", records,
+                zerr == Z_ERRNO ? strerror(errno) : msg);
+      break;
+    }
+    if (n < CIFAR_RECORD) {
+      st = fail(err, errlen, RH_ERR_INVALID, path,
+                "truncated: record %ld has %d of its %d bytes (a label byte and 3 x 32 x 32 "
+                "pixels)", records + 1, n, CIFAR_RECORD);
+      break;
+    }
+    if (rec[0] > 99) {
+      st = fail(err, errlen, RH_ERR_INVALID, path,
+                "record %ld: label %d (CIFAR-10's labels are 0-9, CIFAR-100's coarse ones 0-19)",
+                records + 1, rec[0]);
+      break;
+    }
+    if (d->n == *cap) {
+      long grown = *cap ? 2 * *cap : 10000;
+      float *x = realloc(d->x, (size_t)grown * CIFAR_PIXELS * sizeof *x);
+      if (x) d->x = x;
+      int32_t *y = x ? realloc(d->y, (size_t)grown * sizeof *y) : NULL;
+      if (y) d->y = y;
+      if (!x || !y) {
+        st = fail(err, errlen, RH_ERR_NOMEM, path, "out of memory at record %ld", records + 1);
+        break;
+      }
+      *cap = grown;
+    }
+    float *x = d->x + (size_t)d->n * CIFAR_PIXELS;
+    for (int i = 0; i < CIFAR_PIXELS; i++) x[i] = (float)rec[1 + i] / 255.0f;
+    d->y[d->n] = rec[0];
+    if (rec[0] + 1 > d->classes) d->classes = rec[0] + 1;
+    d->n++;
+    records++;
+  }
+  if (st == RH_OK && records == 0)
+    st = fail(err, errlen, RH_ERR_INVALID, path, "empty: no CIFAR-10 record");
+  gzclose(gz);
+  return st;
+}
+
+rh_status rh_dataset_load_cifar10(rh_dataset *d, const char *pattern, char *err, size_t errlen) {
+  if (!d || !pattern) return RH_ERR_INVALID;
+  *d = (rh_dataset){0};
+  if (err && errlen > 0) err[0] = '\0';
+  glob_t g;
+  int rc = glob(pattern, 0, NULL, &g);
+  if (rc != 0) {
+    if (rc != GLOB_NOMATCH) globfree(&g);
+    return fail(err, errlen, RH_ERR_IO, pattern, "cannot open: %s",
+                rc == GLOB_NOMATCH ? "no such file" : "the pattern cannot be read");
+  }
+  rh_status st = RH_OK;
+  long cap = 0;
+  /* glob sorts its matches: data_batch_1.bin .. data_batch_5.bin in order */
+  for (size_t i = 0; i < g.gl_pathc && st == RH_OK; i++)
+    st = cifar_file(g.gl_pathv[i], d, &cap, err, errlen);
+  globfree(&g);
+  if (st != RH_OK) {
+    rh_dataset_free(d);
+    return st;
+  }
+  d->inputs = CIFAR_PIXELS;
+  d->channels = 3;
+  d->rows = d->cols = CIFAR_SIDE;
+  return RH_OK;
+}
+
+void rh_dataset_normalize(rh_dataset *d, double mean, double std) {
+  if (!d->x || !(std > 0)) return;
+  size_t n = (size_t)d->n * (size_t)d->inputs;
+  for (size_t i = 0; i < n; i++) d->x[i] = (float)(((double)d->x[i] - mean) / std);
 }
 
 /* ---- IDX writing ------------------------------------------------------------------------------ */

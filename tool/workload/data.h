@@ -1,7 +1,8 @@
 /*
  * data.h: training data.  A deterministic synthetic, class-structured data set of any size (each
  * sample is computed from the seed and its index, so nothing is stored and every rank sees the
- * same sample i), and a loader for the IDX files of MNIST and Fashion-MNIST.
+ * same sample i), and loaders for the IDX files of MNIST and Fashion-MNIST (plain or gzip'd) and CIFAR-10's
+ * binary batches.
  */
 #ifndef REHEARSAL_DATA_H
 #define REHEARSAL_DATA_H
@@ -15,6 +16,7 @@ typedef struct rh_dataset {
   long n;          /* samples */
   int inputs;      /* features per sample */
   int classes;
+  int channels, rows, cols; /* images: inputs = channels x rows x cols (synthetic: 1 x 1 x inputs) */
   /* synthetic */
   uint64_t seed;
   double noise;    /* standard deviation of the noise around each class centre */
@@ -35,6 +37,15 @@ rh_status rh_dataset_synthetic(rh_dataset *d, long n, int inputs, int classes, u
  * and what is wrong in err.  `classes` becomes max label + 1. */
 rh_status rh_dataset_load_idx(rh_dataset *d, const char *images, const char *labels, char *err,
                               size_t errlen);
+
+/* Loads CIFAR-10's binary batches (data_batch_1.bin ...; plain or gzip'd): every file the glob
+ * pattern matches, in sorted order, each a run of 3073-byte records (a label byte, then the
+ * red, green and blue planes of 32 x 32).  Pixels are scaled to [0, 1], channels first.  A
+ * pattern matching nothing, a truncated record or a label above 99 is an error naming the file. */
+rh_status rh_dataset_load_cifar10(rh_dataset *d, const char *pattern, char *err, size_t errlen);
+
+/* x = (x - mean) / std for every feature of a loaded set (torchvision's Normalize). */
+void rh_dataset_normalize(rh_dataset *d, double mean, double std);
 
 /* Computes every sample of a synthetic set once and keeps them (n x inputs floats), so that
  * later reads are copies; the samples are the same bits as before.  No-op for loaded sets. */

@@ -7,6 +7,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,10 @@ static double uniform01(uint64_t *state) {
 }
 
 void rh_model_init_params(const rh_model *m, float *params, uint64_t seed) {
+  if (m->kind == RH_MODEL_NET) {
+    rh_net_init_params(&m->net, params, seed);
+    return;
+  }
   uint64_t state = seed;
   /* Weights and biases alternate in the tensor list; the fan-in of a weight is the width of the
    * layer's input.  Tensors are filled in forward order, elements in storage order. */
@@ -77,6 +82,7 @@ void rh_model_init_params(const rh_model *m, float *params, uint64_t seed) {
 /* Counts the multiply-adds of the matrix products only (2 FLOPs each); the bias additions, the
  * ReLU and the softmax are left out, being smaller by a factor of the layer width. */
 double rh_model_forward_flops(const rh_model *m) {
+  if (m->kind == RH_MODEL_NET) return rh_net_forward_flops(&m->net);
   double in = m->inputs, hid = m->hidden, out = m->classes;
   if (m->kind == RH_MODEL_SOFTMAX) return 2.0 * in * out;
   return 2.0 * (in * hid + hid * out);
@@ -123,29 +129,6 @@ static void forward_sample(const rh_model *m, const float *params, const float *
   dense(params + t[0].offset, params + t[1].offset, x, m->inputs, m->hidden, s->h);
   for (int j = 0; j < m->hidden; j++) s->h[j] = s->h[j] > 0.0f ? s->h[j] : 0.0f;
   dense(params + t[2].offset, params + t[3].offset, s->h, m->hidden, m->classes, s->logits);
-}
-
-/* Cross-entropy of one sample from its logits, with the log-sum-exp shifted by the largest logit
- * and computed in double.  When dz is non-NULL it receives scale * (softmax - one_hot(label)),
- * the gradient of scale * loss with respect to the logits.  *argmax receives the first index of
- * the largest logit. */
-static double cross_entropy(const float *logits, int classes, int label, double scale, float *dz,
-                            int *argmax) {
-  int best = 0;
-  for (int k = 1; k < classes; k++)
-    if (logits[k] > logits[best]) best = k;
-  double top = logits[best];
-  double sum = 0.0;
-  for (int k = 0; k < classes; k++) sum += exp((double)logits[k] - top);
-  double lse = top + log(sum);
-  if (dz) {
-    for (int k = 0; k < classes; k++) {
-      double p = exp((double)logits[k] - lse);
-      dz[k] = (float)(scale * (p - (k == label ? 1.0 : 0.0)));
-    }
-  }
-  *argmax = best;
-  return lse - (double)logits[label];
 }
 
 /* grad += the gradient of one sample's scaled loss, given its dz (and, for the MLP, its ReLU
@@ -207,7 +190,7 @@ static double loss_common(const rh_model *m, const float *params, const float *x
     const float *xb = x + (size_t)b * (size_t)m->inputs;
     forward_sample(m, params, xb, &s);
     int argmax;
-    total += cross_entropy(s.logits, m->classes, y[b], scale, grad ? s.dz : NULL, &argmax);
+    total += rh_softmax_cross_entropy(s.logits, m->classes, y[b], scale, grad ? s.dz : NULL, &argmax);
     if (argmax == y[b]) right++;
     if (grad) backward_sample(m, params, xb, &s, grad);
   }
@@ -216,12 +199,40 @@ static double loss_common(const rh_model *m, const float *params, const float *x
   return total / (double)batch;
 }
 
+double rh_model_loss_grad_at(const rh_model *m, const float *params, const float *x,
+                             const int32_t *y, int batch, float *grad, int *correct, uint64_t key,
+                             long first) {
+  if (m->kind == RH_MODEL_NET)
+    return rh_net_loss_grad(&m->net, params, x, y, batch, grad, correct, true, key, first);
+  return loss_common(m, params, x, y, batch, grad, correct);
+}
+
 double rh_model_loss_grad(const rh_model *m, const float *params, const float *x, const int32_t *y,
                           int batch, float *grad, int *correct) {
-  return loss_common(m, params, x, y, batch, grad, correct);
+  return rh_model_loss_grad_at(m, params, x, y, batch, grad, correct, 0, 0);
 }
 
 double rh_model_evaluate(const rh_model *m, const float *params, const float *x, const int32_t *y,
                          int batch, int *correct) {
+  if (m->kind == RH_MODEL_NET)
+    return rh_net_loss_grad(&m->net, params, x, y, batch, NULL, correct, false, 0, 0);
   return loss_common(m, params, x, y, batch, NULL, correct);
+}
+
+const char *rh_model_init_net(rh_model *m, const rh_net_spec *spec, int channels, int rows,
+                              int cols, int classes) {
+  memset(m, 0, sizeof *m);
+  const char *why = rh_net_build(&m->net, spec, channels, rows, cols, classes);
+  if (why) return why;
+  m->kind = RH_MODEL_NET;
+  m->inputs = (int)m->net.inputs;
+  m->classes = classes;
+  m->nparams = m->net.nparams;
+  m->ntensors = m->net.ntensors;
+  for (int t = 0; t < m->ntensors; t++) {
+    snprintf(m->tensors[t].name, sizeof m->tensors[t].name, "%s", m->net.tensors[t].name);
+    m->tensors[t].offset = m->net.tensors[t].offset;
+    m->tensors[t].count = m->net.tensors[t].count;
+  }
+  return NULL;
 }

@@ -7,14 +7,15 @@
 #define REHEARSAL_MODEL_H
 
 #include "rehearsal.h"
+#include "net/net.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum rh_model_kind { RH_MODEL_SOFTMAX = 0, RH_MODEL_MLP = 1 } rh_model_kind;
+typedef enum rh_model_kind { RH_MODEL_SOFTMAX = 0, RH_MODEL_MLP = 1, RH_MODEL_NET = 2 } rh_model_kind;
 
 typedef struct rh_tensor_desc {
-  const char *name; /* static string, e.g. "fc1.weight" */
+  char name[48]; /* e.g. "fc1.weight" */
   size_t offset;    /* first element in the flat parameter array */
   size_t count;
 } rh_tensor_desc;
@@ -24,8 +25,13 @@ typedef struct rh_model {
   int inputs, hidden, classes; /* hidden is 0 for softmax regression */
   size_t nparams;
   int ntensors;
-  rh_tensor_desc tensors[4]; /* in forward order: weight then bias of each layer */
+  rh_tensor_desc tensors[RH_NET_MAX_TENSORS]; /* in forward order: weight then bias of each layer */
+  rh_net net; /* RH_MODEL_NET: the network (net/net.h) */
 } rh_model;
+
+/* A convolutional network (net/net.h) on images of channels x rows x cols; NULL, or why not. */
+const char *rh_model_init_net(rh_model *m, const rh_net_spec *spec, int channels, int rows,
+                              int cols, int classes);
 
 /* Describes a model; RH_ERR_INVALID for non-positive sizes (hidden ignored for softmax). */
 rh_status rh_model_init(rh_model *m, rh_model_kind kind, int inputs, int hidden, int classes);
@@ -43,7 +49,14 @@ double rh_model_forward_flops(const rh_model *m);
 double rh_model_loss_grad(const rh_model *m, const float *params, const float *x, const int32_t *y,
                           int batch, float *grad, int *correct);
 
-/* Mean loss and number correct, without gradients. */
+/* The same for a training step whose dropout masks come from `key` (rh_net_dropout_key), the
+ * batch being positions first .. first + batch - 1 of the step's global batch (net.h).  Models
+ * without dropout ignore both. */
+double rh_model_loss_grad_at(const rh_model *m, const float *params, const float *x,
+                             const int32_t *y, int batch, float *grad, int *correct, uint64_t key,
+                             long first);
+
+/* Mean loss and number correct, without gradients (dropout off). */
 double rh_model_evaluate(const rh_model *m, const float *params, const float *x, const int32_t *y,
                          int batch, int *correct);
 

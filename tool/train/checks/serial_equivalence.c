@@ -45,7 +45,9 @@ static rh_status after_step(rank_state *s, int epoch, long step, double lr) {
       rh_dataset_get(cfg->train, s->all_used[(size_t)r * (size_t)cfg->batch + (size_t)j],
                      s->sx + (size_t)m * (size_t)in, &s->sy[m]);
   int c;
-  rh_model_loss_grad(&cfg->model, s->sparams, s->sx, s->sy, (int)m, s->sgrad, &c);
+  /* the same dropout masks: rank r's samples were positions r x nused .. of this batch */
+  rh_model_loss_grad_at(&cfg->model, s->sparams, s->sx, s->sy, (int)m, s->sgrad, &c,
+                        s->dropout_key, 0);
   rh_optimizer_step(&s->sopt, s->sparams, s->sgrad, lr);
   double diff = 0, big = 0;
   for (size_t i = 0; i < s->nparams; i++) {
