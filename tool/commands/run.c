@@ -137,6 +137,7 @@ bool rh_summary_step(const char *path, double *step_ms, char *target, size_t len
 typedef struct run_inputs {
   rh_dataset train, validation;
   rh_train_layer *layers;
+  float *init_params; /* model.init_from */
   rh_train_config cfg;
   char checkpoints[1024];
   bool temporary_checkpoints;
@@ -218,7 +219,8 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
       .eps = sc->recipe.eps, .rho = sc->recipe.rho, .epochs = (int)sc->recipe.epochs,
       .epochs_divided = sc->recipe.epochs_rule == 1, .steps_rule = (rh_steps_rule)sc->recipe.steps_rule,
       .val_rule = (rh_val_rule)sc->recipe.val_rule, .stop_at_step = (long)sc->recipe.stop_at_step,
-      .seed = (uint64_t)sc->recipe.seed, .shuffle = sc->recipe.shuffle != 0,
+      .seed = (uint64_t)sc->recipe.seed, .shuffle = sc->recipe.shuffle,
+      .first_epoch = (int)sc->recipe.first_epoch,
       .replicated = sc->recipe.sharding == 1,
       .val_batch = sc->recipe.val_batch > 0 ? (long)sc->recipe.val_batch : (long)sc->recipe.batch,
       .checkpoint_every = sc->recipe.checkpoint_every, .resume = resume,
@@ -358,6 +360,17 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
   }
   c->parameters = (double)c->model.nparams;
   if (c->forward_flops <= 0) c->forward_flops = rh_model_forward_flops(&c->model);
+  if (sc->model.init_from) {
+    char path[1024];
+    data_path(sc, sc->model.init_from, path, sizeof path);
+    in->init_params = malloc(c->model.nparams * sizeof(float));
+    if (!in->init_params) return 1;
+    if (rh_model_read_params(&c->model, path, in->init_params, err, sizeof err) != 0) {
+      fprintf(stderr, "rehearsal: %s: model.init_from: %s\n", sc->path, err);
+      return 2;
+    }
+    c->init_params = in->init_params;
+  }
 
   bool need = c->checkpoint_every > 0 || c->checkpoint_every_steps > 0 || c->check[RH_CHECK_RESUME] ||
               resume || in->launch.has_restart;
@@ -374,6 +387,7 @@ static void release(run_inputs *in) {
   rh_dataset_free(&in->validation);
   rh_net_release();
   free(in->layers);
+  free(in->init_params);
   rh_scenario_launch_free(&in->launch);
 }
 
@@ -431,6 +445,22 @@ static void interval_study(const rh_scenario_launch *launch, const rh_train_conf
 }
 
 static int run_scenario(const char *file, const run_flags *fl, const rh_scenario_opts *opts);
+
+/* params.bin's index: its layout and each tensor's name, shape and first value, so that
+ * numpy.fromfile(..., "<f4") and the shapes give the state_dict (and model.init_from reads it). */
+static json_t *params_index(const rh_model *m) {
+  json_t *tensors = json_array();
+  for (int t = 0; t < m->ntensors; t++) {
+    json_t *shape = json_array();
+    for (int d = 0; d < m->tensors[t].ndim; d++)
+      json_array_append_new(shape, json_integer(m->tensors[t].dims[d]));
+    json_array_append_new(tensors, json_pack("{s:s, s:o, s:I}", "name", m->tensors[t].name,
+                                             "shape", shape, "offset",
+                                             (json_int_t)m->tensors[t].offset));
+  }
+  return json_pack("{s:s, s:s, s:I, s:o}", "file", "params.bin", "dtype", "float32 little-endian",
+                   "count", (json_int_t)m->nparams, "tensors", tensors);
+}
 
 /* The steps the run will take at its starting size (the progress line's total). */
 static long res_steps_total(const rh_scenario *sc, int epochs) {
@@ -911,6 +941,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)res.params_hash);
     json_object_set_new(root, "final_parameters_fnv1a", json_string(hex));
     printf("\nfinal parameters: FNV-1a %s\n", hex);
+    if (out && res.final_params) json_object_set_new(root, "parameters_file", params_index(&cfg->model));
   }
 
   rc = (unexpected || (launch_rc != 0 && !explained)) ? 1 : 0;
@@ -924,21 +955,27 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     char *epochs = malloc(strlen(header) + table_len + 1);
     if (epochs) sprintf(epochs, "%s%s", header, table);
-    const char *names[] = {"summary.json", "epochs.txt", "steps.csv"}, *texts[] = {text, epochs, steps};
+    const char *names[] = {"summary.json", "epochs.txt", "steps.csv", "params.bin"},
+               *texts[] = {text, epochs, steps, (const char *)res.final_params};
+    size_t sizes[] = {(size_t)-1, (size_t)-1, (size_t)-1,
+                      cfg->real ? cfg->model.nparams * sizeof(float) : 0};
+    /* params.bin: the final parameters, when the run ended with them (its index in summary.json) */
+    bool params = steps && cfg->real && res.final_params && res.error == RH_OK;
     if (res.unrecorded) {
       printf("\nsteps.csv not written: no memory was left to record %ld of the steps\n",
              res.unrecorded);
       rc = 1;
     }
     if (!text || !epochs || (!steps && !res.unrecorded) ||
-        rh_write_outputs(out, steps ? 3 : 2, names, texts) != 0)
+        rh_write_outputs_sized(out, steps ? (params ? 4 : 3) : 2, names, texts, sizes) != 0)
       rc = 1;
     else if (!steps)
       printf("\nwrote %s/summary.json and epochs.txt\n", out);
     else if (rows < res.recorded)
       printf("\nwrote %s/summary.json, epochs.txt and steps.csv (its first %ld steps of %ld: a "
              "row each up to %ld)\n", out, rows, res.recorded, STEPS_CSV_ROWS);
-    else printf("\nwrote %s/summary.json, epochs.txt and steps.csv\n", out);
+    else printf("\nwrote %s/summary.json, epochs.txt, steps.csv%s\n", out,
+                params ? " and params.bin" : "");
     free(text);
     free(epochs);
     free(steps);

@@ -64,6 +64,11 @@ static void remove_stale(const char *dir, int n, const char *const *names) {
 }
 
 int rh_write_outputs(const char *dir, int n, const char *const *names, const char *const *texts) {
+  return rh_write_outputs_sized(dir, n, names, texts, NULL);
+}
+
+int rh_write_outputs_sized(const char *dir, int n, const char *const *names,
+                           const char *const *texts, const size_t *sizes) {
   struct stat st;
   bool existed = stat(dir, &st) == 0;
   if (rh_make_dirs(dir) != 0) return 1;
@@ -80,7 +85,8 @@ int rh_write_outputs(const char *dir, int n, const char *const *names, const cha
     /* mkstemp makes the file private; a result is for others to read too (0644 less the umask) */
     if (fd >= 0) fchmod(fd, 0666 & ~mask);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f || fputs(texts[written], f) < 0 || fclose(f) != 0) {
+    size_t len = sizes && sizes[written] != (size_t)-1 ? sizes[written] : strlen(texts[written]);
+    if (!f || fwrite(texts[written], 1, len, f) != len || fclose(f) != 0) {
       fprintf(stderr, "rehearsal: cannot write %s/%s: %s\n", dir, names[written], strerror(errno));
       if (f == NULL && fd >= 0) close(fd);
       if (fd >= 0) unlink(tmp[written]);

@@ -6,6 +6,8 @@
 #ifndef REHEARSAL_OUTPUT_H
 #define REHEARSAL_OUTPUT_H
 
+#include <stddef.h>
+
 /* Writes `text` to DIR/NAME through a temporary file and a rename, creating DIR if needed, so a
  * reader never sees half a file.  Returns 0, or prints the reason and returns 1. */
 int rh_write_output(const char *dir, const char *name, const char *text);
@@ -13,6 +15,10 @@ int rh_write_output(const char *dir, const char *name, const char *text);
  * are whole, each renamed into place.  On failure none is renamed, and DIR is removed again when
  * this call made it.  Temporaries left by a process killed before its rename are removed. */
 int rh_write_outputs(const char *dir, int n, const char *const *names, const char *const *texts);
+/* The same with the bytes of each: sizes[i] bytes of texts[i] (binary), or strlen where sizes is
+ * NULL or sizes[i] is (size_t)-1. */
+int rh_write_outputs_sized(const char *dir, int n, const char *const *names,
+                           const char *const *texts, const size_t *sizes);
 /* Whether files can be written into DIR (made where missing): checked before the work whose
  * results go there, so that a long run does not end on an unwritable --out.  0, or prints the
  * reason and returns 1. */

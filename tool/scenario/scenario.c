@@ -62,6 +62,7 @@ static const char *const epochs_rules[] = {"fixed", "divided", NULL};
 static const char *const steps_rules[] = {"divided", "full", "loader", NULL};
 static const char *const val_rules[] = {"divided", "oversampled", "full", "none", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
+static const char *const shuffles[] = {"false", "true", "torch", NULL};
 static const char *const shardings[] = {"distributed", "replicated", NULL};
 static const char *const fault_links[] = {"uplink", "gpu", NULL};
 static const char *const fault_phases[] = {"allreduce", "broadcast", "allgather", "commit",
@@ -193,6 +194,9 @@ static const field model_fields[] = {
         "lenet5, keras_mnist_cnn, tf_mnist_cnn, keras_fmnist_cnn, keras_cifar10_cnn"),
     STR("name", false, model.name,
         "the model's name, for the outputs"),
+    STR("init_from", false, model.init_from,
+        "real models: the initial parameters, a params.bin as a run writes it (float32, "
+        "little-endian, tensors in state_dict order), relative to the scenario file"),
     COUNT("parameters", false, 1, 1e15, model.parameters,
         "timing: the parameter count (one tensor), or give layers"),
     NUM("forward_gflops_per_sample", false, 0, true, 1e12, 1e9, model.forward_flops,
@@ -317,8 +321,12 @@ static const field recipe_fields[] = {
         "TensorFlow's StopAtStepHook: stop at step S // size; 0: no stop"),
     COUNT("seed", false, 0, 1e15, recipe.seed,
         "the shuffle and the initial weights are drawn from it"),
-    ENUM("shuffle", booleans, recipe.shuffle,
-        "shuffle the samples each epoch"),
+    ENUM("shuffle", shuffles, recipe.shuffle,
+        "shuffle the samples each epoch: true (rehearsal's generator), or torch (torch.randperm "
+        "seeded seed + epoch, DistributedSampler's order: the samples PyTorch's ranks see)"),
+    COUNT("first_epoch", false, 0, 1e6, recipe.first_epoch,
+        "the epoch number of the first epoch as the script counts (set_epoch(epoch) of PyTorch's "
+        "examples: 0; Horovod's elastic MNIST, seed 001: 1); it seeds torch's order"),
     INT("checkpoint_every_epochs", false, 0, 1 << 20, recipe.checkpoint_every,
         "rank 0 writes a checkpoint every N epochs; 0: never"),
     ENUM("sharding", shardings, recipe.sharding,
@@ -2047,6 +2055,7 @@ void rh_scenario_free(rh_scenario *sc) {
   free(sc->description);
   free(sc->cluster.gpus_per_node);
   free(sc->model.name);
+  free(sc->model.init_from);
   free(sc->compute.tflops_model);
   free(sc->compute.gpu_name);
   free(sc->data.train_images);

@@ -103,6 +103,7 @@ typedef struct rh_scenario {
     int network;          /* kind net: an index of rh_net_names */
     int hidden;           /* MLP hidden units */
     char *name;
+    char *init_from;      /* real models: initial parameters from a params.bin (float32) */
     double parameters;
     double forward_flops; /* per sample; 0: from the real model */
     rh_layer *layers;     /* owned; nlayers entries (one "all" layer when none are listed) */
@@ -139,7 +140,8 @@ typedef struct rh_scenario {
     int val_rule;         /* rh_val_rule */
     double stop_at_step;
     double seed;
-    int shuffle;
+    int shuffle;          /* rh_shuffle: false, true (rehearsal's generator), torch */
+    double first_epoch;   /* the epoch number set_epoch gets first (torch's order) */
     int checkpoint_every;
     int sharding;         /* 0 distributed (DistributedSampler), 1 replicated (whole set per rank) */
     double val_batch;     /* 0: batch_per_worker */

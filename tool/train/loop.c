@@ -39,6 +39,7 @@ void rh_train_result_free(rh_train_result *r) {
   free(r->bucket_wait);
   free(r->bucket_ready);
   free(r->steps);
+  free(r->final_params);
   *r = (rh_train_result){0};
 }
 
@@ -172,10 +173,11 @@ static rh_status cut_shard(rank_state *s, int e) {
     if (!cfg->real) {
     } else if (unsharded || cfg->replicated) {
       uint64_t seed = cfg->seed + (unsharded ? 0 : 1000003ull * (uint64_t)(s->rank + 1));
-      rc = rh_sampler_indices(N, 1, 0, seed, e, cfg->shuffle, s->shard);
+      rc = rh_sampler_indices(N, 1, 0, seed, e + cfg->first_epoch, cfg->shuffle, s->shard);
       s->shard_n = N;
     } else {
-      rc = rh_sampler_remaining(N, done, s->size, s->rank, cfg->seed, e, cfg->shuffle, s->shard);
+      rc = rh_sampler_remaining(N, done, s->size, s->rank, cfg->seed, e + cfg->first_epoch,
+                                cfg->shuffle, s->shard);
       s->shard_n = rh_sampler_shard_size(N - done, s->size);
     }
     if (rc) return RH_ERR_NOMEM;
@@ -983,8 +985,12 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
       for (int i = 0; i < RH_CHECK_COUNT; i++) /* resumed with nothing left to run */
         train__skip(&s, (rh_check_id)i, "no step was left to run");
   }
-  if (st == RH_OK && cfg->real && s.rank == 0) /* before the resume replay */
+  if (st == RH_OK && cfg->real && s.rank == 0) { /* before the resume replay */
     s.res->params_hash = train__fnv(s.params, s.nparams * sizeof(float));
+    free(s.res->final_params);
+    s.res->final_params = malloc(s.nparams * sizeof(float));
+    if (s.res->final_params) memcpy(s.res->final_params, s.params, s.nparams * sizeof(float));
+  }
   if (st == RH_OK)
     st = train__failed(&s, train__checks_after_run(&s, (int)s.pos.epochs_run), RH_CHECK_COLLECTIVES);
 

@@ -38,11 +38,19 @@ static rh_status broadcast_state(rank_state *s) {
   return st;
 }
 
+/* The initial parameters: model.init_from's, else drawn from seed. */
+static void initial_params(const rh_train_config *cfg, float *params, uint64_t seed) {
+  if (cfg->init_params)
+    memcpy(params, cfg->init_params, cfg->model.nparams * sizeof *params);
+  else
+    rh_model_init_params(&cfg->model, params, seed);
+}
+
 rh_status train__initialise(rank_state *s) {
   const rh_train_config *cfg = s->cfg;
   if (!cfg->real) return RH_OK;
   bool broadcast = !(cfg->mistakes & RH_MISTAKE_NO_INITIAL_BROADCAST);
-  rh_model_init_params(&cfg->model, s->params, cfg->seed + (broadcast ? 0 : (uint64_t)s->rank));
+  initial_params(cfg, s->params, cfg->seed + (broadcast ? 0 : (uint64_t)s->rank));
   rh_status st = RH_OK;
   if (broadcast) { /* as it always was: the parameters and the optimizer, then the scalars */
     rh_trace_begin(s->ctx, "setup", "broadcast the initial state");
@@ -592,7 +600,7 @@ rh_status train__elastic(rank_state *s, train_epochs_fn run) {
   if (s->rank == 0) s->res->state_bytes = state_bytes(s);
   /* every rank starts from the same seed; the first sync hands rank 0's state to all */
   if (st == RH_OK && cfg->real) {
-    rh_model_init_params(&cfg->model, s->params, cfg->seed);
+    initial_params(cfg, s->params, cfg->seed);
     s->commit_hash = train__fnv(s->params, s->nparams * sizeof(float)); /* what the first sync saves */
   }
   int start = 0;

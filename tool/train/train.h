@@ -91,7 +91,9 @@ typedef struct rh_train_config {
   rh_val_rule val_rule;
   long stop_at_step;
   uint64_t seed;
-  bool shuffle;
+  const float *init_params; /* model.init_from: the initial parameters (NULL: from the seed) */
+  int shuffle;                /* rh_shuffle */
+  int first_epoch;            /* what set_epoch gets for the first epoch (torch's order) */
   bool replicated;            /* every rank reads the whole set in its own order (Keras fit) */
   long val_batch;
   int checkpoint_every;       /* epochs; 0: none */
@@ -186,6 +188,7 @@ typedef struct rh_train_result {
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */
   uint64_t params_hash;       /* FNV-1a of the final parameters' bytes (real models) */
+  float *final_params;        /* and the parameters (owned; model.nparams floats) */
   rh_check_result checks[RH_CHECK_COUNT];
   rh_status error;            /* first failure seen on any rank */
   int error_rank;

@@ -6,7 +6,9 @@
  */
 #include "model.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +25,16 @@ rh_status rh_model_init(rh_model *m, rh_model_kind kind, int inputs, int hidden,
   if (kind == RH_MODEL_SOFTMAX) {
     d.hidden = 0;
     d.ntensors = 2;
-    d.tensors[0] = (rh_tensor_desc){"fc.weight", 0, out * in};
-    d.tensors[1] = (rh_tensor_desc){"fc.bias", out * in, out};
+    d.tensors[0] = (rh_tensor_desc){"fc.weight", 0, out * in, 2, {classes, inputs}};
+    d.tensors[1] = (rh_tensor_desc){"fc.bias", out * in, out, 1, {classes}};
   } else {
     size_t hid = (size_t)hidden;
     d.hidden = hidden;
     d.ntensors = 4;
-    d.tensors[0] = (rh_tensor_desc){"fc1.weight", 0, hid * in};
-    d.tensors[1] = (rh_tensor_desc){"fc1.bias", hid * in, hid};
-    d.tensors[2] = (rh_tensor_desc){"fc2.weight", hid * in + hid, out * hid};
-    d.tensors[3] = (rh_tensor_desc){"fc2.bias", hid * in + hid + out * hid, out};
+    d.tensors[0] = (rh_tensor_desc){"fc1.weight", 0, hid * in, 2, {hidden, inputs}};
+    d.tensors[1] = (rh_tensor_desc){"fc1.bias", hid * in, hid, 1, {hidden}};
+    d.tensors[2] = (rh_tensor_desc){"fc2.weight", hid * in + hid, out * hid, 2, {classes, hidden}};
+    d.tensors[3] = (rh_tensor_desc){"fc2.bias", hid * in + hid + out * hid, out, 1, {classes}};
   }
   const rh_tensor_desc *last = &d.tensors[d.ntensors - 1];
   d.nparams = last->offset + last->count;
@@ -233,6 +235,27 @@ const char *rh_model_init_net(rh_model *m, const rh_net_spec *spec, int channels
     snprintf(m->tensors[t].name, sizeof m->tensors[t].name, "%s", m->net.tensors[t].name);
     m->tensors[t].offset = m->net.tensors[t].offset;
     m->tensors[t].count = m->net.tensors[t].count;
+    m->tensors[t].ndim = m->net.tensors[t].ndim;
+    memcpy(m->tensors[t].dims, m->net.tensors[t].dims, sizeof m->tensors[t].dims);
   }
   return NULL;
+}
+
+int rh_model_read_params(const rh_model *m, const char *path, float *params, char *err,
+                         size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  size_t got = fread(params, sizeof(float), m->nparams, f);
+  float extra;
+  bool more = fread(&extra, sizeof extra, 1, f) == 1;
+  fclose(f);
+  if (got != m->nparams || more) {
+    snprintf(err, errlen, "%s: %s %zu float32 values; the model has %zu parameters", path,
+             more ? "more than" : "holds", got, m->nparams);
+    return -1;
+  }
+  return 0;
 }

@@ -18,6 +18,7 @@ typedef struct rh_tensor_desc {
   char name[48]; /* e.g. "fc1.weight" */
   size_t offset;    /* first element in the flat parameter array */
   size_t count;
+  int ndim, dims[4]; /* its shape as PyTorch holds it: (out, in, k, k), (out, in), (out) */
 } rh_tensor_desc;
 
 typedef struct rh_model {
@@ -35,6 +36,11 @@ const char *rh_model_init_net(rh_model *m, const rh_net_spec *spec, int channels
 
 /* Describes a model; RH_ERR_INVALID for non-positive sizes (hidden ignored for softmax). */
 rh_status rh_model_init(rh_model *m, rh_model_kind kind, int inputs, int hidden, int classes);
+
+/* Reads nparams float32 values (little-endian) from path into params: model.init_from.  0, or -1
+ * with why in err (the file cannot be read, or holds another number of values). */
+int rh_model_read_params(const rh_model *m, const char *path, float *params, char *err,
+                         size_t errlen);
 
 /* Deterministic initial parameters from seed (weights uniform in +-1/sqrt(fan_in), biases 0). */
 void rh_model_init_params(const rh_model *m, float *params, uint64_t seed);

@@ -70,14 +70,65 @@ static uint64_t splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
+/* MT19937 (Matsumoto and Nishimura 1998), as torch's CPU generator runs it: seeded by
+ * init_genrand with the low 32 bits, one tempered 32-bit word a call. */
+typedef struct mt19937 {
+  uint32_t s[624];
+  int i;
+} mt19937;
+
+static void mt_seed(mt19937 *m, uint32_t seed) {
+  m->s[0] = seed;
+  for (int i = 1; i < 624; i++)
+    m->s[i] = 1812433253u * (m->s[i - 1] ^ (m->s[i - 1] >> 30)) + (uint32_t)i;
+  m->i = 624;
+}
+
+static uint32_t mt_next(mt19937 *m) {
+  if (m->i >= 624) {
+    for (int k = 0; k < 624; k++) {
+      uint32_t y = (m->s[k] & 0x80000000u) | (m->s[(k + 1) % 624] & 0x7fffffffu);
+      m->s[k] = m->s[(k + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+    }
+    m->i = 0;
+  }
+  uint32_t y = m->s[m->i++];
+  y ^= y >> 11;
+  y ^= (y << 7) & 0x9d2c5680u;
+  y ^= (y << 15) & 0xefc60000u;
+  return y ^ (y >> 18);
+}
+
+int rh_torch_randperm(long n, uint64_t seed, long *out) {
+  if (n < 0 || n >= (1L << 24)) return -1; /* torch draws 64-bit words past 2^24: not here */
+  mt19937 *m = malloc(sizeof *m);
+  if (!m) return -1;
+  mt_seed(m, (uint32_t)seed);
+  for (long i = 0; i < n; i++) out[i] = i;
+  for (long i = 0; i + 1 < n; i++) { /* torch's randperm_cpu: swap i with i + random() % (n - i) */
+    long z = (long)(mt_next(m) % (uint32_t)(n - i));
+    long t = out[i];
+    out[i] = out[z + i];
+    out[z + i] = t;
+  }
+  free(m);
+  return 0;
+}
+
 int rh_sampler_remaining(long n, long processed, int size, int rank, uint64_t seed, int epoch,
-                         bool shuffle, long *out) {
+                         int shuffle, long *out) {
   if (processed < 0) processed = 0;
   if (processed >= n) return 0;
   long left = n - processed, shard = rh_sampler_shard_size(left, size);
   /* position p of the padded order is element processed + p % left of the (shuffled) order */
   long *perm = NULL;
-  if (shuffle) {
+  if (shuffle == RH_SHUFFLE_TORCH) {
+    perm = malloc((size_t)n * sizeof *perm);
+    if (!perm || rh_torch_randperm(n, seed + (uint64_t)epoch, perm) != 0) {
+      free(perm);
+      return -1;
+    }
+  } else if (shuffle) {
     perm = malloc((size_t)n * sizeof *perm);
     if (!perm) return -1;
     uint64_t s = seed + (uint64_t)epoch;
@@ -97,7 +148,7 @@ int rh_sampler_remaining(long n, long processed, int size, int rank, uint64_t se
   return 0;
 }
 
-int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, bool shuffle,
+int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, int shuffle,
                        long *out) {
   return rh_sampler_remaining(n, 0, size, rank, seed, epoch, shuffle, out);
 }

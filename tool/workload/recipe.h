@@ -57,13 +57,22 @@ int rh_recipe_epochs(int epochs, bool divided, int size);
 /* TensorFlow's StopAtStepHook(last_step = S // size); 0 when stop_at_step is 0 (no stop). */
 long rh_recipe_last_step(long stop_at_step, int size);
 
-/* DistributedSampler: each rank gets ceil(n / size) indices.  With shuffle, a permutation of
- * 0..n-1 drawn from (seed + epoch) is padded to size * ceil(n / size) by repeating its start, and
- * rank r takes positions r, r + size, ...  (The permutation is rehearsal's own generator, not
- * torch's: the same shape of sharding, not the same order.) */
+/* How an epoch's order is drawn: none; rehearsal's own generator (splitmix64, Fisher-Yates); or
+ * torch's (torch.randperm with a generator seeded seed + epoch, as DistributedSampler draws it:
+ * the same samples on the same ranks as PyTorch's, step by step). */
+typedef enum rh_shuffle { RH_SHUFFLE_NONE = 0, RH_SHUFFLE_SPLITMIX = 1, RH_SHUFFLE_TORCH = 2 } rh_shuffle;
+
+/* torch.randperm(n, generator=torch.Generator().manual_seed(seed)) of PyTorch's CPU generator
+ * (MT19937 seeded with seed's low 32 bits; randperm_cpu's swaps), for n below 2^24.  0, or -1
+ * when n is out of range or memory ran out. */
+int rh_torch_randperm(long n, uint64_t seed, long *out);
+
+/* DistributedSampler: each rank gets ceil(n / size) indices.  With shuffle (rh_shuffle), a
+ * permutation of 0..n-1 drawn from (seed + epoch) is padded to size * ceil(n / size) by repeating
+ * its start, and rank r takes positions r, r + size, ... */
 long rh_sampler_shard_size(long n, int size);
 /* Writes rh_sampler_shard_size(n, size) indices into out; 0, or -1 when memory ran out. */
-int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, bool shuffle,
+int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, int shuffle,
                         long *out);
 
 /* Horovod's ElasticSampler: the epoch's order without its first `processed` samples (those the
@@ -71,6 +80,6 @@ int rh_sampler_indices(long n, int size, int rank, uint64_t seed, int epoch, boo
  * positions rank, rank + size, ...  With processed 0 this is rh_sampler_indices.  Writes
  * rh_sampler_shard_size(n - processed, size) indices into out; 0, or -1 when memory ran out. */
 int rh_sampler_remaining(long n, long processed, int size, int rank, uint64_t seed, int epoch,
-                         bool shuffle, long *out);
+                         int shuffle, long *out);
 
 #endif

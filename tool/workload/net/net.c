@@ -168,6 +168,18 @@ const char *rh_net_build(rh_net *n, const rh_net_spec *spec, int channels, int r
         n->tensors[t].count = b ? bcount : wcount;
         n->tensors[t].fan_in = fan_in;
         n->tensors[t].fan_out = fan_out;
+        if (b) {
+          n->tensors[t].ndim = 1;
+          n->tensors[t].dims[0] = (int)bcount;
+        } else if (op->kind == RH_OP_CONV) {
+          n->tensors[t].ndim = 4;
+          int dims[4] = {op->out, n->in[i].c, op->k, op->k};
+          memcpy(n->tensors[t].dims, dims, sizeof dims);
+        } else {
+          n->tensors[t].ndim = 2;
+          n->tensors[t].dims[0] = (int)bcount;
+          n->tensors[t].dims[1] = fan_in;
+        }
         off += n->tensors[t].count;
       }
     }
@@ -432,7 +444,7 @@ static void forward_op(const rh_net *n, int i, const float *params, const float 
               }
             size_t o = b * osz + ((size_t)c * (size_t)out.h + (size_t)oh) * (size_t)out.w + (size_t)ow;
             y[o] = v;
-            idx[o] = best;
+            idx[o] = (int32_t)((size_t)c * (size_t)in.h * (size_t)in.w) + best; /* in the sample */
           }
     break;
   }

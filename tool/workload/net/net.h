@@ -73,7 +73,7 @@ typedef struct rh_net {
   rh_net_shape in[RH_NET_MAX_OPS], out[RH_NET_MAX_OPS];
   int weight[RH_NET_MAX_OPS]; /* index of the op's weight tensor, -1: none (bias is weight + 1) */
   int ntensors;
-  struct { char name[48]; size_t offset, count; int fan_in, fan_out; } tensors[RH_NET_MAX_TENSORS];
+  struct { char name[48]; size_t offset, count; int fan_in, fan_out, ndim, dims[4]; } tensors[RH_NET_MAX_TENSORS];
   size_t nparams;
   size_t inputs;              /* c x h x w of the input */
   size_t largest;             /* the largest activation of one sample, in floats */
