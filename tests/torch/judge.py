@@ -195,7 +195,7 @@ def steps_csv(out_dir):
 
 
 def rehearsal(program, scenario, out_dir, *sets):
-    cmd = [program, "run", scenario, "--out", out_dir]
+    cmd = [program, "run", scenario, "--out", out_dir, "--record-samples"]
     for s in sets:
         cmd += ["--set", s]
     r = subprocess.run(cmd, capture_output=True, text=True)

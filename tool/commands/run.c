@@ -73,6 +73,8 @@ static const char usage_text[] =
     "      --warmup-steps N   steps left out of the steady step (default 10, at most half the\n"
     "                         run): a real run's first steps pay one-time set-up costs\n"
     "      --timeline FILE    write a Chrome trace (Perfetto, chrome://tracing) of every rank\n"
+    "      --record-samples   real models: write DIR/samples-rank<R>.csv, the samples each rank\n"
+    "                         trained on (epoch,step,rank,sample), beside --out's files\n"
     "      --set KEY=VALUE    override a scenario key (a dotted path: cluster.nodes=4);\n"
     "                         repeatable; the command line wins over the file\n"
     "      --no-what-if       leave out the what-if figure of twice the network\n"
@@ -81,7 +83,7 @@ static const char usage_text[] =
 
 typedef struct run_flags {
   const char *out, *compare, *timeline;
-  bool resume, what_if;
+  bool resume, what_if, samples;
   int warmup; /* steps left out of the steady step */
 } run_flags;
 
@@ -92,6 +94,7 @@ static int run_option(int c, const char *v, void *arg) {
   case 'c': f->compare = v; return 0;
   case 't': f->timeline = v; return 0;
   case 'r': f->resume = true; return 0;
+  case 's': f->samples = true; return 0;
   case 'w': f->what_if = false; return 0;
   case 'u': {
     char *end = NULL;
@@ -536,7 +539,7 @@ int rh_cmd_run(int argc, char **argv) {
       {"out", required_argument, NULL, 'o'},      {"compare", required_argument, NULL, 'c'},
       {"timeline", required_argument, NULL, 't'}, {"resume", no_argument, NULL, 'r'},
       {"no-what-if", no_argument, NULL, 'w'},     {"warmup-steps", required_argument, NULL, 'u'},
-      {NULL, 0, NULL, 0}};
+      {"record-samples", no_argument, NULL, 's'}, {NULL, 0, NULL, 0}};
   run_flags fl = {.what_if = true, .warmup = 10};
   rh_scenario_opts opts = {0};
   int first = 0;
@@ -560,6 +563,10 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     fprintf(stderr, "rehearsal: --resume reads the checkpoints of --out DIR\n");
     return 2;
   }
+  if (fl->samples && !out) {
+    fprintf(stderr, "rehearsal: --record-samples writes beside --out DIR's files: give --out\n");
+    return 2;
+  }
 
   double other_step = 0;
   char other_target[32] = "";
@@ -573,6 +580,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   }
   run_inputs in = {0};
   int rc = prepare(&sc, out, resume, &in);
+  if (rc == 0 && fl->samples) in.cfg.samples_dir = out;
   const rh_train_config *cfg = &in.cfg;
   int size = rh_scenario_size(&sc);
   int epochs_cap = rh_recipe_epochs((int)sc.recipe.epochs, cfg->epochs_divided, size);

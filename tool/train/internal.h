@@ -74,6 +74,8 @@ struct rank_state {
   float *params, *grad, *x;
   int32_t *y;
   uint64_t dropout_key;  /* the step's dropout key (rh_net_dropout_key), for the serial replica */
+  char *samples_log;     /* --record-samples: "epoch,step,rank,sample" lines so far (owned) */
+  size_t samples_len, samples_cap;
   rh_optimizer opt;
   long *shard, shard_n;  /* this rank's samples of the current segment of the epoch */
   int shard_epoch;       /* the epoch the shard was cut for (-1: none) */

@@ -10,6 +10,7 @@
  * rh_check_allgather, which costs no simulated time.
  */
 #include "internal.h"
+#include "output.h"
 #include "progress.h"
 
 #include <math.h>
@@ -257,6 +258,45 @@ static void load_batch(rank_state *s, long k, long n) {
   s->nused = n;
 }
 
+/* --record-samples: the step's samples as lines "epoch,step,rank,sample" (the epoch from 1, the
+ * job's global step from 1, as steps.csv counts them); a log that cannot grow stops growing, and
+ * the file says so at its end. */
+static void record_samples(rank_state *s, int epoch) {
+  if (s->samples_cap == (size_t)-1) return;
+  for (long j = 0; j < s->nused; j++) {
+    if (s->samples_cap - s->samples_len < 96) {
+      size_t cap = s->samples_cap ? 2 * s->samples_cap : 1 << 16;
+      char *grown = realloc(s->samples_log, cap);
+      if (!grown) {
+        s->samples_cap = (size_t)-1;
+        return;
+      }
+      s->samples_log = grown;
+      s->samples_cap = cap;
+    }
+    s->samples_len += (size_t)snprintf(s->samples_log + s->samples_len, 96, "%d,%ld,%d,%ld\n",
+                                       epoch + 1, (long)s->pos.global_step + 1, s->rank,
+                                       s->used[j]);
+  }
+}
+
+static void write_samples(rank_state *s) {
+  if (!s->cfg->samples_dir) return;
+  char name[64];
+  snprintf(name, sizeof name, "samples-rank%d.csv", s->rank);
+  const char *head = "epoch,step,rank,sample\n";
+  size_t len = strlen(head) + s->samples_len + 64;
+  char *text = malloc(len);
+  if (text) {
+    snprintf(text, len, "%s%.*s%s", head, (int)s->samples_len, s->samples_log ? s->samples_log : "",
+             s->samples_cap == (size_t)-1 ? "# out of memory: the record stops here\n" : "");
+    rh_write_output(s->cfg->samples_dir, name, text);
+  }
+  free(text);
+  free(s->samples_log);
+  s->samples_log = NULL;
+}
+
 /* The FLOPs of a timing model's layer i on n samples (forward; backward twice). */
 static double layer_flops(const rank_state *s, int i, long n, bool backward) {
   return s->cfg->forward_flops * (double)n * s->tensors[i].share * (backward ? 2 : 1);
@@ -409,6 +449,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   int correct = 0;
   if (cfg->real) {
     load_batch(s, k, n);
+    if (cfg->samples_dir) record_samples(s, epoch);
     /* dropout's masks: the step's key, this rank's samples at rank x n of the step's global batch */
     s->dropout_key = rh_net_dropout_key(cfg->seed, (long)s->pos.global_step);
     loss = rh_model_loss_grad_at(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct,
@@ -997,6 +1038,7 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
   /* verdicts of the checks that held (failures were written when seen) */
   if (st == RH_OK) train__checks_finish(&s);
   report(&s);
+  write_samples(&s);
   teardown(&s);
   /* a worker whose host left an elastic job, or that the job no longer needed, is not a failure */
   return st == RH_OK || st == RH_ERR_EXCLUDED ? 0 : 1;

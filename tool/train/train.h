@@ -92,6 +92,7 @@ typedef struct rh_train_config {
   long stop_at_step;
   uint64_t seed;
   const float *init_params; /* model.init_from: the initial parameters (NULL: from the seed) */
+  const char *samples_dir;  /* --record-samples: each rank writes samples-rank<R>.csv here */
   int shuffle;                /* rh_shuffle */
   int first_epoch;            /* what set_epoch gets for the first epoch (torch's order) */
   bool replicated;            /* every rank reads the whole set in its own order (Keras fit) */
