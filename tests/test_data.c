@@ -12,6 +12,8 @@
 
 #include "data.h"
 
+#include <zlib.h>
+
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -347,6 +349,112 @@ static void test_idx_errors(void **state) {
   assert_int_equal(rh_dataset_load_idx(&d, bad_magic, good_labels, NULL, 0), RH_ERR_INVALID);
 }
 
+/* gzip's copy of a file, written through zlib (the same format as Debian's dataset files). */
+static void gzip_copy(const char *from, const char *to, long keep) {
+  FILE *in = fopen(from, "rb");
+  assert_non_null(in);
+  gzFile out = gzopen(to, "wb");
+  assert_non_null(out);
+  int c;
+  long n = 0;
+  while ((c = fgetc(in)) != EOF && (keep < 0 || n < keep)) {
+    assert_int_equal(gzputc(out, c), c);
+    n++;
+  }
+  fclose(in);
+  assert_int_equal(gzclose(out), Z_OK);
+}
+
+/* Debian's Fashion-MNIST is gzip'd IDX: the reader takes it through zlib, the same values as the
+ * plain file; a gzip'd file cut short is truncated, as a plain one is. */
+static void test_idx_gzip(void **state) {
+  const tmpdir *t = *state;
+  enum { N = 4, ROWS = 5, COLS = 3, PIX = ROWS * COLS };
+  uint8_t pixels[N * PIX], labels[N] = {9, 2, 0, 4};
+  for (int i = 0; i < N * PIX; i++) pixels[i] = (uint8_t)(i * 53 % 256);
+  char im[512], lb[512], imz[512], lbz[512], cut[512];
+  join(im, t, "im");
+  join(lb, t, "lb");
+  join(imz, t, "im.gz");
+  join(lbz, t, "lb.gz");
+  join(cut, t, "cut.gz");
+  assert_int_equal(rh_idx_write_images(im, pixels, N, ROWS, COLS), RH_OK);
+  assert_int_equal(rh_idx_write_labels(lb, labels, N), RH_OK);
+  gzip_copy(im, imz, -1);
+  gzip_copy(lb, lbz, -1);
+  assert_true(file_size(imz) != file_size(im)); /* really compressed */
+  rh_dataset a, b;
+  char err[512];
+  assert_int_equal(rh_dataset_load_idx(&a, im, lb, err, sizeof err), RH_OK);
+  assert_int_equal(rh_dataset_load_idx(&b, imz, lbz, err, sizeof err), RH_OK);
+  assert_int_equal(b.n, N);
+  assert_int_equal(b.rows, ROWS);
+  assert_int_equal(b.cols, COLS);
+  assert_int_equal(b.channels, 1);
+  assert_memory_equal(a.x, b.x, sizeof(float) * N * PIX);
+  assert_memory_equal(a.y, b.y, sizeof(int32_t) * N);
+  rh_dataset_free(&a);
+  rh_dataset_free(&b);
+  gzip_copy(im, cut, 16 + N * PIX - 5);
+  expect_error(cut, lbz, cut, RH_ERR_INVALID, "truncated", err);
+}
+
+/* CIFAR-10's binary batches: records of a label byte and 3 x 32 x 32 pixels, read from every file
+ * a pattern matches in sorted order; a short record, a wrong label, or no file is an error that
+ * names the file. */
+static void test_cifar10(void **state) {
+  const tmpdir *t = *state;
+  enum { REC = 3073 };
+  char b1[512], b2[512], pattern[512], bad[512], badlabel[512];
+  join(b1, t, "data_batch_1.bin");
+  join(b2, t, "data_batch_2.bin");
+  join(pattern, t, "data_batch_*.bin");
+  join(bad, t, "short.bin");
+  join(badlabel, t, "label.bin");
+  const char *files[2] = {b1, b2};
+  for (int f = 0; f < 2; f++) {
+    FILE *fp = fopen(files[f], "wb");
+    assert_non_null(fp);
+    for (int r = 0; r < 3; r++) {
+      fputc(f * 3 + r, fp); /* labels 0..5 over the two files */
+      for (int i = 0; i < REC - 1; i++) fputc((f * 3 + r + i) % 256, fp);
+    }
+    fclose(fp);
+  }
+  rh_dataset d;
+  char err[512];
+  assert_int_equal(rh_dataset_load_cifar10(&d, pattern, err, sizeof err), RH_OK);
+  assert_int_equal(d.n, 6);
+  assert_int_equal(d.inputs, 3072);
+  assert_int_equal(d.channels, 3);
+  assert_int_equal(d.rows, 32);
+  assert_int_equal(d.classes, 6);
+  for (int k = 0; k < 6; k++) {
+    assert_int_equal(d.y[k], k); /* data_batch_1 before data_batch_2 */
+    /* pixel i of record k is (k + i) % 256, red plane first: channel-first as NCHW */
+    assert_true(d.x[(size_t)k * 3072 + 1024] == (float)((k + 1024) % 256) / 255.0f);
+  }
+  rh_dataset_free(&d);
+
+  FILE *fp = fopen(bad, "wb");
+  for (int i = 0; i < REC + 100; i++) fputc(1, fp);
+  fclose(fp);
+  assert_int_equal(rh_dataset_load_cifar10(&d, bad, err, sizeof err), RH_ERR_INVALID);
+  assert_non_null(strstr(err, "truncated: record 2"));
+  assert_int_equal(strncmp(err, bad, strlen(bad)), 0);
+  assert_null(d.x);
+  fp = fopen(badlabel, "wb");
+  fputc(200, fp);
+  for (int i = 0; i < REC - 1; i++) fputc(0, fp);
+  fclose(fp);
+  assert_int_equal(rh_dataset_load_cifar10(&d, badlabel, err, sizeof err), RH_ERR_INVALID);
+  assert_non_null(strstr(err, "label 200"));
+  char none[512];
+  join(none, t, "test_batch_*.bin");
+  assert_int_equal(rh_dataset_load_cifar10(&d, none, err, sizeof err), RH_ERR_IO);
+  assert_non_null(strstr(err, "cannot open"));
+}
+
 static void test_idx_write_invalid(void **state) {
   const tmpdir *t = *state;
   char path[512], nodir[512];
@@ -369,6 +477,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_idx_round_trip, make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_idx_errors, make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_idx_write_invalid, make_tmpdir, remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_idx_gzip, make_tmpdir, remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_cifar10, make_tmpdir, remove_tmpdir),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,6 +162,31 @@ static void test_sampler_shards(void **s) {
  * batch b of epoch e is 1/3 ((e + (b + 1)/10) 2/2.5 + 1); the warmup callback runs while the
  * integer epoch is below 2.5, so through all of epoch 2, where it passes the scaled lr (0.034 at
  * its last step, 1.1333 x); LearningRateScheduleCallback(start_epoch=2.5) sets 0.03 from epoch 3. */
+/* torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist(), as PyTorch 1.13
+ * prints them, and DistributedSampler's shards of the last. */
+static void test_torch_order(void **s) {
+  (void)s;
+  static const long p10[] = {4, 1, 7, 5, 3, 9, 0, 8, 6, 2}, p7[] = {1, 0, 4, 2, 6, 5, 3};
+  static const long p20[] = {8, 16, 13, 19, 9, 10, 0, 17, 4, 14, 11, 12, 18, 6, 15, 7, 3, 1, 5, 2};
+  long out[20];
+  assert_int_equal(rh_torch_randperm(10, 0, out), 0);
+  assert_memory_equal(out, p10, sizeof p10);
+  assert_int_equal(rh_torch_randperm(7, 5, out), 0);
+  assert_memory_equal(out, p7, sizeof p7);
+  assert_int_equal(rh_torch_randperm(20, 43, out), 0);
+  assert_memory_equal(out, p20, sizeof p20);
+  /* DistributedSampler(20 samples, 3 replicas, seed 40) at set_epoch(3): randperm from 43 padded
+   * to 21 by its first index, rank r taking positions r, r + 3, ...:
+   * list(DistributedSampler(range(20), 3, 1, seed=40)) after set_epoch(3) */
+  static const long rank1[] = {16, 9, 17, 11, 6, 3, 2};
+  long shard[7];
+  assert_int_equal(rh_sampler_indices(20, 3, 1, 40, 3, RH_SHUFFLE_TORCH, shard), 0);
+  assert_memory_equal(shard, rank1, sizeof rank1);
+  static const long rank2[] = {13, 10, 4, 12, 15, 1, 8}; /* the last is the padding */
+  assert_int_equal(rh_sampler_indices(20, 3, 2, 40, 3, RH_SHUFFLE_TORCH, shard), 0);
+  assert_memory_equal(shard, rank2, sizeof rank2);
+}
+
 static void test_horovod_callbacks_by_hand(void **state) {
   (void)state;
   const double decay[] = {5};
@@ -198,6 +223,7 @@ int main(void) {
       cmocka_unit_test(test_validation_steps), cmocka_unit_test(test_epochs_and_stop_step),
       cmocka_unit_test(test_warmup),          cmocka_unit_test(test_step_decay),
       cmocka_unit_test(test_sampler_shards),  cmocka_unit_test(test_horovod_callbacks_by_hand),
+      cmocka_unit_test(test_torch_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
