@@ -855,6 +855,16 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     rh_bottleneck_report(stdout, root, &sc, &res, &split, fl->what_if && !failures);
   }
 
+  if (cfg->check[RH_CHECK_ACCURACY] && cfg->real && res.error == RH_OK) {
+    /* the last epoch's validation accuracy against one worker's of the same recipe */
+    double acc = res.epochs > 0 ? res.epochs_stats[res.epochs - 1].val_accuracy : NAN;
+    char given[1024], source[1200];
+    if (sc.checks.accuracy_baseline) data_path(&sc, sc.checks.accuracy_baseline, given, sizeof given);
+    double base = isnan(acc) ? NAN
+                             : rh_accuracy_baseline(file, opts, sc.checks.accuracy_baseline ? given : NULL,
+                                                    out, source, sizeof source);
+    rh_train_verdict_accuracy(&res, acc, base, sc.checks.accuracy_within, source);
+  }
   if (cfg->check[RH_CHECK_FITS_MEMORY]) {
     rh_memory_use mem;
     rh_workload_memory(&sc, &mem);

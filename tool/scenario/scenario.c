@@ -428,7 +428,7 @@ static const field restart_fields[] = {
     INT("max_restarts", false, 0, 1 << 20, restart.max_restarts,
         "relaunches before the job is given up"),
     END};
-static field check_fields[RH_CHECK_COUNT + 5]; /* one switch per check, then the options */
+static field check_fields[RH_CHECK_COUNT + 7]; /* one switch per check, then the options */
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
 static const field top_fields[] = {
     STR("name", true, name,
@@ -480,7 +480,16 @@ static void init_collective_fields(void) {
   check_fields[RH_CHECK_COUNT + 3] =
       (field)NUM("interval_tolerance_percent", false, 0, false, 100, 0.01, checks.interval_tolerance,
                  "commit_interval: the time lost beyond Young's interval's that passes");
-  check_fields[RH_CHECK_COUNT + 4] = (field)END;
+  check_fields[RH_CHECK_COUNT + 4] =
+      (field)NUM("accuracy_within_points", false, 0, false, 100, 1, checks.accuracy_within,
+                 "accuracy_parity: how far below one worker's final validation accuracy passes "
+                 "(points; default 1)");
+  check_fields[RH_CHECK_COUNT + 5] =
+      (field)STR("accuracy_baseline", false, checks.accuracy_baseline,
+                 "accuracy_parity: a one-worker run's summary.json to compare with (relative to "
+                 "the scenario); absent: the recipe runs on one GPU beside the job, kept in --out "
+                 "DIR/baseline and reused while the scenario and the program are the same");
+  check_fields[RH_CHECK_COUNT + 6] = (field)END;
 }
 
 /* ---- defaults and the schema, for the reference ------------------------------------------- */
@@ -514,6 +523,7 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->recipe.checkpoint_every = 1;
   sc->failures.seed = 1;
   sc->checks.interval_tolerance = 0.01; /* one point of the job's time */
+  sc->checks.accuracy_within = 1;       /* one point of accuracy */
   sc->elastic.commit_every = 1;         /* the OCI recipe commits every batch */
   sc->elastic.rendezvous_s = 1;         /* discovery polled every second */
   sc->elastic.rendezvous_timeout_s = 30; /* HOROVOD_GLOO_TIMEOUT_SECONDS */
@@ -2056,6 +2066,7 @@ void rh_scenario_free(rh_scenario *sc) {
   free(sc->cluster.gpus_per_node);
   free(sc->model.name);
   free(sc->model.init_from);
+  free(sc->checks.accuracy_baseline);
   free(sc->compute.tflops_model);
   free(sc->compute.gpu_name);
   free(sc->data.train_images);

@@ -160,6 +160,8 @@ typedef struct rh_scenario {
     int resume_from_epoch;
     unsigned expect_fail;        /* bit per rh_check_id */
     double interval_tolerance;   /* commit_interval: the loss beyond Young's allowed (fraction) */
+    double accuracy_within;      /* accuracy_parity: points below one worker's that pass */
+    char *accuracy_baseline;     /* accuracy_parity: a one-worker run's summary.json (owned) */
   } checks;
   unsigned mistakes;             /* rh_mistake bits */
   struct {

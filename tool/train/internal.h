@@ -158,7 +158,8 @@ typedef struct train_check {
 extern const train_check train__check_serial, train__check_identical, train__check_samples,
     train__check_lr, train__check_metrics, train__check_checkpoint, train__check_resume,
     train__check_collectives, train__check_work_lost, train__check_state_reset,
-    train__check_min_np, train__check_noticed, train__check_interval, train__check_fits_memory;
+    train__check_min_np, train__check_noticed, train__check_interval, train__check_fits_memory,
+    train__check_accuracy;
 
 /* Each hook of every check, in table order; the first failure stops the walk. */
 rh_status train__checks_before_step(rank_state *s);

@@ -33,6 +33,7 @@ typedef enum rh_check_id {
   RH_CHECK_NOTICED,     /* every crash, hang or lasting link fault of the scenario was noticed */
   RH_CHECK_INTERVAL,    /* the commit or checkpoint interval suits the failure rate */
   RH_CHECK_FITS_MEMORY, /* the job's memory per GPU fits in the GPU's */
+  RH_CHECK_ACCURACY,    /* the final validation accuracy is one worker's, within a bound */
   RH_CHECK_COUNT
 } rh_check_id;
 
@@ -250,6 +251,12 @@ double rh_interval_waste(double interval, double cost, double mtbf);
 /* commit_interval: the interval loses at most `tolerance` (a fraction of the time) more than
  * Young's would. */
 void rh_train_verdict_interval(rh_train_result *r, const rh_interval_figures *f, double tolerance);
+
+/* accuracy_parity: the run's final validation accuracy (a fraction) is at most within_points
+ * points below the one-worker baseline's; `source` says where the baseline came from (or, with a
+ * NaN baseline, why there is none: the check is then skipped). */
+void rh_train_verdict_accuracy(rh_train_result *r, double accuracy, double baseline,
+                               double within_points, const char *source);
 
 /* fits_memory: the estimate of one GPU's memory (parts in bytes, memory.h) is at most the GPU's
  * `capacity` bytes. */
