@@ -287,7 +287,17 @@ double rh_softmax_cross_entropy(const float *logits, int classes, int label, dou
   return lse - (double)logits[label];
 }
 
-/* col (c*k*k x oh*ow) from one image x (c x h x w). */
+/* The output columns [*lo, *hi) whose input column ow * s - pad + kj lies inside 0 .. w - 1. */
+static void valid_cols(int w, int ow_n, int s, int pad, int kj, int *lo, int *hi) {
+  int a = pad - kj, b = w - 1 + pad - kj; /* ow * s in [a, b] */
+  *lo = a <= 0 ? 0 : (a + s - 1) / s;
+  *hi = b < 0 ? 0 : b / s + 1;
+  if (*hi > ow_n) *hi = ow_n;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* col (c*k*k x oh*ow) from one image x (c x h x w): row (c, ki, kj) holds, for each output
+ * position, the input under kernel tap (ki, kj), 0 in the padding. */
 static void im2col(const float *x, rh_net_shape in, rh_net_shape out, const rh_net_op *op,
                    float *col) {
   int k = op->k, s = op->stride, lo = op->pad_lo;
@@ -296,15 +306,21 @@ static void im2col(const float *x, rh_net_shape in, rh_net_shape out, const rh_n
     for (int ki = 0; ki < k; ki++)
       for (int kj = 0; kj < k; kj++) {
         float *row = col + ((size_t)(c * k + ki) * (size_t)k + (size_t)kj) * ohw;
+        int a, b;
+        valid_cols(in.w, out.w, s, lo, kj, &a, &b);
         for (int oh = 0; oh < out.h; oh++) {
+          float *dst = row + (size_t)oh * (size_t)out.w;
           int ih = oh * s - lo + ki;
-          for (int ow = 0; ow < out.w; ow++) {
-            int iw = ow * s - lo + kj;
-            row[(size_t)oh * (size_t)out.w + (size_t)ow] =
-                ih >= 0 && ih < in.h && iw >= 0 && iw < in.w
-                    ? x[((size_t)c * (size_t)in.h + (size_t)ih) * (size_t)in.w + (size_t)iw]
-                    : 0.0f;
+          if (ih < 0 || ih >= in.h) {
+            memset(dst, 0, (size_t)out.w * sizeof *dst);
+            continue;
           }
+          const float *src = x + ((size_t)c * (size_t)in.h + (size_t)ih) * (size_t)in.w;
+          for (int ow = 0; ow < a; ow++) dst[ow] = 0.0f;
+          if (s == 1) memcpy(dst + a, src + a - lo + kj, (size_t)(b - a) * sizeof *dst);
+          else
+            for (int ow = a; ow < b; ow++) dst[ow] = src[ow * s - lo + kj];
+          for (int ow = b; ow < out.w; ow++) dst[ow] = 0.0f;
         }
       }
 }
@@ -318,21 +334,21 @@ static void col2im(const float *dcol, rh_net_shape in, rh_net_shape out, const r
     for (int ki = 0; ki < k; ki++)
       for (int kj = 0; kj < k; kj++) {
         const float *row = dcol + ((size_t)(c * k + ki) * (size_t)k + (size_t)kj) * ohw;
+        int a, b;
+        valid_cols(in.w, out.w, s, lo, kj, &a, &b);
         for (int oh = 0; oh < out.h; oh++) {
           int ih = oh * s - lo + ki;
           if (ih < 0 || ih >= in.h) continue;
-          for (int ow = 0; ow < out.w; ow++) {
-            int iw = ow * s - lo + kj;
-            if (iw < 0 || iw >= in.w) continue;
-            dx[((size_t)c * (size_t)in.h + (size_t)ih) * (size_t)in.w + (size_t)iw] +=
-                row[(size_t)oh * (size_t)out.w + (size_t)ow];
-          }
+          const float *src = row + (size_t)oh * (size_t)out.w;
+          float *dst = dx + ((size_t)c * (size_t)in.h + (size_t)ih) * (size_t)in.w;
+          for (int ow = a; ow < b; ow++) dst[ow * s - lo + kj] += src[ow];
         }
       }
 }
 
 typedef struct work {
   float *act[RH_NET_MAX_OPS], *dact[RH_NET_MAX_OPS];
+  float *keep[RH_NET_MAX_OPS]; /* dropout: each unit's factor, drawn forward, reused backward */
   int32_t *idx[RH_NET_MAX_OPS]; /* max-pool: the input element each output came from */
   float *col, *dcol;
   void *mem;
@@ -350,6 +366,8 @@ static bool work_alloc(const rh_net *n, int batch, bool grad, work *w) {
   for (int i = 0; i < n->nops; i++) {
     floats += B * volume(n->out[i]) * (grad ? 2 : 1);
     if (n->spec->ops[i].kind == RH_OP_MAXPOOL) ints += B * volume(n->out[i]);
+    if (n->spec->ops[i].kind == RH_OP_DROPOUT || n->spec->ops[i].kind == RH_OP_DROPOUT2D)
+      floats += B * volume(n->out[i]);
     if (n->spec->ops[i].kind == RH_OP_CONV) {
       size_t c = (size_t)n->in[i].c * (size_t)(n->spec->ops[i].k * n->spec->ops[i].k) *
                  (size_t)n->out[i].h * (size_t)n->out[i].w;
@@ -374,6 +392,11 @@ static bool work_alloc(const rh_net *n, int batch, bool grad, work *w) {
       f += B * volume(n->out[i]);
     }
   }
+  for (int i = 0; i < n->nops; i++)
+    if (n->spec->ops[i].kind == RH_OP_DROPOUT || n->spec->ops[i].kind == RH_OP_DROPOUT2D) {
+      w->keep[i] = f;
+      f += B * volume(n->out[i]);
+    }
   w->col = f;
   f += colmax;
   w->dcol = f;
@@ -459,9 +482,11 @@ static void forward_op(const rh_net *n, int i, const float *params, const float 
     }
     size_t per = op->kind == RH_OP_DROPOUT ? 1 : (size_t)out.h * (size_t)out.w;
     size_t units = osz / per;
+    float *keep = w->keep[i];
     for (size_t b = 0; b < B; b++)
       for (size_t u = 0; u < units; u++) {
         float f = rh_net_keep(key, i, ((uint64_t)first + b) * units + u, op->p);
+        keep[b * units + u] = f;
         for (size_t j = 0; j < per; j++) y[b * osz + u * per + j] = x[b * osz + u * per + j] * f;
       }
     break;
@@ -536,9 +561,10 @@ static void backward_op(const rh_net *n, int i, const float *params, const float
     }
     size_t per = op->kind == RH_OP_DROPOUT ? 1 : (size_t)out.h * (size_t)out.w;
     size_t units = osz / per;
+    const float *keep = w->keep[i];
     for (size_t b = 0; b < B; b++)
       for (size_t u = 0; u < units; u++) {
-        float f = rh_net_keep(key, i, ((uint64_t)first + b) * units + u, op->p);
+        float f = keep[b * units + u];
         for (size_t j = 0; j < per; j++) dx[b * osz + u * per + j] = dy[b * osz + u * per + j] * f;
       }
     break;
