@@ -34,7 +34,7 @@ static int teardown(void **state) {
 
 /* The shortened forms: a scenario whose run takes minutes, and the overrides that keep its kind
  * of run (its failures, its checks) in a few seconds. */
-static const struct { const char *file; const char *sets[3]; } shortened[] = {
+static const struct { const char *file; const char *sets[4]; } shortened[] = {
     {"scenarios/seeds/lenet5-mnist-pytorch.yaml", {"data.train_samples=6000", "recipe.epochs=2"}},
     {"scenarios/seeds/lenet5-mnist-keras.yaml", {"data.train_samples=6000", "recipe.epochs=2"}},
     {"scenarios/seeds/lenet5-mnist-tensorflow.yaml",
@@ -48,6 +48,19 @@ static const struct { const char *file; const char *sets[3]; } shortened[] = {
       "failures.events=[{kind: host_crash, node: 1, epoch: 2, step: 20, during: allreduce, "
       "after_ms: 0.05}]"}},
     {"scenarios/failures/hang.yaml", {"recipe.epochs=2"}},
+    /* the accuracy cases: minutes each, and their one-GPU baseline beside them */
+    {"scenarios/accuracy/lenet5-fmnist-1gpu.yaml", {"data.train_samples=3000", "recipe.epochs=1"}},
+    {"scenarios/accuracy/lenet5-fmnist-16gpu-scaled-warmup.yaml",
+     {"data.train_samples=3000", "recipe.epochs=1", "checks.accuracy_parity=false"}},
+    {"scenarios/accuracy/lenet5-fmnist-64gpu-scaled-warmup.yaml",
+     {"data.train_samples=3000", "recipe.epochs=1", "checks.accuracy_parity=false",
+      "checks.expect_fail=[]"}},
+    {"scenarios/accuracy/lenet5-fmnist-64gpu-scaled-no-warmup.yaml",
+     {"data.train_samples=3000", "recipe.epochs=1", "checks.accuracy_parity=false",
+      "checks.expect_fail=[]"}},
+    {"scenarios/accuracy/lenet5-fmnist-64gpu-unscaled.yaml",
+     {"data.train_samples=3000", "recipe.epochs=1", "checks.accuracy_parity=false",
+      "checks.expect_fail=[]"}},
     {"scenarios/failures/host-crash.yaml", {"recipe.epochs=2"}},
     {"scenarios/failures/link-degraded.yaml", {"recipe.epochs=1"}},
 };
@@ -60,10 +73,10 @@ static const char *const *sets_of(const char *file) {
 
 /* Runs `rehearsal run FILE --out DIR [--set ...]`; its exit code. */
 static int run_once(const char *file, const char *dir) {
-  char *argv[16] = {RH_BINARY, "run", (char *)file, "--out", (char *)dir, "--no-what-if"};
+  char *argv[20] = {RH_BINARY, "run", (char *)file, "--out", (char *)dir, "--no-what-if"};
   int argc = 6;
   const char *const *sets = sets_of(file);
-  for (int i = 0; sets && i < 3 && sets[i]; i++) {
+  for (int i = 0; sets && i < 4 && sets[i]; i++) {
     argv[argc++] = "--set";
     argv[argc++] = (char *)sets[i];
   }
@@ -118,7 +131,8 @@ static void test_every_shipped_scenario_twice(void **state) {
   (void)state;
   static const char *const dirs[] = {"scenarios", "scenarios/seeds", "scenarios/mistakes",
                                      "scenarios/failures", "scenarios/papers",
-                                     "scenarios/validation", "scenarios/scale", "scenarios/models"};
+                                     "scenarios/validation", "scenarios/scale", "scenarios/models",
+                                     "scenarios/accuracy"};
   int failures = 0, n = 0;
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) failures += compare_dir(dirs[i], &n);
   print_message("%d scenarios run twice, %d differed\n", n, failures);

@@ -377,6 +377,38 @@ static void test_idx_data_trains(void **s) {
   free(text);
 }
 
+/* ---- accuracy: the cases of scenarios/accuracy/ -------------------------------------------- */
+
+/* The one-GPU recipe runs once; each case is held to its final accuracy (accuracy_parity) and
+ * exits 0 exactly when the checks its file expects to fail fail.  What each case shows is in its
+ * file: 16 GPUs with the lr x 16 and warmup keep it; 64 GPUs lose it with warmup or without (the
+ * lr x 64 diverges), and without lr scaling. */
+static void test_accuracy_cases(void **s) {
+  (void)s;
+  char *text = NULL, base[300], given[340];
+  snprintf(base, sizeof base, "%s", in_tmp("accuracy-base"));
+  assert_int_equal(run("scenarios/accuracy/lenet5-fmnist-1gpu.yaml", &text, "--out", base, NULL), 0);
+  free(text);
+  snprintf(given, sizeof given, "checks.accuracy_baseline=%s/summary.json", base);
+  static const struct { const char *name; bool keeps; } cases[] = {
+      {"lenet5-fmnist-16gpu-scaled-warmup", true},
+      {"lenet5-fmnist-64gpu-scaled-warmup", false},
+      {"lenet5-fmnist-64gpu-scaled-no-warmup", false},
+      {"lenet5-fmnist-64gpu-unscaled", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char file[200];
+    snprintf(file, sizeof file, "scenarios/accuracy/%s.yaml", cases[i].name);
+    assert_int_equal(run(file, &text, "--set", given, NULL), 0);
+    const char *line = strstr(text, "accuracy_parity ");
+    assert_non_null(line);
+    print_message("%s: %.*s\n", cases[i].name, (int)strcspn(line, "\n"), line);
+    /* the verdict line begins with PASS or FAIL six columns before the name */
+    assert_memory_equal(line - 6, cases[i].keeps ? "PASS" : "FAIL", 4);
+    free(text);
+  }
+}
+
 static void test_resume_from_checkpoint_cli(void **s) {
   (void)s;
   /* 2 epochs, then resume to 3; against 3 epochs straight: the last checkpoint, byte for byte */
@@ -436,6 +468,7 @@ int main(void) {
       cmocka_unit_test(test_damaged_disk_full_is_the_jobs_error),
       cmocka_unit_test(test_idx_data_trains),
       cmocka_unit_test(test_resume_from_checkpoint_cli),
+      cmocka_unit_test(test_accuracy_cases),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -152,7 +152,7 @@ class KerasFmnistCnn(nn.Module):
 NETS = {"mnist_net": MnistNet, "lenet5": LeNet5, "keras_fmnist_cnn": KerasFmnistCnn}
 
 
-def load_fmnist(train=True, n=None):
+def load_fmnist(train=True, n=None, mean=MEAN, std=STD):
     """Images as rehearsal reads them: bytes / 255 in float32, then (x - mean) / std computed in
     double and rounded to float32; labels as int64."""
     stem = "train" if train else "t10k"
@@ -164,7 +164,7 @@ def load_fmnist(train=True, n=None):
     if n is not None:
         x, labels = x[:n], labels[:n]
     x = x.astype(np.float32) / np.float32(255)
-    x = ((x.astype(np.float64) - MEAN) / STD).astype(np.float32)
+    x = ((x.astype(np.float64) - mean) / std).astype(np.float32)
     return torch.from_numpy(x), torch.from_numpy(labels)
 
 
