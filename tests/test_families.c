@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "family.h"
 #include "harness.h"
+#include "net/net.h"
 #include "memory.h"
 #include "run_summary.h"
 #include "scenario.h"
@@ -117,12 +119,26 @@ static void test_cnns(void **state) {
     rh_scenario_free(&sc);
   }
   /* Horovod's PyTorch MNIST Net, from its definition: conv 1->10 (5x5) + bias, conv 10->20 (5x5)
-   * + bias, 320->50, 50->10 */
+   * + bias, 320->50, 50->10; the same list the real network trains (net.h) */
+  for (int i = 0; rh_net_names[i]; i++) { /* every real network is in the family, in order */
+    int at = -1;
+    for (int j = 0; rh_cnn_names[j]; j++)
+      if (!strcmp(rh_cnn_names[j], rh_net_names[i])) at = j;
+    assert_true(at >= 0);
+    assert_true(i == 0 || !strcmp(rh_cnn_names[at - 1], rh_net_names[i - 1]));
+  }
   rh_scenario sc;
-  load_model("{family: cnn, name: lenet5}", &sc);
+  load_model("{family: cnn, name: mnist_net}", &sc);
   assert_true(sc.model.parameters == (10 * 25 + 10) + (20 * 10 * 25 + 20) + (320 * 50 + 50) +
                                          (50 * 10 + 10));
   double macs = 10 * 24 * 24 * 25 + 20 * 8 * 8 * 250 + 320 * 50 + 50 * 10;
+  assert_near(sc.model.forward_flops, 2 * macs, 1e-12);
+  rh_scenario_free(&sc);
+  /* LeNet-5: conv 1->6 (5x5, padded to 32x32) 28x28 outputs, conv 6->16 (5x5) 10x10, 400->120,
+   * 120->84, 84->10 */
+  load_model("{family: cnn, name: lenet5}", &sc);
+  assert_true(sc.model.parameters == 61706);
+  macs = 6 * 28 * 28 * 25 + 16 * 10 * 10 * 150 + 400 * 120 + 120 * 84 + 84 * 10;
   assert_near(sc.model.forward_flops, 2 * macs, 1e-12);
   rh_scenario_free(&sc);
 }

@@ -1,11 +1,13 @@
 /*
  * baseline.c: accuracy_parity's one-worker baseline.  The same scenario, with the same
  * overrides, on one node of one GPU, run by the simulator program (`rehearsal` beside the running
- * one) into --out DIR/baseline, or into a temporary folder without --out.  Its identity (the
+ * one) into --out DIR/baseline, or into a temporary folder without --out (stdout.txt and
+ * stderr.txt there hold its output).  Its identity (the
  * scenario's bytes, the overrides, the program) is kept beside it in baseline.json, and a baseline
  * with the same identity is read again instead of run again.  A summary.json named by
  * checks.accuracy_baseline is read as it is.
  */
+#include "cli.h"
 #include "commands.h"
 #include "output.h"
 #include "scenario.h"
@@ -13,14 +15,11 @@
 #include <jansson.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,44 +68,15 @@ static void simulator_program(char *buf, size_t len) {
   if (access(buf, X_OK) != 0) snprintf(buf, len, "/proc/self/exe");
 }
 
-/* Runs the one-worker job into dir (its output into dir/run.txt); its exit status, or -1. */
+/* Runs the one-worker job into dir (its output into dir/stdout.txt and stderr.txt); its exit
+ * status, or -1. */
 static int run_baseline(const char *program, const char *file, const rh_scenario_opts *opts,
                         const char *dir) {
-  static const char *const one[] = {
+  static char *const one[] = {
       "cluster.nodes=1", "cluster.gpus_per_node=1", "checks.accuracy_parity=false",
       "checks.serial_equivalence=false", "checks.resume_equivalence=false"};
-  int nfixed = (int)(sizeof one / sizeof one[0]);
-  char **argv = calloc((size_t)(2 * (opts->nsets + nfixed) + 8), sizeof *argv);
-  if (!argv) return -1;
-  int argc = 0;
-  argv[argc++] = "rehearsal";
-  argv[argc++] = "run";
-  argv[argc++] = (char *)file;
-  for (int i = 0; i < opts->nsets; i++) {
-    argv[argc++] = "--set";
-    argv[argc++] = (char *)opts->sets[i];
-  }
-  for (int i = 0; i < nfixed; i++) {
-    argv[argc++] = "--set";
-    argv[argc++] = (char *)one[i];
-  }
-  argv[argc++] = "--out";
-  argv[argc++] = (char *)dir;
-  char log[PATH_MAX + 16];
-  snprintf(log, sizeof log, "%s/run.txt", dir);
   fflush(stdout);
-  pid_t parent = getpid(), pid = fork();
-  if (pid == 0) {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) _exit(1);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    setenv("RH_PROGRESS", "0", 1);
-    execv(program, argv);
-    _exit(127);
-  }
-  free(argv);
+  pid_t pid = rh_cli_spawn_run(program, file, opts, one, (int)(sizeof one / sizeof one[0]), dir);
   int status;
   if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -155,7 +125,7 @@ double rh_accuracy_baseline(const char *file, const rh_scenario_opts *opts, cons
     unlink(ident);
     int rc = run_baseline(program, file, opts, dir);
     if (rc != 0) {
-      snprintf(source, len, "no baseline: its one-GPU run exited %d (%s/run.txt)", rc, dir);
+      snprintf(source, len, "no baseline: its one-GPU run exited %d (%s/stdout.txt)", rc, dir);
       goto done;
     }
     char text[128];

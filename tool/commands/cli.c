@@ -187,8 +187,8 @@ json_t *rh_cli_settings_json(const rh_scenario *sc) {
   return o;
 }
 
-pid_t rh_cli_spawn_run(const char *file, const rh_scenario_opts *opts, char *const *more,
-                       int nmore, const char *dir) {
+pid_t rh_cli_spawn_run(const char *program, const char *file, const rh_scenario_opts *opts,
+                       char *const *more, int nmore, const char *dir) {
   int argc = 0;
   char **argv = calloc((size_t)(2 * (opts->nsets + nmore) + 8), sizeof *argv);
   if (!argv) return -1;
@@ -218,7 +218,7 @@ pid_t rh_cli_spawn_run(const char *file, const rh_scenario_opts *opts, char *con
     dup2(fo, 1);
     dup2(fe, 2);
     setenv("RH_PROGRESS", "0", 1);
-    execv("/proc/self/exe", argv);
+    execv(program ? program : "/proc/self/exe", argv);
     _exit(127);
   }
   free(argv);

@@ -43,12 +43,12 @@ void rh_cli_platform_note(const rh_scenario *sc);
 void rh_cli_opts_free(rh_scenario_opts *opts);
 
 /* Starts `rehearsal run FILE` again, in a child process of this program (the simulator runs
- * once per process), with opts' overrides, then the nmore in `more`, `--out DIR` and
- * `--no-what-if`; its stdout and stderr go to DIR/stdout.txt and DIR/stderr.txt (DIR exists),
- * and it draws no progress line.  The child's pid, or -1. */
+ * once per process) or of `program` where not NULL, with opts' overrides, then the nmore in
+ * `more`, `--out DIR` and `--no-what-if`; its stdout and stderr go to DIR/stdout.txt and
+ * DIR/stderr.txt (DIR exists), and it draws no progress line.  The child's pid, or -1. */
 #include <sys/types.h>
-pid_t rh_cli_spawn_run(const char *file, const rh_scenario_opts *opts, char *const *more,
-                       int nmore, const char *dir);
+pid_t rh_cli_spawn_run(const char *program, const char *file, const rh_scenario_opts *opts,
+                       char *const *more, int nmore, const char *dir);
 
 /* "rehearsal COMMAND: MESSAGE" on stderr and "try 'rehearsal COMMAND --help'"; returns 2. */
 int rh_cli_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -584,7 +584,7 @@ static int run_points(const char *file, const char *out, const rh_scenario_opts 
         rc = 1;
         break;
       }
-      p->pid = rh_cli_spawn_run(file, common, p->runs, p->nruns, p->dir);
+      p->pid = rh_cli_spawn_run(NULL, file, common, p->runs, p->nruns, p->dir);
       if (p->pid < 0) {
         rc = 1;
         break;

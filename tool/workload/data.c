@@ -181,6 +181,17 @@ typedef struct idx_file {
   unsigned char *data;
 } idx_file;
 
+/* Opens a data file, plain or gzip'd (zlib reads both), with a large read buffer. */
+static rh_status open_data(const char *path, gzFile *gz, char *err, size_t errlen) {
+  errno = 0;
+  *gz = gzopen(path, "rb");
+  if (!*gz)
+    return fail(err, errlen, RH_ERR_IO, path, "cannot open: %s",
+                errno ? strerror(errno) : "out of memory");
+  gzbuffer(*gz, 1 << 17);
+  return RH_OK;
+}
+
 /* Reads and checks an IDX file whose magic must be `magic` (type byte 0x08, ndims in the low
  * byte), plain or gzip'd (zlib reads both).  The data must be exactly the product of the
  * dimensions: fewer bytes are a truncated file, more are trailing bytes. */
@@ -188,12 +199,9 @@ static rh_status idx_read(const char *path, uint32_t magic, const char *what, id
                           char *err, size_t errlen) {
   *f = (idx_file){0};
   int ndims = (int)(magic & 0xffu);
-  errno = 0;
-  gzFile gz = gzopen(path, "rb");
-  if (!gz)
-    return fail(err, errlen, RH_ERR_IO, path, "cannot open: %s",
-                errno ? strerror(errno) : "out of memory");
-  gzbuffer(gz, 1 << 17);
+  gzFile gz;
+  rh_status opened = open_data(path, &gz, err, errlen);
+  if (opened != RH_OK) return opened;
 
   rh_status st = RH_OK;
   unsigned char head[16];
@@ -355,12 +363,9 @@ done:
 
 /* Appends the records of one file (plain or gzip'd) to *d's x and y (grown as they come). */
 static rh_status cifar_file(const char *path, rh_dataset *d, long *cap, char *err, size_t errlen) {
-  errno = 0;
-  gzFile gz = gzopen(path, "rb");
-  if (!gz)
-    return fail(err, errlen, RH_ERR_IO, path, "cannot open: %s",
-                errno ? strerror(errno) : "out of memory");
-  gzbuffer(gz, 1 << 17);
+  gzFile gz;
+  rh_status opened = open_data(path, &gz, err, errlen);
+  if (opened != RH_OK) return opened;
   rh_status st = RH_OK;
   unsigned char rec[CIFAR_RECORD];
   long records = 0;

@@ -2,41 +2,48 @@
  * cnn.c: the convolutional family (see family.h): torchvision's ResNet-50/101/152 (v1.5: the
  * stride on the 3x3 convolution) and ResNeXt-50 32x4d and 101 32x8d (the same blocks, their 3x3
  * convolution grouped and wider), VGG-16 and Inception v3 (with its auxiliary head, which runs in
- * training), and the seeds' networks: the Net of Horovod's PyTorch MNIST example that the LeNet-5
- * seeds run, the CIFAR-10 CNN of the AWS workshop (its Keras model_def: six 3x3 convolutions with
- * batch norm, a 512-unit dense layer), and the Fashion-MNIST lab's WRN-16-10 (Zagoruyko &
- * Komodakis 2016, pre-activation blocks, as Horovod's tutorial builds it).  One layer per module:
+ * training), the CIFAR-10 CNN of the AWS workshop (its Keras model_def: six 3x3 convolutions with
+ * batch norm, a 512-unit dense layer) and the Fashion-MNIST lab's WRN-16-10 (Zagoruyko &
+ * Komodakis 2016, pre-activation blocks, as Horovod's tutorial builds it); and the seeds' networks
+ * that also train for real (net/net.h: Horovod's MNIST Net, LeNet-5, the Keras and TensorFlow
+ * CNNs), whose layers come from the same definitions the training runs.  One layer per module:
  * a convolution, its batch norm, its ReLU, a pool, a linear layer.  Traffic: a convolution reads
  * its input and writes its output; batch norm reads its input twice (statistics, then the
  * normalisation) and writes once; ReLU and pools read and write; a residual add reads two and
  * writes one.  Activations: each module's output (an in-place ReLU keeps none of its own).
  */
 #include "family.h"
+#include "net/net.h"
 
 #include <stdio.h>
 #include <string.h>
 
+/* the networks written here, then net.h's (rh_net_names, in its order: test_families checks) */
 const char *const rh_cnn_names[] = {"resnet50", "resnet101", "resnet152", "vgg16", "inception_v3",
-                                    "lenet5", "cifar10_workshop", "wrn16_10", "resnext50_32x4d",
-                                    "resnext101_32x8d", NULL};
-enum { RESNET50, RESNET101, RESNET152, VGG16, INCEPTION_V3, LENET5, CIFAR10_WORKSHOP, WRN16_10,
-       RESNEXT50_32X4D, RESNEXT101_32X8D };
+                                    "cifar10_workshop", "wrn16_10", "resnext50_32x4d",
+                                    "resnext101_32x8d", "mnist_net", "lenet5", "keras_mnist_cnn",
+                                    "tf_mnist_cnn", "keras_fmnist_cnn", "keras_cifar10_cnn", NULL};
+enum { RESNET50, RESNET101, RESNET152, VGG16, INCEPTION_V3, CIFAR10_WORKSHOP, WRN16_10,
+       RESNEXT50_32X4D, RESNEXT101_32X8D, FIRST_NET };
 
 int rh_cnn_default_classes(int which) {
-  return which == LENET5 || which == CIFAR10_WORKSHOP || which == WRN16_10 ? 10 : 1000;
+  return which >= FIRST_NET || which == CIFAR10_WORKSHOP || which == WRN16_10 ? 10 : 1000;
 }
 
 int rh_cnn_default_image(int which) {
+  if (which >= FIRST_NET) return rh_nets[which - FIRST_NET]->rows;
   switch (which) {
   case INCEPTION_V3: return 299;
-  case LENET5:
   case WRN16_10: return 28;
   case CIFAR10_WORKSHOP: return 32;
   default: return 224;
   }
 }
 
-int rh_cnn_default_channels(int which) { return which == LENET5 || which == WRN16_10 ? 1 : 3; }
+int rh_cnn_default_channels(int which) {
+  if (which >= FIRST_NET) return rh_nets[which - FIRST_NET]->channels;
+  return which == WRN16_10 ? 1 : 3;
+}
 
 /* The tensor flowing through the network: channels x height x width. */
 typedef struct shape {
@@ -351,19 +358,6 @@ static void inception_v3(net *n, int classes) {
 
 /* ---- the seeds' networks -------------------------------------------------------------------- */
 
-/* Horovod's PyTorch MNIST Net: conv 10 (5x5), pool, ReLU, conv 20 (5x5), pool, ReLU, 50, 10. */
-static void lenet5(net *n, int classes) {
-  conv(n, "conv1", 10, 5, 1, 0, true);
-  pool(n, "pool1", 2, 2, 0);
-  relu(n, "relu1", false);
-  conv(n, "conv2", 20, 5, 1, 0, true);
-  pool(n, "pool2", 2, 2, 0);
-  relu(n, "relu2", false);
-  linear(n, "fc1", 50, true);
-  relu(n, "relu3", false);
-  linear(n, "fc2", classes, true);
-}
-
 /* The AWS workshop's Keras CNN: pairs of 3x3 convolutions (32, 64, 128; 'same' then 'valid'),
  * each with batch norm and ReLU, a 2x2 max pool after each pair, Dense(512), Dense(classes). */
 static void cifar10_workshop(net *n, int classes) {
@@ -433,6 +427,13 @@ bool rh_family_cnn(int which, int image, int channels, int classes, rh_layers *o
   net n = {.out = out, .x = {channels, image, image}};
   *why = NULL;
   static const int r50[4] = {3, 4, 6, 3}, r101[4] = {3, 4, 23, 3}, r152[4] = {3, 8, 36, 3};
+  if (which >= FIRST_NET) { /* the same list the training runs */
+    rh_net built;
+    *why = rh_net_build(&built, rh_nets[which - FIRST_NET], channels, image, image, classes);
+    if (*why) return false;
+    if (!rh_net_layers(&built, out)) *why = "out of memory";
+    return !*why;
+  }
   switch (which) {
   case RESNET50: resnet(&n, r50, 1, 64, classes); break;
   case RESNET101: resnet(&n, r101, 1, 64, classes); break;
@@ -441,7 +442,6 @@ bool rh_family_cnn(int which, int image, int channels, int classes, rh_layers *o
   case RESNEXT101_32X8D: resnet(&n, r101, 32, 8, classes); break;
   case VGG16: vgg16(&n, classes); break;
   case INCEPTION_V3: inception_v3(&n, classes); break;
-  case LENET5: lenet5(&n, classes); break;
   case CIFAR10_WORKSHOP: cifar10_workshop(&n, classes); break;
   case WRN16_10: wrn16_10(&n, classes); break;
   default: *why = "unknown network"; return false;
