@@ -377,6 +377,53 @@ static void test_idx_data_trains(void **s) {
   free(text);
 }
 
+/* A data file that is missing or cut short stops the run before it starts: exit 2, naming the
+ * scenario, the field and the file, and nothing written to --out. */
+static void test_idx_data_files_named(void **s) {
+  (void)s;
+  static const char *const scenario =
+      "name: data\ncluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 14}, intra: "
+      "{bandwidth_GBps: 50}}\nmodel: {kind: net, network: %s}\ndata: %s\nrecipe: "
+      "{batch_per_worker: 8, epochs: 1, checkpoint_every_epochs: 0}\n";
+  char cut[300], dir[300], data[700], out[300];
+  snprintf(cut, sizeof cut, "%s", in_tmp("cut.bin"));
+  FILE *f = fopen(cut, "wb");
+  assert_non_null(f);
+  for (int i = 0; i < 3073 + 5; i++) fputc(1, f); /* one record and five bytes of the next */
+  fclose(f);
+  snprintf(dir, sizeof dir, "%s", in_tmp("no-datasets"));
+  struct {
+    const char *net, *data, *field, *file;
+  } cases[] = {
+      {"keras_cifar10_cnn", "{source: cifar10, train_images: %s}", "data.train_images", "cut.bin"},
+      {"keras_cifar10_cnn", "{source: cifar10, train_images: %s/data_batch_*.bin}",
+       "data.train_images", "data_batch_*.bin"},
+      {"lenet5", "{source: fashion-mnist}", "data.train_images", "train-images-idx3-ubyte.gz"},
+  };
+  setenv("RH_DATASETS", dir, 1);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char d[400];
+    snprintf(d, sizeof d, cases[i].data, i == 0 ? cut : dir);
+    snprintf(data, sizeof data, scenario, cases[i].net, d);
+    f = fopen(in_tmp("data.yaml"), "w");
+    fputs(data, f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s", in_tmp("data-out"));
+    char *argv[] = {RH_BINARY, "run", in_tmp("data.yaml"), "--out", out, NULL};
+    assert_int_equal(rh_test_spawn(argv, NULL, in_tmp("data.err")), 2);
+    char *err = rh_test_slurp(in_tmp("data.err"));
+    print_message("%s", err);
+    assert_non_null(strstr(err, "data.yaml: "));
+    assert_non_null(strstr(err, cases[i].field));
+    assert_non_null(strstr(err, cases[i].file));
+    free(err);
+    char summary[340];
+    snprintf(summary, sizeof summary, "%s/summary.json", out);
+    assert_int_not_equal(access(summary, F_OK), 0);
+  }
+  unsetenv("RH_DATASETS");
+}
+
 /* ---- accuracy: the cases of scenarios/accuracy/ -------------------------------------------- */
 
 /* The one-GPU recipe runs once; each case is held to its final accuracy (accuracy_parity) and
@@ -467,6 +514,7 @@ int main(void) {
       cmocka_unit_test(test_damaged_checkpoint_stops_resume),
       cmocka_unit_test(test_damaged_disk_full_is_the_jobs_error),
       cmocka_unit_test(test_idx_data_trains),
+      cmocka_unit_test(test_idx_data_files_named),
       cmocka_unit_test(test_resume_from_checkpoint_cli),
       cmocka_unit_test(test_accuracy_cases),
   };
