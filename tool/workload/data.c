@@ -244,23 +244,30 @@ static rh_status idx_read(const char *path, uint32_t magic, const char *what, id
     }
     f->count *= f->dims[i];
   }
-  /* the header's sizes are read before memory is taken for them: a count past 2^32 bytes or past
-   * what size_t holds is refused without trying */
-  if (f->count > SIZE_MAX || f->count > ((uint64_t)1 << 36)) {
+  /* memory grows with the data that come, so that a header claiming more than the file holds
+   * (a gzip'd file's size is not known before it is read) takes no more than the file's bytes */
+  if (f->count > SIZE_MAX) {
     st = fail(err, errlen, RH_ERR_NOMEM, path, "too large to load (%llu bytes)",
               (unsigned long long)f->count);
     goto done;
   }
-  f->data = malloc((size_t)f->count);
-  if (!f->data) {
-    st = fail(err, errlen, RH_ERR_NOMEM, path, "out of memory for %llu bytes",
-              (unsigned long long)f->count);
-    goto done;
-  }
-  uint64_t have = 0;
-  while (have < f->count) {
-    uint64_t left = f->count - have;
-    int n = gzread(gz, f->data + have, left > (1u << 30) ? (1u << 30) : (unsigned)left);
+  uint64_t have = 0, cap = 0;
+  for (;;) {
+    if (have == cap) {
+      if (cap == f->count) break;
+      uint64_t grown = cap ? 2 * cap : (uint64_t)1 << 20;
+      if (grown > f->count) grown = f->count;
+      unsigned char *bigger = realloc(f->data, (size_t)grown);
+      if (!bigger) {
+        st = fail(err, errlen, RH_ERR_NOMEM, path, "out of memory for %llu bytes",
+                  (unsigned long long)grown);
+        goto done;
+      }
+      f->data = bigger;
+      cap = grown;
+    }
+    uint64_t room = cap - have;
+    int n = gzread(gz, f->data + have, room > (1u << 30) ? (1u << 30) : (unsigned)room);
     if (n <= 0) break;
     have += (uint64_t)n;
   }
