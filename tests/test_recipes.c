@@ -456,6 +456,31 @@ static void test_accuracy_cases(void **s) {
   }
 }
 
+/* Without checks.accuracy_baseline the one-GPU run happens beside the job, into --out DIR/baseline,
+ * and a second run of the same scenario reads it again instead of running it. */
+static void test_accuracy_baseline_kept(void **s) {
+  (void)s;
+  char out[300], *text = NULL;
+  snprintf(out, sizeof out, "%s", in_tmp("accuracy-kept"));
+  char *sets[] = {"--set", "data.train_samples=2000", "--set", "recipe.epochs=1"};
+  for (int round = 0; round < 2; round++) {
+    char *argv[] = {RH_BINARY, "run", "scenarios/accuracy/lenet5-fmnist-16gpu-scaled-warmup.yaml",
+                    "--out", out, sets[0], sets[1], sets[2], sets[3], NULL};
+    int rc = rh_test_spawn(argv, in_tmp("kept.txt"), NULL);
+    text = rh_test_slurp(in_tmp("kept.txt"));
+    const char *line = strstr(text, "accuracy_parity ");
+    assert_non_null(line);
+    print_message("round %d (exit %d): %.*s\n", round + 1, rc, (int)strcspn(line, "\n"), line);
+    assert_true(rc == 0 || rc == 1); /* two thousand images may not keep the accuracy */
+    assert_true((strstr(text, "running the recipe on one GPU") != NULL) == (round == 0));
+    assert_non_null(strstr(line, round == 0 ? "(run into " : "(kept in "));
+    free(text);
+  }
+  char summary[340];
+  snprintf(summary, sizeof summary, "%s/baseline/summary.json", out);
+  assert_int_equal(access(summary, R_OK), 0);
+}
+
 static void test_resume_from_checkpoint_cli(void **s) {
   (void)s;
   /* 2 epochs, then resume to 3; against 3 epochs straight: the last checkpoint, byte for byte */
@@ -517,6 +542,7 @@ int main(void) {
       cmocka_unit_test(test_idx_data_files_named),
       cmocka_unit_test(test_resume_from_checkpoint_cli),
       cmocka_unit_test(test_accuracy_cases),
+      cmocka_unit_test(test_accuracy_baseline_kept),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);
