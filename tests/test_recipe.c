@@ -156,12 +156,6 @@ static void test_sampler_shards(void **s) {
   assert_memory_not_equal(a, c, sizeof a);
 }
 
-/* The lr_schedule check's expectation, Horovod's callbacks written out on their own, against
- * values worked by hand from horovod/_keras/callbacks.py: 3 workers, base lr 0.01 (0.03 scaled),
- * 10 steps an epoch, warmup 2.5 epochs, x 0.1 from epoch 5 (0-based) on.  Warmup's multiplier at
- * batch b of epoch e is 1/3 ((e + (b + 1)/10) 2/2.5 + 1); the warmup callback runs while the
- * integer epoch is below 2.5, so through all of epoch 2, where it passes the scaled lr (0.034 at
- * its last step, 1.1333 x); LearningRateScheduleCallback(start_epoch=2.5) sets 0.03 from epoch 3. */
 /* torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist(), as PyTorch 1.13
  * prints them, and DistributedSampler's shards of the last. */
 static void test_torch_order(void **s) {
@@ -187,6 +181,12 @@ static void test_torch_order(void **s) {
   assert_memory_equal(shard, rank2, sizeof rank2);
 }
 
+/* The lr_schedule check's expectation, Horovod's callbacks written out on their own, against
+ * values worked by hand from horovod/_keras/callbacks.py: 3 workers, base lr 0.01 (0.03 scaled),
+ * 10 steps an epoch, warmup 2.5 epochs, x 0.1 from epoch 5 (0-based) on.  Warmup's multiplier at
+ * batch b of epoch e is 1/3 ((e + (b + 1)/10) 2/2.5 + 1); the warmup callback runs while the
+ * integer epoch is below 2.5, so through all of epoch 2, where it passes the scaled lr (0.034 at
+ * its last step, 1.1333 x); LearningRateScheduleCallback(start_epoch=2.5) sets 0.03 from epoch 3. */
 static void test_horovod_callbacks_by_hand(void **state) {
   (void)state;
   const double decay[] = {5};

@@ -124,10 +124,12 @@ double rh_accuracy_baseline(const char *file, const rh_scenario_opts *opts, cons
   if (!cached) {
     printf("  (accuracy_parity: running the recipe on one GPU for its baseline, into %s)\n", dir);
     unlink(ident);
+    unlink(summary); /* another identity's: never read as this one's */
     /* a check of its own that fails (1) still leaves its accuracy; no summary does not */
     int rc = run_baseline(program, file, opts, dir);
     if (rc != 0 && !(rc == 1 && access(summary, R_OK) == 0)) {
       snprintf(source, len, "no baseline: its one-GPU run exited %d (%s/stdout.txt)", rc, dir);
+      temporary = false; /* kept, for the message's file */
       goto done;
     }
     char text[128];

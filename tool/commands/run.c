@@ -330,6 +330,11 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
       return 2;
     }
   }
+  if (sc->recipe.shuffle == RH_SHUFFLE_TORCH && c->train_samples >= (1L << 24)) {
+    fprintf(stderr, "rehearsal: %s: recipe.shuffle: torch draws torch.randperm's order for up to "
+                    "16777215 samples; %ld here (give shuffle: true)\n", sc->path, c->train_samples);
+    return 2;
+  }
   if (sc->data.source != RH_DATA_SYNTHETIC && sc->data.norm_std > 0) {
     rh_dataset_normalize(&in->train, sc->data.norm_mean, sc->data.norm_std);
     rh_dataset_normalize(&in->validation, sc->data.norm_mean, sc->data.norm_std);
@@ -449,7 +454,7 @@ static void interval_study(const rh_scenario_launch *launch, const rh_train_conf
 
 static int run_scenario(const char *file, const run_flags *fl, const rh_scenario_opts *opts);
 
-/* params.bin's index: its layout and each tensor's name, shape and first value, so that
+/* params.bin's index: its layout and each tensor's name, shape and offset, so that
  * numpy.fromfile(..., "<f4") and the shapes give the state_dict (and model.init_from reads it). */
 static json_t *params_index(const rh_model *m) {
   json_t *tensors = json_array();
@@ -959,7 +964,6 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)res.params_hash);
     json_object_set_new(root, "final_parameters_fnv1a", json_string(hex));
     printf("\nfinal parameters: FNV-1a %s\n", hex);
-    if (out && res.final_params) json_object_set_new(root, "parameters_file", params_index(&cfg->model));
   }
 
   rc = (unexpected || (launch_rc != 0 && !explained)) ? 1 : 0;
@@ -967,6 +971,15 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     /* steps.csv: every step, up to its cap (said); none when steps went unrecorded (said) */
     long rows = 0;
     char *steps = res.unrecorded ? NULL : steps_csv(&res, &rows);
+    /* params.bin: the final parameters, when the run ended with them (its index in summary.json);
+     * an earlier run's is removed where this one writes none */
+    bool params = steps && cfg->real && res.final_params && res.error == RH_OK;
+    if (params) json_object_set_new(root, "parameters_file", params_index(&cfg->model));
+    else {
+      char stale[4200];
+      snprintf(stale, sizeof stale, "%s/params.bin", out);
+      unlink(stale);
+    }
     if (steps && rows < res.recorded)
       json_object_set_new(root, "steps_csv", json_pack("{s:I, s:I}", "rows", (json_int_t)rows,
                                                        "steps", (json_int_t)res.recorded));
@@ -977,8 +990,6 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
                *texts[] = {text, epochs, steps, (const char *)res.final_params};
     size_t sizes[] = {(size_t)-1, (size_t)-1, (size_t)-1,
                       cfg->real ? cfg->model.nparams * sizeof(float) : 0};
-    /* params.bin: the final parameters, when the run ended with them (its index in summary.json) */
-    bool params = steps && cfg->real && res.final_params && res.error == RH_OK;
     if (res.unrecorded) {
       printf("\nsteps.csv not written: no memory was left to record %ld of the steps\n",
              res.unrecorded);

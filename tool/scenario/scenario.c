@@ -190,8 +190,8 @@ static const field model_fields[] = {
     INT("hidden", false, 1, 1 << 20, model.hidden,
         "mlp: hidden units"),
     ENUM("network", rh_net_names, model.network,
-        "net: the convolutional network (docs/models.md): mnist_net (the seeds' PyTorch Net), "
-        "lenet5, keras_mnist_cnn, tf_mnist_cnn, keras_fmnist_cnn, keras_cifar10_cnn"),
+        "net: the convolutional network (docs/models.md; default mnist_net, the seeds' PyTorch Net): "
+        "mnist_net, lenet5, keras_mnist_cnn, tf_mnist_cnn, keras_fmnist_cnn, keras_cifar10_cnn"),
     STR("name", false, model.name,
         "the model's name, for the outputs"),
     STR("init_from", false, model.init_from,
@@ -1713,10 +1713,6 @@ static void check_whole(walker *w) {
     fail(w, node_at(w->doc, "data"), "data.train_samples", "missing (required for synthetic data)");
     return;
   }
-  if (sc->model.kind == RH_KIND_NET && !node_at(w->doc, "model.network")) {
-    fail(w, node_at(w->doc, "model"), "model.network", "missing (required with kind: net)");
-    return;
-  }
   if (sc->data.source != RH_DATA_SYNTHETIC) {
     if (!real) {
       fail(w, node_at(w->doc, "data.source"), "data.source",
@@ -1724,13 +1720,18 @@ static void check_whole(walker *w) {
            data_sources[sc->data.source]);
       return;
     }
-    if (sc->data.source == RH_DATA_FASHION_MNIST &&
-        (sc->data.train_images || sc->data.validation_images)) {
-      fail(w, node_at(w->doc, sc->data.train_images ? "data.train_images" : "data.validation_images"),
-           sc->data.train_images ? "data.train_images" : "data.validation_images",
-           "source fashion-mnist reads Debian's files (%s); give source: idx for other files",
-           rh_datasets_dir());
-      return;
+    if (sc->data.source == RH_DATA_FASHION_MNIST) {
+      const char *bad = sc->data.train_images          ? "data.train_images"
+                          : sc->data.train_labels      ? "data.train_labels"
+                          : sc->data.validation_images ? "data.validation_images"
+                          : sc->data.validation_labels ? "data.validation_labels"
+                                                       : NULL;
+      if (bad) {
+        fail(w, node_at(w->doc, bad), bad,
+             "source fashion-mnist reads Debian's files (%s); give source: idx for other files",
+             rh_datasets_dir());
+        return;
+      }
     }
     if (sc->data.source == RH_DATA_FASHION_MNIST) {
       /* Debian's dataset-fashion-mnist: the training set, and the test set for validation */

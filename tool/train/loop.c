@@ -284,13 +284,17 @@ static void write_samples(rank_state *s) {
   if (!s->cfg->samples_dir) return;
   char name[64];
   snprintf(name, sizeof name, "samples-rank%d.csv", s->rank);
-  const char *head = "epoch,step,rank,sample\n";
-  size_t len = strlen(head) + s->samples_len + 64;
-  char *text = malloc(len);
+  static const char head[] = "epoch,step,rank,sample\n";
+  static const char short_of_memory[] = "# out of memory: the record stops here\n";
+  bool cut = s->samples_cap == (size_t)-1;
+  size_t len = sizeof head - 1 + s->samples_len + (cut ? sizeof short_of_memory - 1 : 0);
+  char *text = malloc(len + 1);
   if (text) {
-    snprintf(text, len, "%s%.*s%s", head, (int)s->samples_len, s->samples_log ? s->samples_log : "",
-             s->samples_cap == (size_t)-1 ? "# out of memory: the record stops here\n" : "");
-    rh_write_output(s->cfg->samples_dir, name, text);
+    memcpy(text, head, sizeof head - 1);
+    if (s->samples_len) memcpy(text + sizeof head - 1, s->samples_log, s->samples_len);
+    if (cut) memcpy(text + sizeof head - 1 + s->samples_len, short_of_memory, sizeof short_of_memory - 1);
+    const char *names[] = {name}, *texts[] = {text};
+    rh_write_outputs_sized(s->cfg->samples_dir, 1, names, texts, &len);
   }
   free(text);
   free(s->samples_log);
@@ -449,7 +453,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   int correct = 0;
   if (cfg->real) {
     load_batch(s, k, n);
-    if (cfg->samples_dir) record_samples(s, epoch);
+    if (cfg->samples_dir && s->recording) record_samples(s, epoch); /* not the resume replay */
     /* dropout's masks: the step's key, this rank's samples at rank x n of the step's global batch */
     s->dropout_key = rh_net_dropout_key(cfg->seed, (long)s->pos.global_step);
     loss = rh_model_loss_grad_at(&cfg->model, s->params, s->x, s->y, (int)n, s->grad, &correct,

@@ -378,7 +378,14 @@ static rh_status cifar_file(const char *path, rh_dataset *d, long *cap, char *er
   long records = 0;
   for (;;) {
     int n = gzread(gz, rec, CIFAR_RECORD);
-    if (n == 0) break;
+    if (n == 0) {
+      int zerr;
+      const char *msg = gzerror(gz, &zerr);
+      if (zerr != Z_OK && zerr != Z_STREAM_END) /* a gzip stream cut short, even between records */
+        st = fail(err, errlen, RH_ERR_INVALID, path, "truncated after %ld records: %s", records,
+                  msg);
+      break;
+    }
     if (n < 0) {
       int zerr;
       const char *msg = gzerror(gz, &zerr);
@@ -392,10 +399,10 @@ static rh_status cifar_file(const char *path, rh_dataset *d, long *cap, char *er
                 "pixels)", records + 1, n, CIFAR_RECORD);
       break;
     }
-    if (rec[0] > 99) {
+    if (rec[0] > 9) {
       st = fail(err, errlen, RH_ERR_INVALID, path,
-                "record %ld: label %d (CIFAR-10's labels are 0-9, CIFAR-100's coarse ones 0-19)",
-                records + 1, rec[0]);
+                "record %ld: label %d (CIFAR-10's labels are 0-9; CIFAR-100's records are 3074 "
+                "bytes and not read here)", records + 1, rec[0]);
       break;
     }
     if (d->n == *cap) {

@@ -42,7 +42,8 @@ rh_status rh_model_init(rh_model *m, rh_model_kind kind, int inputs, int hidden,
 int rh_model_read_params(const rh_model *m, const char *path, float *params, char *err,
                          size_t errlen);
 
-/* Deterministic initial parameters from seed (weights uniform in +-1/sqrt(fan_in), biases 0). */
+/* Deterministic initial parameters from seed: softmax and MLP weights uniform in +-1/sqrt(fan_in)
+ * and biases 0; a network's as rh_net_init_params draws them. */
 void rh_model_init_params(const rh_model *m, float *params, uint64_t seed);
 
 /* Forward FLOPs of one sample (multiply-adds count 2). */

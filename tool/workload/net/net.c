@@ -499,7 +499,7 @@ static void forward_op(const rh_net *n, int i, const float *params, const float 
 /* dx from dy (w->dact[i]) for op i; its weight's gradient into grad.  dx NULL: the input's
  * gradient is not wanted (op 0). */
 static void backward_op(const rh_net *n, int i, const float *params, const float *x, int batch,
-                        work *w, float *grad, float *dx, uint64_t key, long first) {
+                        work *w, float *grad, float *dx, bool train) {
   const rh_net_op *op = &n->spec->ops[i];
   rh_net_shape in = n->in[i], out = n->out[i];
   size_t isz = volume(in), osz = volume(out), B = (size_t)batch;
@@ -555,7 +555,7 @@ static void backward_op(const rh_net *n, int i, const float *params, const float
   case RH_OP_DROPOUT:
   case RH_OP_DROPOUT2D: {
     if (!dx) break;
-    if (op->p <= 0) {
+    if (!train || op->p <= 0) { /* the identity forward, so backward */
       memcpy(dx, dy, B * osz * sizeof *dx);
       break;
     }
@@ -608,7 +608,7 @@ double rh_net_loss_grad(const rh_net *n, const float *params, const float *x, co
   if (grad)
     for (int i = last; i >= 0; i--)
       backward_op(n, i, params, i ? w.act[i - 1] : x, batch, &w, grad, i ? w.dact[i - 1] : NULL,
-                  key, first);
+                  train);
   if (correct) *correct = right;
   return total / (double)batch;
 }

@@ -14,8 +14,9 @@
  *
  * Determinism: loop orders are fixed; the GEMMs are OpenBLAS's, single-threaded, so one machine
  * gives the same bits in every process.  Dropout's masks are counter-based: the mask of element i
- * of dropout layer L at step t on rank r is a function of (key, L, i) where key comes from (seed,
- * rank, step) (rh_net_dropout_key), so reruns, the simulator and real processes draw the same.
+ * of dropout layer L at step t is a function of (key, L, i) where key comes from (seed, step)
+ * (rh_net_dropout_key) and i counts over the step's global batch, so that the rank enters through
+ * its samples' positions; reruns, the simulator and real processes draw the same.
  */
 #ifndef RH_NET_H
 #define RH_NET_H
