@@ -1003,8 +1003,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     else if (rows < res.recorded)
       printf("\nwrote %s/summary.json, epochs.txt and steps.csv (its first %ld steps of %ld: a "
              "row each up to %ld)\n", out, rows, res.recorded, STEPS_CSV_ROWS);
-    else printf("\nwrote %s/summary.json, epochs.txt, steps.csv%s\n", out,
-                params ? " and params.bin" : "");
+    else printf("\nwrote %s/summary.json, epochs.txt%s steps.csv%s\n", out,
+                params ? "," : " and", params ? " and params.bin" : "");
     free(text);
     free(epochs);
     free(steps);
