@@ -24,14 +24,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static uint64_t fnv_file(const char *path, uint64_t h) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return h;
-  for (int c; (c = fgetc(f)) != EOF;) h = (h ^ (uint64_t)(unsigned char)c) * 1099511628211ull;
-  fclose(f);
-  return h;
-}
-
 static uint64_t fnv_text(const char *s, uint64_t h) {
   for (; *s; s++) h = (h ^ (uint64_t)(unsigned char)*s) * 1099511628211ull;
   return (h ^ 0xffu) * 1099511628211ull; /* a separator: "ab","c" is not "a","bc" */
@@ -109,9 +101,10 @@ double rh_accuracy_baseline(const char *file, const rh_scenario_opts *opts, cons
   }
   char program[PATH_MAX];
   simulator_program(program, sizeof program);
-  uint64_t id = fnv_file(file, 1469598103934665603ull);
+  uint64_t id = 1469598103934665603ull;
+  rh_cli_fnv_file(file, &id);
   for (int i = 0; i < opts->nsets; i++) id = fnv_text(opts->sets[i], id);
-  id = fnv_file(program, id);
+  rh_cli_fnv_file(program, &id);
   char hex[17], ident[PATH_MAX + 32], summary[PATH_MAX + 32];
   snprintf(hex, sizeof hex, "%016llx", (unsigned long long)id);
   snprintf(ident, sizeof ident, "%s/baseline.json", dir);

@@ -224,3 +224,11 @@ pid_t rh_cli_spawn_run(const char *program, const char *file, const rh_scenario_
   free(argv);
   return pid;
 }
+
+bool rh_cli_fnv_file(const char *path, uint64_t *h) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  for (int c; (c = fgetc(f)) != EOF;) *h = (*h ^ (uint64_t)(unsigned char)c) * 1099511628211ull;
+  fclose(f);
+  return true;
+}

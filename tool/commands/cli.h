@@ -50,6 +50,10 @@ void rh_cli_opts_free(rh_scenario_opts *opts);
 pid_t rh_cli_spawn_run(const char *program, const char *file, const rh_scenario_opts *opts,
                        char *const *more, int nmore, const char *dir);
 
+/* Folds a file's bytes into the FNV-1a hash *h (start from 1469598103934665603); false, with *h
+ * as it was, when the file cannot be read. */
+bool rh_cli_fnv_file(const char *path, uint64_t *h);
+
 /* "rehearsal COMMAND: MESSAGE" on stderr and "try 'rehearsal COMMAND --help'"; returns 2. */
 int rh_cli_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

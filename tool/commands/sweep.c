@@ -191,12 +191,8 @@ typedef struct point {
 
 /* FNV-1a of the scenario file, so that a changed scenario runs its points again. */
 static uint64_t file_hash(const char *path) {
-  FILE *f = fopen(path, "rb");
   uint64_t h = 1469598103934665603ull;
-  if (!f) return 0;
-  for (int c; (c = fgetc(f)) != EOF;) h = (h ^ (uint64_t)(unsigned char)c) * 1099511628211ull;
-  fclose(f);
-  return h;
+  return rh_cli_fnv_file(path, &h) ? h : 0;
 }
 
 /* What a point is: its scenario, every override and the program that runs it (a rebuilt or
