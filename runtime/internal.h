@@ -270,13 +270,27 @@ extern const char *const rh_setting_source_names[];
 typedef struct rh_settings {
   double value[RH_SETTING_COUNT];
   unsigned char source[RH_SETTING_COUNT]; /* rh_setting_source */
+  /* RH_SOURCE_ENVIRONMENT: the variable that gave the value (the setting's RH_* one, or Horovod's
+   * or NCCL's: HOROVOD_FUSION_THRESHOLD, NCCL_PROTO...), a static string; else NULL */
+  const char *variable[RH_SETTING_COUNT];
+  /* NCCL variables that gave a setting the scenario cannot use (NCCL_ALGO=Tree without
+   * network_model: nccl): the setting went back to its default, and they are named as ignored */
+  const char *unused[2];
 } rh_settings;
 
 extern const rh_setting_def rh__setting_defs[RH_SETTING_COUNT];
 
-/* Fills the defaults, then applies the environment.  On a malformed environment value returns
+/* Fills the defaults, then applies the environment: the Horovod and NCCL variables that mean a
+ * setting (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME in ms, HOROVOD_HIERARCHICAL_ALLREDUCE,
+ * NCCL_ALGO, NCCL_PROTO), then the RH_* ones over them.  On a malformed value of either returns
  * RH_ERR_INVALID and writes a message naming the variable into err. */
 rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen);
+/* The HOROVOD_* and NCCL_* variables set (non-empty) that nothing reads here: without a
+ * counterpart (NCCL_DEBUG), or with a value that has none (NCCL_ALGO=Tree,Ring), less the names in
+ * also_read (NULL-terminated; may be NULL), which the caller reads itself, and with the unused ones
+ * of s (may be NULL).  Sorted, each once, as a NULL-terminated array in one allocation (free()
+ * it); NULL when out of memory. */
+char **rh_settings_ignored(const rh_settings *s, const char *const *also_read);
 /* Parses `text` for setting id (an enum name, or a number).  RH_ERR_INVALID if it does not fit. */
 rh_status rh_settings_parse(rh_setting_id id, const char *text, double *out);
 /* Index of `name` among the settings, or -1. */

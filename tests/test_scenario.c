@@ -554,11 +554,219 @@ static void test_environment_then_scenario(void **state) {
   unsetenv("RH_FUSION_THRESHOLD");
 }
 
-/* The settings' environment variables would change what the files mean: clear them. */
-static int clear_environment(void **state) {
+/* Horovod's and NCCL's variables (and the RH_* ones) unset: every HOROVOD_* and NCCL_* there is,
+ * as the ones without a counterpart would show in rh_settings_ignored. */
+static int clear_horovod_nccl(void **state) {
   (void)state;
+  extern char **environ;
+  for (int again = 1; again;) { /* unsetenv changes environ: look again from the start */
+    again = 0;
+    for (char **e = environ; *e && !again; e++) {
+      if (strncmp(*e, "HOROVOD_", 8) != 0 && strncmp(*e, "NCCL_", 5) != 0) continue;
+      char name[256];
+      snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+      unsetenv(name);
+      again = 1;
+    }
+  }
   for (int i = 0; i < RH_SETTING_COUNT; i++) unsetenv(rh__setting_defs[i].env);
   return 0;
+}
+
+/* rh_settings_init with the environment as it is now; its status, the message into err. */
+static rh_status init_settings(rh_settings *s, char *err, size_t len) {
+  err[0] = 0;
+  return rh_settings_init(s, err, len);
+}
+
+/* The name of enum setting id's value, as the settings block prints it. */
+static const char *choice(const rh_settings *s, rh_setting_id id) {
+  return rh__setting_defs[id].choices[(int)s->value[id]];
+}
+
+/* Horovod's and NCCL's variables give the settings they mean, in the settings' units, and say
+ * which variable gave each; RH_* wins over them, the scenario over both. */
+static void test_horovod_nccl_variables(void **state) {
+  (void)state;
+  rh_settings s;
+  char err[512];
+  setenv("HOROVOD_CYCLE_TIME", "5", 1);                 /* Horovod's milliseconds */
+  setenv("HOROVOD_FUSION_THRESHOLD", "67108864", 1);    /* bytes: 64 x 2^20 */
+  setenv("NCCL_PROTO", "LL128", 1);
+  setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "1", 1);
+  setenv("NCCL_ALGO", "tree", 1);
+  assert_int_equal(init_settings(&s, err, sizeof err), RH_OK);
+  assert_close(s.value[RH_SETTING_CYCLE_TIME], 5 * 1e-3); /* 5 ms in seconds */
+  assert_int_equal(s.source[RH_SETTING_CYCLE_TIME], RH_SOURCE_ENVIRONMENT);
+  assert_string_equal(s.variable[RH_SETTING_CYCLE_TIME], "HOROVOD_CYCLE_TIME");
+  assert_close(s.value[RH_SETTING_FUSION_THRESHOLD], 64.0 * 1024 * 1024);
+  assert_string_equal(s.variable[RH_SETTING_FUSION_THRESHOLD], "HOROVOD_FUSION_THRESHOLD");
+  assert_string_equal(choice(&s, RH_SETTING_PROTOCOL), "ll128");
+  assert_string_equal(s.variable[RH_SETTING_PROTOCOL], "NCCL_PROTO");
+  /* Horovod's hierarchical allreduce over NCCL's algorithm within it */
+  assert_string_equal(choice(&s, RH_SETTING_ALGORITHM), "hierarchical");
+  assert_string_equal(s.variable[RH_SETTING_ALGORITHM], "HOROVOD_HIERARCHICAL_ALLREDUCE");
+  assert_null(s.variable[RH_SETTING_TIMEOUT]); /* nothing gave it */
+  assert_int_equal(s.source[RH_SETTING_TIMEOUT], RH_SOURCE_DEFAULT);
+
+  /* Horovod's switch off: NCCL's single algorithm, its name in any case; 3.5 ms */
+  setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "0", 1);
+  setenv("NCCL_ALGO", "Tree", 1);
+  setenv("NCCL_PROTO", "simple", 1);
+  setenv("HOROVOD_CYCLE_TIME", "3.5", 1);
+  assert_int_equal(init_settings(&s, err, sizeof err), RH_OK);
+  assert_string_equal(choice(&s, RH_SETTING_ALGORITHM), "tree");
+  assert_string_equal(s.variable[RH_SETTING_ALGORITHM], "NCCL_ALGO");
+  assert_string_equal(choice(&s, RH_SETTING_PROTOCOL), "simple");
+  assert_close(s.value[RH_SETTING_CYCLE_TIME], 3.5 / 1000);
+
+  /* a list or an exclusion is NCCL's, but no one algorithm: the default stays */
+  static const char *const unmapped[] = {"Tree,Ring", "^Tree", "CollNetDirect", "ring,ring"};
+  for (size_t i = 0; i < sizeof unmapped / sizeof unmapped[0]; i++) {
+    setenv("NCCL_ALGO", unmapped[i], 1);
+    assert_int_equal(init_settings(&s, err, sizeof err), RH_OK);
+    assert_string_equal(choice(&s, RH_SETTING_ALGORITHM), "auto");
+    assert_int_equal(s.source[RH_SETTING_ALGORITHM], RH_SOURCE_DEFAULT);
+    assert_null(s.variable[RH_SETTING_ALGORITHM]);
+  }
+
+  /* the setting's own variable wins */
+  setenv("RH_FUSION_THRESHOLD", "1MiB", 1);
+  setenv("RH_PROTOCOL", "ll", 1);
+  assert_int_equal(init_settings(&s, err, sizeof err), RH_OK);
+  assert_close(s.value[RH_SETTING_FUSION_THRESHOLD], 1048576);
+  assert_string_equal(s.variable[RH_SETTING_FUSION_THRESHOLD], "RH_FUSION_THRESHOLD");
+  assert_string_equal(choice(&s, RH_SETTING_PROTOCOL), "ll");
+  assert_string_equal(s.variable[RH_SETTING_PROTOCOL], "RH_PROTOCOL");
+  assert_close(s.value[RH_SETTING_CYCLE_TIME], 3.5e-3); /* no RH_CYCLE_TIME: Horovod's stays */
+  unsetenv("RH_PROTOCOL");
+  unsetenv("NCCL_PROTO");
+  unsetenv("NCCL_ALGO");
+
+  /* the scenario wins over both (layers_realistic.yaml: fusion_threshold 32MiB), --set over all */
+  rh_scenario sc;
+  load_ok(GOOD_DIR "/layers_realistic.yaml", &sc);
+  assert_close(sc.settings.value[RH_SETTING_FUSION_THRESHOLD], 32.0 * 1048576);
+  assert_int_equal(sc.settings.source[RH_SETTING_FUSION_THRESHOLD], RH_SOURCE_SCENARIO);
+  assert_null(sc.settings.variable[RH_SETTING_FUSION_THRESHOLD]);
+  assert_close(sc.settings.value[RH_SETTING_CYCLE_TIME], 3.5e-3); /* the file has none */
+  assert_string_equal(sc.settings.variable[RH_SETTING_CYCLE_TIME], "HOROVOD_CYCLE_TIME");
+  rh_scenario_free(&sc);
+  static const char *const sets[] = {"collective.cycle_time=2ms"};
+  rh_scenario_opts opts = {.sets = sets, .nsets = 1};
+  assert_int_equal(rh_scenario_load_opts(GOOD_DIR "/layers_realistic.yaml", &opts, &sc, err,
+                                         sizeof err),
+                   RH_OK);
+  assert_close(sc.settings.value[RH_SETTING_CYCLE_TIME], 2e-3);
+  assert_int_equal(sc.settings.source[RH_SETTING_CYCLE_TIME], RH_SOURCE_COMMAND_LINE);
+  assert_null(sc.settings.variable[RH_SETTING_CYCLE_TIME]);
+  rh_scenario_free(&sc);
+  clear_horovod_nccl(NULL);
+}
+
+/* A value Horovod or NCCL would not take either is refused as a bad RH_* value is, naming the
+ * variable and the value; the scenario loader passes the message on. */
+static void test_horovod_nccl_bad_values(void **state) {
+  (void)state;
+  static const char *const bad[][2] = {
+      {"HOROVOD_FUSION_THRESHOLD", "abc"},  {"HOROVOD_FUSION_THRESHOLD", "64MiB"},
+      {"HOROVOD_FUSION_THRESHOLD", "-1"},   {"HOROVOD_FUSION_THRESHOLD", "2199023255552"},
+      {"HOROVOD_CYCLE_TIME", "soon"},       {"HOROVOD_CYCLE_TIME", "5ms"},
+      {"HOROVOD_CYCLE_TIME", "-5"},         {"HOROVOD_CYCLE_TIME", "3600001"},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "yes"}, {"NCCL_ALGO", "Trie"},
+      {"NCCL_ALGO", "Tree,Rung"},           {"NCCL_ALGO", "^"},
+      {"NCCL_PROTO", "LL256"},              {"NCCL_PROTO", ","}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    clear_horovod_nccl(NULL);
+    setenv(bad[i][0], bad[i][1], 1);
+    rh_settings s;
+    char err[512], want[256];
+    assert_int_equal(init_settings(&s, err, sizeof err), RH_ERR_INVALID);
+    snprintf(want, sizeof want, "environment variable %s: cannot use \"%s\"", bad[i][0],
+             bad[i][1]);
+    if (strcmp(err, want) != 0)
+      fail_msg("%s=%s: \"%s\", expected \"%s\"", bad[i][0], bad[i][1], err, want);
+    rh_scenario sc;
+    assert_int_equal(rh_scenario_load(GOOD_DIR "/uneven_hosts.yaml", &sc, err, sizeof err),
+                     RH_ERR_INVALID);
+    assert_non_null(strstr(err, want));
+  }
+  clear_horovod_nccl(NULL);
+}
+
+/* The HOROVOD_* and NCCL_* variables set that nothing reads are named once each, sorted; those
+ * that give a setting, those the caller reads itself and those set empty are not. */
+/* NCCL_ALGO=Tree or NCCL_PROTO on a scenario without NCCL's network model: NCCL's own variables,
+ * set for the real cluster, apply to nothing the simulator runs there; the settings go back to
+ * their defaults and the variables are named as ignored (RH_PROTOCOL asking the same is an
+ * error: it is this tool's own). */
+static void test_nccl_variables_without_nccl_model(void **state) {
+  (void)state;
+  clear_horovod_nccl(NULL);
+  setenv("NCCL_ALGO", "Tree", 1);
+  setenv("NCCL_PROTO", "LL", 1);
+  rh_scenario sc;
+  char err[1024];
+  assert_int_equal(rh_scenario_load("scenarios/default.yaml", &sc, err, sizeof err), RH_OK);
+  assert_int_equal((int)sc.settings.value[RH_SETTING_ALGORITHM] == RH_ALGO_TREE, 0);
+  assert_int_equal((int)sc.settings.value[RH_SETTING_PROTOCOL], RH_PROTO_AUTO);
+  assert_int_equal(sc.settings.source[RH_SETTING_PROTOCOL], RH_SOURCE_DEFAULT);
+  char **names = rh_settings_ignored(&sc.settings, NULL);
+  assert_non_null(names);
+  /* NCCL_ALGO's tree is the scenario's own algorithm's to override (it names one): read, not
+   * ignored */
+  assert_int_equal(sc.settings.source[RH_SETTING_ALGORITHM], RH_SOURCE_SCENARIO);
+  assert_string_equal(names[0], "NCCL_PROTO");
+  assert_null(names[1]);
+  free(names);
+  rh_scenario_free(&sc);
+  clear_horovod_nccl(NULL);
+  setenv("RH_PROTOCOL", "ll", 1);
+  assert_int_equal(rh_scenario_load("scenarios/default.yaml", &sc, err, sizeof err), RH_ERR_INVALID);
+  assert_non_null(strstr(err, "(environment variable RH_PROTOCOL) need cluster.network_model: nccl"));
+}
+
+static void test_horovod_nccl_ignored(void **state) {
+  (void)state;
+  clear_horovod_nccl(NULL);
+  char **none = rh_settings_ignored(NULL, NULL);
+  assert_non_null(none);
+  assert_null(none[0]);
+  free(none);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("HOROVOD_AUTOTUNE", "1", 1);
+  setenv("NCCL_ALGO", "Tree,Ring", 1); /* NCCL's, but no counterpart */
+  setenv("NCCL_IB_DISABLE", "1", 1);
+  setenv("HOROVOD_FUSION_THRESHOLD", "1024", 1); /* gives fusion_threshold */
+  setenv("NCCL_PROTO", "LL", 1);                 /* gives protocol */
+  setenv("HOROVOD_TIMELINE", "/tmp/t.json", 1);  /* the caller's, below */
+  setenv("NCCL_SOCKET_IFNAME", "", 1);           /* empty: as unset */
+  setenv("RH_NOT_A_SETTING", "1", 1);            /* neither Horovod's nor NCCL's */
+  static const char *const also[] = {"HOROVOD_TIMELINE", NULL};
+  char **names = rh_settings_ignored(NULL, also);
+  assert_non_null(names);
+  static const char *const want[] = {"HOROVOD_AUTOTUNE", "NCCL_ALGO", "NCCL_DEBUG",
+                                     "NCCL_IB_DISABLE", NULL};
+  for (int i = 0; want[i] || names[i]; i++) {
+    if (!want[i] || !names[i] || strcmp(want[i], names[i]) != 0)
+      fail_msg("ignored[%d]: %s, expected %s", i, names[i] ? names[i] : "(end)",
+               want[i] ? want[i] : "(end)");
+  }
+  free(names);
+  /* without the caller's reading it, HOROVOD_TIMELINE is ignored too, in its place */
+  names = rh_settings_ignored(NULL, NULL);
+  assert_non_null(names);
+  assert_string_equal(names[0], "HOROVOD_AUTOTUNE");
+  assert_string_equal(names[1], "HOROVOD_TIMELINE");
+  assert_string_equal(names[2], "NCCL_ALGO");
+  free(names);
+  unsetenv("RH_NOT_A_SETTING");
+  clear_horovod_nccl(NULL);
+}
+
+/* The settings' environment variables would change what the files mean: clear them. */
+static int clear_environment(void **state) {
+  return clear_horovod_nccl(state);
 }
 
 /* Presets fill what the scenario leaves out, the scenario's keys win, and the network model
@@ -597,6 +805,10 @@ int main(void) {
       cmocka_unit_test(test_layers_realistic),
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_environment_then_scenario),
+      cmocka_unit_test_teardown(test_horovod_nccl_variables, clear_horovod_nccl),
+      cmocka_unit_test_teardown(test_horovod_nccl_bad_values, clear_horovod_nccl),
+      cmocka_unit_test_teardown(test_horovod_nccl_ignored, clear_horovod_nccl),
+      cmocka_unit_test_teardown(test_nccl_variables_without_nccl_model, clear_horovod_nccl),
       cmocka_unit_test(test_failure_sections),
   };
   return cmocka_run_group_tests(tests, clear_environment, NULL);

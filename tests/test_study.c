@@ -2,9 +2,9 @@
  * test_study.c: the scaling-study workflow as a user runs it.  A 5-point sweep gives, row for
  * row, what the five runs give on their own, runs no point twice when asked again, and draws its
  * plots; --set overrides a key and names itself in errors; the settings report where each value
- * came from; steps.csv holds every step; the bottleneck section's what-if figures follow from the
- * run's own figures; the progress line goes to stderr alone; --out creates its parents and
- * writes files others can read.
+ * came from, Horovod's and NCCL's variables among them; steps.csv holds every step; the
+ * bottleneck section's what-if figures follow from the run's own figures; the progress line goes
+ * to stderr alone; --out creates its parents and writes files others can read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -269,6 +269,113 @@ static void test_set_and_sources(void **state) {
   free(dir);
 }
 
+/* The Horovod and NCCL variables the test sets, unset after it however it ends. */
+static const char *const horovod_nccl[] = {"HOROVOD_CYCLE_TIME", "HOROVOD_FUSION_THRESHOLD",
+                                           "HOROVOD_TIMELINE", "NCCL_ALGO", "NCCL_PROTO",
+                                           "NCCL_DEBUG"};
+
+static int unset_horovod_nccl(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof horovod_nccl / sizeof horovod_nccl[0]; i++)
+    unsetenv(horovod_nccl[i]);
+  return 0;
+}
+
+/* How many times `word` is in text. */
+static int occurrences(const char *text, const char *word) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, word)); p += strlen(word)) n++;
+  return n;
+}
+
+/* Horovod's and NCCL's variables reach the run as the settings they mean, each shown with the
+ * variable that gave it; the scenario still wins; the variables without a counterpart are named
+ * once in a note and in summary.json; HOROVOD_TIMELINE writes the timeline unless --timeline
+ * names another file; a bad value exits 2 naming the variable. */
+static void test_horovod_nccl_variables(void **state) {
+  (void)state;
+  unset_horovod_nccl(NULL);
+  char *dir = strdup(rh_test_path(tmpdir, "horovod"));
+  char *out = strdup(rh_test_path(tmpdir, "horovod.txt"));
+  char *trace = strdup(rh_test_path(tmpdir, "horovod-trace/trace.json"));
+  setenv("HOROVOD_CYCLE_TIME", "5", 1);                /* ms */
+  setenv("HOROVOD_FUSION_THRESHOLD", "16777216", 1);   /* 16 MiB; the scenario says 64MiB */
+  setenv("NCCL_PROTO", "LL128", 1);
+  setenv("NCCL_ALGO", "Tree,Ring", 1);                 /* a list: no one algorithm */
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("HOROVOD_TIMELINE", trace, 1);
+  assert_int_equal(RUN_OK(out, "run", "scenarios/default.yaml", "--set",
+                          "cluster.network_model=nccl", "--out", dir, "--no-what-if"),
+                   0);
+  json_t *root = load_json(dir, "summary.json");
+  json_t *set = json_object_get(root, "settings");
+  struct { const char *name, *value, *source, *variable; double number; } want[] = {
+      {"cycle_time", NULL, "environment", "HOROVOD_CYCLE_TIME", 5 / 1000.0}, /* 5 ms in s */
+      {"protocol", "ll128", "environment", "NCCL_PROTO", 0},
+      {"fusion_threshold", NULL, "scenario", NULL, 64.0 * 1048576}, /* over the environment */
+      {"algorithm", "auto", "scenario", NULL, 0},
+      {"timeline", trace, "environment", "HOROVOD_TIMELINE", 0},
+      {"timeout", NULL, "default", NULL, 600}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    json_t *s = json_object_get(set, want[i].name);
+    assert_non_null(s);
+    assert_string_equal(json_string_value(json_object_get(s, "source")), want[i].source);
+    json_t *variable = json_object_get(s, "variable");
+    if (want[i].variable) assert_string_equal(json_string_value(variable), want[i].variable);
+    else assert_null(variable);
+    if (want[i].value)
+      assert_string_equal(json_string_value(json_object_get(s, "value")), want[i].value);
+    else assert_rel(num(s, "value"), want[i].number, 1e-12);
+  }
+  json_t *ignored = json_object_get(root, "ignored_variables");
+  assert_int_equal(json_array_size(ignored), 2);
+  assert_string_equal(json_string_value(json_array_get(ignored, 0)), "NCCL_ALGO");
+  assert_string_equal(json_string_value(json_array_get(ignored, 1)), "NCCL_DEBUG");
+  json_decref(root);
+  struct stat st;
+  assert_int_equal(stat(trace, &st), 0);
+  char *text = rh_test_slurp(out);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "cycle_time 0.005 s (environment: HOROVOD_CYCLE_TIME)"));
+  assert_non_null(strstr(text, "protocol ll128 (environment: NCCL_PROTO)"));
+  assert_non_null(strstr(text, "(environment: HOROVOD_TIMELINE)"));
+  assert_non_null(strstr(text, "NCCL_ALGO and NCCL_DEBUG are set but have no counterpart here"));
+  assert_int_equal(occurrences(text, "NCCL_DEBUG"), 1); /* the note, once */
+  free(text);
+
+  /* --timeline wins over HOROVOD_TIMELINE: only its file is written */
+  char *dir2 = strdup(rh_test_path(tmpdir, "horovod-cli"));
+  char *cli = strdup(rh_test_path(tmpdir, "cli-trace.json"));
+  unlink(trace);
+  assert_int_equal(RUN_OK("/dev/null", "run", "scenarios/default.yaml", "--set",
+                          "cluster.network_model=nccl", "--out", dir2, "--no-what-if",
+                          "--timeline", cli),
+                   0);
+  assert_int_equal(stat(cli, &st), 0);
+  assert_int_not_equal(stat(trace, &st), 0);
+  root = load_json(dir2, "summary.json");
+  json_t *tl = json_object_get(json_object_get(root, "settings"), "timeline");
+  assert_string_equal(json_string_value(json_object_get(tl, "source")), "command line");
+  assert_null(json_object_get(tl, "variable"));
+  json_decref(root);
+
+  /* a value Horovod would not take: exit 2, the variable and the value named */
+  setenv("HOROVOD_FUSION_THRESHOLD", "abc", 1);
+  char *err = strdup(rh_test_path(tmpdir, "horovod.err"));
+  assert_int_equal(RUN("/dev/null", err, "run", "scenarios/default.yaml", "--no-what-if"), 2);
+  char *msg = rh_test_slurp(err);
+  if (!strstr(msg, "environment variable HOROVOD_FUSION_THRESHOLD: cannot use \"abc\""))
+    fail_msg("stderr: %s", msg);
+  free(msg);
+  unset_horovod_nccl(NULL);
+  free(err);
+  free(cli);
+  free(dir2);
+  free(trace);
+  free(out);
+  free(dir);
+}
+
 static void test_steps_csv_and_epochs(void **state) {
   (void)state;
   char *dir = strdup(rh_test_path(tmpdir, "steps"));
@@ -423,6 +530,7 @@ int main(void) {
       cmocka_unit_test(test_sweep_rows_are_the_runs),
       cmocka_unit_test(test_sweep_section_and_bad_points),
       cmocka_unit_test(test_set_and_sources),
+      cmocka_unit_test_teardown(test_horovod_nccl_variables, unset_horovod_nccl),
       cmocka_unit_test(test_steps_csv_and_epochs),
       cmocka_unit_test(test_bottleneck_what_if),
       cmocka_unit_test(test_what_if_never_slower),

@@ -47,6 +47,7 @@ static int usage(FILE *f) {
              "                                survivors go on\n"
              "Options every scenario command takes: --set KEY=VALUE (override a scenario key; the\n"
              "command line wins over the scenario, which wins over RH_* environment variables,\n"
+             "which win over Horovod's and NCCL's (HOROVOD_FUSION_THRESHOLD, NCCL_PROTO...),\n"
              "which win over the defaults), --help, --version.\n"
              "Exit status: 0 success, 1 the job failed or a check did not hold, 2 bad input.\n");
   return f == stdout ? 0 : 2;

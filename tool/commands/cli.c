@@ -4,6 +4,7 @@
  * on stderr with exit 2, and --set KEY=VALUE overrides for the scenario.
  */
 #include "cli.h"
+#include "output.h"
 
 #include <jansson.h>
 
@@ -158,50 +159,147 @@ int rh_cli_parse(const char *command, const char *usage, int argc, char **argv,
   return rc;
 }
 
-void rh_cli_print_settings(FILE *f, const rh_scenario *sc) {
-  fprintf(f, "  settings    ");
+const char *rh_cli_timeline_env(void) {
+  const char *v = getenv("HOROVOD_TIMELINE");
+  if (!v || !*v || strcmp(v, "DYNAMIC") == 0 || strcmp(v, "DISABLED") == 0) return NULL;
+  return v;
+}
+
+/* The HOROVOD_* and NCCL_* variables set that nothing reads: the runtime's settings leave them,
+ * and `run` does not take HOROVOD_TIMELINE for its timeline. */
+static char **ignored_variables(const rh_scenario *sc) {
+  static const char *const timeline[] = {"HOROVOD_TIMELINE", NULL};
+  return rh_settings_ignored(&sc->settings, rh_cli_timeline_env() ? timeline : NULL);
+}
+
+/* "environment: HOROVOD_FUSION_THRESHOLD", "scenario"...: where setting i came from. */
+static const char *source_text(const rh_scenario *sc, int i, char *buf, size_t len) {
+  const char *source = rh_setting_source_names[sc->settings.source[i]];
+  if (sc->settings.source[i] != RH_SOURCE_ENVIRONMENT || !sc->settings.variable[i]) return source;
+  snprintf(buf, len, "%s: %s", source, sc->settings.variable[i]);
+  return buf;
+}
+
+void rh_cli_print_settings(FILE *f, const rh_scenario *sc, const char *timeline,
+                           bool timeline_env) {
+  enum { WIDTH = 100, INDENT = 15 };
+  int col = fprintf(f, "  settings    ");
   for (int i = 0; i < RH_SETTING_COUNT; i++) {
     const rh_setting_def *d = &rh__setting_defs[i];
     double v = sc->settings.value[i];
-    char text[64];
+    char text[64], source[96], item[200];
     if (d->kind == RH_KIND_ENUM) snprintf(text, sizeof text, "%s", d->choices[(int)v]);
     else if (d->kind == RH_KIND_BYTES) snprintf(text, sizeof text, "%.6g MiB", v / 1048576);
     else snprintf(text, sizeof text, "%.6g s", v);
-    fprintf(f, "%s%s %s (%s)", i == 0 ? " " : i % 3 == 0 ? ",\n               " : ", ", d->name,
-            text, rh_setting_source_names[sc->settings.source[i]]);
+    int len = snprintf(item, sizeof item, "%s %s (%s)", d->name, text,
+                       source_text(sc, i, source, sizeof source));
+    /* a line holds what fits in WIDTH columns, the separating comma included */
+    if (i > 0 && col + 2 + len + 1 > WIDTH) col = fprintf(f, ",\n%*s", INDENT, "") - 2;
+    else if (i > 0) col += fprintf(f, ", ");
+    else col += fprintf(f, " ");
+    col += fprintf(f, "%s", item);
   }
   fprintf(f, "\n");
+  if (timeline)
+    fprintf(f, "  timeline     %s (%s)\n", timeline,
+            timeline_env ? "environment: HOROVOD_TIMELINE" : "command line");
+  char **ignored = ignored_variables(sc);
+  if (ignored && ignored[0]) {
+    /* said once, by whoever prints the settings: rank 0 of a job on real processes */
+    char *note = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&note, &len);
+    int n = 0;
+    bool nccl = false;
+    for (; m && ignored[n]; n++) {
+      fprintf(m, "%s%s", n == 0 ? "" : ignored[n + 1] ? ", " : " and ", ignored[n]);
+      nccl = nccl || strncmp(ignored[n], "NCCL_", 5) == 0;
+    }
+    if (m) {
+      fprintf(m, " %s set but %s no counterpart here; %s ignored", n > 1 ? "are" : "is",
+              n > 1 ? "have" : "has", n > 1 ? "they are" : "it is");
+      /* on the GPU target NCCL reads its own variables all the same */
+      if (nccl && strcmp(rh_cli_target, "nccl") == 0) fprintf(m, " (NCCL itself still reads them)");
+    }
+    if (m && fclose(m) == 0) {
+      /* words wrapped at WIDTH columns, under the settings */
+      col = fprintf(f, "  note        ");
+      for (char *w = strtok(note, " "); w; w = strtok(NULL, " ")) {
+        if (col + 1 + (int)strlen(w) > WIDTH && col > INDENT)
+          col = fprintf(f, "\n%*s", INDENT - 1, "") - 1;
+        col += fprintf(f, " %s", w);
+      }
+      fprintf(f, "\n");
+    }
+    free(note);
+  }
+  free(ignored);
 }
 
-json_t *rh_cli_settings_json(const rh_scenario *sc) {
+/* A setting as JSON: its value, unit, source and, from the environment, the variable. */
+static json_t *setting_json(json_t *value, const char *unit, const char *source,
+                            const char *variable) {
+  json_t *o = json_pack("{s:o, s:s, s:s}", "value", value, "unit", unit, "source", source);
+  if (o && variable) json_object_set_new(o, "variable", json_string(variable));
+  return o;
+}
+
+json_t *rh_cli_settings_json(const rh_scenario *sc, const char *timeline, bool timeline_env) {
   json_t *o = json_object();
   for (int i = 0; i < RH_SETTING_COUNT; i++) {
     const rh_setting_def *d = &rh__setting_defs[i];
     double v = sc->settings.value[i];
     json_t *val = d->kind == RH_KIND_ENUM ? json_string(d->choices[(int)v]) : json_real(v);
+    int source = sc->settings.source[i];
     json_object_set_new(o, d->name,
-                        json_pack("{s:o, s:s, s:s}", "value", val, "unit",
-                                  d->kind == RH_KIND_BYTES ? "B" : d->kind == RH_KIND_SECONDS ? "s" : "",
-                                  "source", rh_setting_source_names[sc->settings.source[i]]));
+                        setting_json(val, d->kind == RH_KIND_BYTES     ? "B"
+                                          : d->kind == RH_KIND_SECONDS ? "s"
+                                                                       : "",
+                                     rh_setting_source_names[source],
+                                     source == RH_SOURCE_ENVIRONMENT ? sc->settings.variable[i]
+                                                                     : NULL));
   }
+  if (timeline)
+    json_object_set_new(o, "timeline",
+                        setting_json(rh_json_text(timeline), "",
+                                     rh_setting_source_names[timeline_env ? RH_SOURCE_ENVIRONMENT
+                                                                          : RH_SOURCE_COMMAND_LINE],
+                                     timeline_env ? "HOROVOD_TIMELINE" : NULL));
   return o;
+}
+
+json_t *rh_cli_ignored_json(const rh_scenario *sc) {
+  json_t *a = json_array();
+  char **ignored = ignored_variables(sc);
+  for (int i = 0; ignored && ignored[i]; i++) json_array_append_new(a, json_string(ignored[i]));
+  free(ignored);
+  return a;
+}
+
+char **rh_cli_run_argv(const char *file, const rh_scenario_opts *opts, char *const *more, int nmore,
+                       const char *dir, int *argc) {
+  int n = 0;
+  char **argv = calloc((size_t)(2 * (opts->nsets + nmore) + 8), sizeof *argv);
+  if (!argv) return NULL;
+  argv[n++] = "rehearsal";
+  argv[n++] = "run";
+  argv[n++] = (char *)file;
+  for (int i = 0; i < opts->nsets + nmore; i++) {
+    argv[n++] = "--set";
+    argv[n++] = i < opts->nsets ? (char *)opts->sets[i] : more[i - opts->nsets];
+  }
+  argv[n++] = "--out";
+  argv[n++] = (char *)dir;
+  argv[n++] = "--no-what-if";
+  *argc = n;
+  return argv;
 }
 
 pid_t rh_cli_spawn_run(const char *program, const char *file, const rh_scenario_opts *opts,
                        char *const *more, int nmore, const char *dir) {
-  int argc = 0;
-  char **argv = calloc((size_t)(2 * (opts->nsets + nmore) + 8), sizeof *argv);
+  int argc;
+  char **argv = rh_cli_run_argv(file, opts, more, nmore, dir, &argc);
   if (!argv) return -1;
-  argv[argc++] = "rehearsal";
-  argv[argc++] = "run";
-  argv[argc++] = (char *)file;
-  for (int i = 0; i < opts->nsets + nmore; i++) {
-    argv[argc++] = "--set";
-    argv[argc++] = i < opts->nsets ? (char *)opts->sets[i] : more[i - opts->nsets];
-  }
-  argv[argc++] = "--out";
-  argv[argc++] = (char *)dir;
-  argv[argc++] = "--no-what-if";
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
@@ -218,6 +316,7 @@ pid_t rh_cli_spawn_run(const char *program, const char *file, const rh_scenario_
     dup2(fo, 1);
     dup2(fe, 2);
     setenv("RH_PROGRESS", "0", 1);
+    unsetenv("HOROVOD_TIMELINE"); /* the run asked for it, not its sweep points or baseline */
     execv(program ? program : "/proc/self/exe", argv);
     _exit(127);
   }

@@ -47,6 +47,10 @@ void rh_cli_opts_free(rh_scenario_opts *opts);
  * `more`, `--out DIR` and `--no-what-if`; its stdout and stderr go to DIR/stdout.txt and
  * DIR/stderr.txt (DIR exists), and it draws no progress line.  The child's pid, or -1. */
 #include <sys/types.h>
+/* The arguments of that run (argv[0] "rehearsal", NULL-terminated; *argc their count); the caller
+ * frees the array, not the strings (they are the caller's). */
+char **rh_cli_run_argv(const char *file, const rh_scenario_opts *opts, char *const *more, int nmore,
+                       const char *dir, int *argc);
 pid_t rh_cli_spawn_run(const char *program, const char *file, const rh_scenario_opts *opts,
                        char *const *more, int nmore, const char *dir);
 
@@ -57,10 +61,18 @@ bool rh_cli_fnv_file(const char *path, uint64_t *h);
 /* "rehearsal COMMAND: MESSAGE" on stderr and "try 'rehearsal COMMAND --help'"; returns 2. */
 int rh_cli_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The settings of a run and where each came from (default, environment, scenario, command
- * line), printed as a table and returned as a JSON object (jansson's json_t *). */
+/* HOROVOD_TIMELINE's file, which `run` writes its timeline to when --timeline does not give one;
+ * NULL when it is unset, empty, or Horovod's DYNAMIC or DISABLED (no file: no counterpart). */
+const char *rh_cli_timeline_env(void);
+
+/* The settings of a run and where each came from (default, environment with the variable,
+ * scenario, command line), printed as a table and returned as a JSON object (jansson's json_t *);
+ * `timeline`: the run's --timeline FILE, from HOROVOD_TIMELINE when timeline_env, shown with
+ * them (NULL: none).  The table ends with a note naming the HOROVOD_* and NCCL_* variables set
+ * that nothing here reads; rh_cli_ignored_json gives them as a JSON array. */
 struct json_t;
-void rh_cli_print_settings(FILE *f, const rh_scenario *sc);
-struct json_t *rh_cli_settings_json(const rh_scenario *sc);
+void rh_cli_print_settings(FILE *f, const rh_scenario *sc, const char *timeline, bool timeline_env);
+struct json_t *rh_cli_settings_json(const rh_scenario *sc, const char *timeline, bool timeline_env);
+struct json_t *rh_cli_ignored_json(const rh_scenario *sc);
 
 #endif

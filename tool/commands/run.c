@@ -73,6 +73,7 @@ static const char usage_text[] =
     "      --warmup-steps N   steps left out of the steady step (default 10, at most half the\n"
     "                         run): a real run's first steps pay one-time set-up costs\n"
     "      --timeline FILE    write a Chrome trace (Perfetto, chrome://tracing) of every rank\n"
+    "                         (default: HOROVOD_TIMELINE's file, where it is set)\n"
     "      --record-samples   real models: write DIR/samples-rank<R>.csv, the samples each rank\n"
     "                         trained on (epoch,step,rank,sample), beside --out's files\n"
     "      --set KEY=VALUE    override a scenario key (a dotted path: cluster.nodes=4);\n"
@@ -83,6 +84,7 @@ static const char usage_text[] =
 
 typedef struct run_flags {
   const char *out, *compare, *timeline;
+  bool timeline_env; /* the timeline's file is HOROVOD_TIMELINE's, --timeline not given */
   bool resume, what_if, samples;
   int warmup; /* steps left out of the steady step */
 } run_flags;
@@ -556,6 +558,10 @@ int rh_cmd_run(int argc, char **argv) {
     rh_cli_opts_free(&opts);
     return prc;
   }
+  if (!fl.timeline) { /* Horovod's variable, where the command line does not say */
+    fl.timeline = rh_cli_timeline_env();
+    fl.timeline_env = fl.timeline != NULL;
+  }
   int rc = run_scenario(argv[first], &fl, &opts);
   rh_cli_opts_free(&opts);
   return rc;
@@ -589,10 +595,23 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   const rh_train_config *cfg = &in.cfg;
   int size = rh_scenario_size(&sc);
   int epochs_cap = rh_recipe_epochs((int)sc.recipe.epochs, cfg->epochs_divided, size);
+  bool timeline_ok = true;
   if (rc == 0 && fl->timeline && strrchr(fl->timeline, '/')) { /* its directory, as --out makes its own */
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(fl->timeline, '/') - fl->timeline), fl->timeline);
-    if (*dir && rh_make_dirs(dir) != 0) rc = 2;
+    if (*dir && rh_make_dirs(dir) != 0) timeline_ok = false;
+  }
+  /* a file it cannot write, named by the variable that gave it (the launch would say
+   * --timeline); checked here on the simulator alone, whose ranks are all this process */
+  char why[1200] = "";
+  if (rc == 0 && timeline_ok && fl->timeline_env && strcmp(rh_cli_target, "simulator") == 0)
+    timeline_ok = rh__timeline_path_ok(fl->timeline, why, sizeof why);
+  if (!timeline_ok) {
+    const char *reason = strncmp(why, "--timeline ", 11) == 0 ? why + 11 : why;
+    if (fl->timeline_env)
+      fprintf(stderr, "rehearsal: environment variable HOROVOD_TIMELINE: %s\n",
+              *reason ? reason : "cannot create its directory");
+    rc = 2;
   }
   rh_train_result res;
   if (rc == 0 && rh_train_result_init(&res, epochs_cap) != RH_OK) rc = 1;
@@ -807,7 +826,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
            "efficiency %.2f%%\n",
            thr, size, ideal, 100 * thr / ideal);
     if (!cfg->real) rh_workload_report(stdout, root, &sc, thr, size);
-    rh_cli_print_settings(stdout, &sc);
+    rh_cli_print_settings(stdout, &sc, fl->timeline, fl->timeline_env);
     for (int i = 0; i < opts->nsets; i++) printf("  --set        %s\n", opts->sets[i]);
     long warm = 0, steady_first, steady_last;
     double steady = steady_step(&res, fl->warmup, &warm, &steady_first, &steady_last);
@@ -848,7 +867,8 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     }
   }
 
-  json_object_set_new(root, "settings", rh_cli_settings_json(&sc));
+  json_object_set_new(root, "settings", rh_cli_settings_json(&sc, fl->timeline, fl->timeline_env));
+  json_object_set_new(root, "ignored_variables", rh_cli_ignored_json(&sc));
   json_t *jsets = json_array();
   for (int i = 0; i < opts->nsets; i++) json_array_append_new(jsets, rh_json_text(opts->sets[i]));
   json_object_set_new(root, "overrides", jsets);

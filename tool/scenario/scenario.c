@@ -1226,6 +1226,7 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     w->sc->settings.value[f->setting] = v;
     w->sc->settings.source[f->setting] =
         n->start_mark.line >= SET_LINE ? RH_SOURCE_COMMAND_LINE : RH_SOURCE_SCENARIO;
+    w->sc->settings.variable[f->setting] = NULL;
     return;
   }
   }
@@ -1623,6 +1624,15 @@ static bool check_model_layers(walker *w) {
   return !w->failed;
 }
 
+/* " (environment variable NCCL_ALGO)" when the environment gave the setting, for a message that
+ * would otherwise point at a scenario key the file does not have; else "". */
+static const char *from_variable(const rh_scenario *sc, rh_setting_id id) {
+  static char text[96];
+  if (sc->settings.source[id] != RH_SOURCE_ENVIRONMENT || !sc->settings.variable[id]) return "";
+  snprintf(text, sizeof text, " (environment variable %s)", sc->settings.variable[id]);
+  return text;
+}
+
 static void check_whole(walker *w) {
   rh_scenario *sc = w->sc;
   if (w->model_only) { /* `rehearsal model`: the model alone */
@@ -1677,19 +1687,38 @@ static void check_whole(walker *w) {
   }
   if (sc->settings.value[RH_SETTING_CYCLE_TIME] > 10) {
     fail(w, node_at(w->doc, "collective.cycle_time"), "collective.cycle_time",
-         "%g s: Horovod's cycle is milliseconds (at most 10 s)", sc->settings.value[RH_SETTING_CYCLE_TIME]);
+         "%g s%s: Horovod's cycle is milliseconds (at most 10 s)",
+         sc->settings.value[RH_SETTING_CYCLE_TIME], from_variable(sc, RH_SETTING_CYCLE_TIME));
     return;
+  }
+  /* NCCL's own variables speak of NCCL: on another network model a tree, NVLS or a protocol from
+   * them applies to nothing here, and they are named as ignored (an RH_* variable or the
+   * scenario asking for one is an error, below) */
+  if (cl->net_model != RH_NET_NCCL) {
+    int k = 0;
+    for (int id = 0; id < RH_SETTING_COUNT; id++) {
+      const char *v = sc->settings.variable[id];
+      int x = (int)sc->settings.value[id];
+      bool nccl_only = id == RH_SETTING_PROTOCOL ? x != RH_PROTO_AUTO
+                       : id == RH_SETTING_ALGORITHM && (x == RH_ALGO_TREE || x == RH_ALGO_NVLS);
+      if (!v || strncmp(v, "NCCL_", 5) != 0 || !nccl_only || k >= 2) continue;
+      sc->settings.unused[k++] = v;
+      sc->settings.value[id] = rh__setting_defs[id].default_value;
+      sc->settings.source[id] = RH_SOURCE_DEFAULT;
+      sc->settings.variable[id] = NULL;
+    }
   }
   int algo = (int)sc->settings.value[RH_SETTING_ALGORITHM];
   if (cl->net_model != RH_NET_NCCL && (algo == RH_ALGO_TREE || algo == RH_ALGO_NVLS)) {
     fail(w, node_at(w->doc, "collective.algorithm"), "collective.algorithm",
-         "%s is one of NCCL's algorithms: it needs cluster.network_model: nccl",
-         algo == RH_ALGO_TREE ? "tree" : "nvls");
+         "%s%s is one of NCCL's algorithms: it needs cluster.network_model: nccl",
+         algo == RH_ALGO_TREE ? "tree" : "nvls", from_variable(sc, RH_SETTING_ALGORITHM));
     return;
   }
   if (cl->net_model != RH_NET_NCCL && (int)sc->settings.value[RH_SETTING_PROTOCOL] != RH_PROTO_AUTO) {
     fail(w, node_at(w->doc, "collective.protocol"), "collective.protocol",
-         "NCCL's protocols need cluster.network_model: nccl");
+         "NCCL's protocols%s need cluster.network_model: nccl",
+         from_variable(sc, RH_SETTING_PROTOCOL));
     return;
   }
   if (cl->nodes > 1 && cl->nic_bw <= 0)
