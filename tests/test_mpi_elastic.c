@@ -1,6 +1,9 @@
 /*
  * test_mpi_elastic.c: failures done to real processes (mpirun, one process per node of the
- * scenario, RH_MPI_GPUS_PER_NODE=1).
+ * scenario, RH_MPI_GPUS_PER_NODE=1).  With RH_TEST_LAUNCHER=slurm the same drills run inside a
+ * Slurm allocation (ctest's test_mpi_elastic_slurm: salloc, on the localhost Slurm of
+ * tests/slurm/cluster.sh): fixed-size jobs under srun, elastic ones under `rehearsal elastic`,
+ * whose mpirun takes the allocation's nodes.
  *
  * - A process SIGKILLed mid-run under `rehearsal elastic -np 4`: the three others finish the
  *   training, every check passes, and the final parameters are the simulator's for the same
@@ -25,6 +28,7 @@
 
 #include "harness.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,38 @@
 #include <unistd.h>
 
 static char tmpdir[64];
+
+static bool under_srun(void) {
+  const char *l = getenv("RH_TEST_LAUNCHER");
+  return l && strcmp(l, "slurm") == 0;
+}
+
+/* The launcher's words that start np processes of a fixed-size job, into argv (at most 8); their
+ * count.  Under mpirun the variables named go along with -x; srun passes the whole environment.
+ * srun's --kill-on-bad-exit=1 ends the step when a process fails, as mpirun does by default. */
+static int launch_words(char **argv, const char *np) {
+  int k = 0;
+  if (under_srun()) {
+    argv[k++] = "srun";
+    argv[k++] = "--mpi=pmix";
+    argv[k++] = "--kill-on-bad-exit=1";
+    argv[k++] = "-O";
+    argv[k++] = "-n";
+    argv[k++] = (char *)np;
+    return k;
+  }
+  argv[k++] = RH_MPIEXEC;
+  argv[k++] = "--oversubscribe";
+  argv[k++] = "-np";
+  argv[k++] = (char *)np;
+  argv[k++] = "-x";
+  argv[k++] = "RH_MPI_GPUS_PER_NODE";
+  if (getenv("RH_ELASTIC_DIR")) {
+    argv[k++] = "-x";
+    argv[k++] = "RH_ELASTIC_DIR";
+  }
+  return k;
+}
 
 static int setup(void **state) {
   (void)state;
@@ -174,8 +210,11 @@ static void test_stopped_rank_fixed_size(void **state) {
   char out[300], errp[300];
   snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "hang.out"));
   snprintf(errp, sizeof errp, "%s", rh_test_path(tmpdir, "hang.err"));
-  char *argv[] = {RH_MPIEXEC, "--oversubscribe", "-np", "4", "-x", "RH_MPI_GPUS_PER_NODE",
-                  RH_MPI_BINARY, "run", (char *)scenario, NULL};
+  char *argv[16] = {0};
+  int k = launch_words(argv, "4");
+  argv[k++] = RH_MPI_BINARY;
+  argv[k++] = "run";
+  argv[k++] = (char *)scenario;
   double cpu, wall;
   int rc = spawn_measured(argv, out, errp, &cpu, &wall);
   char *err = rh_test_slurp(errp), *text = rh_test_slurp(out);
@@ -258,8 +297,11 @@ static void test_driver_gone(void **state) {
   fputs("a process died\n", f);
   assert_int_equal(fclose(f), 0);
   setenv("RH_ELASTIC_DIR", dir, 1);
-  char *argv[] = {RH_MPIEXEC, "--oversubscribe", "-np", "2", "-x", "RH_MPI_GPUS_PER_NODE",
-                  "-x", "RH_ELASTIC_DIR", RH_MPI_BINARY, "run", (char *)scenario, NULL};
+  char *argv[16] = {0};
+  int k = launch_words(argv, "2");
+  argv[k++] = RH_MPI_BINARY;
+  argv[k++] = "run";
+  argv[k++] = (char *)scenario;
   double cpu, wall;
   int rc = spawn_measured(argv, out, errp, &cpu, &wall);
   unsetenv("RH_ELASTIC_DIR");

@@ -676,9 +676,22 @@ static bool write_timeline(mpi_rank *me, rh_timeline *tl, const char *path, bool
   return ok;
 }
 
+/* Started by srun without PMIx (--mpi=none, Slurm's default MpiDefault): Open MPI could not learn
+ * its rank.  (Under PMIx, or under mpirun whose daemons srun started, PMIx names the process.) */
+static bool srun_without_pmix(void) {
+  return getenv("SLURM_STEP_ID") && !getenv("PMIX_RANK") && !getenv("OMPI_COMM_WORLD_SIZE");
+}
+
 int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res) {
   int provided = 0, inited = 0;
   MPI_Initialized(&inited);
+  if (!inited && srun_without_pmix()) {
+    const char *id = getenv("SLURM_PROCID");
+    if (!id || strcmp(id, "0") == 0)
+      fprintf(stderr, "rehearsal: started by srun without PMIx, so no process can learn its rank: "
+                      "srun --mpi=pmix (or MpiDefault=pmix in slurm.conf)\n");
+    return 2;
+  }
   if (!inited) MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
   else MPI_Query_thread(&provided);
   int rank = 0, size = 1;

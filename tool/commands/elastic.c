@@ -2,7 +2,11 @@
  * elastic.c: `rehearsal elastic`, Horovod's elastic driver (horovodrun --min-np) for real
  * processes.  It runs the program under `mpirun --enable-recovery`, so that a process that dies
  * or hangs does not take the others down, and forms each new world when the survivors of a
- * failure come to the rendezvous (runtime/mpi/elastic.c has the files they share):
+ * failure come to the rendezvous (runtime/mpi/elastic.c has the files they share).  Inside a
+ * Slurm allocation mpirun takes the allocation's nodes and starts its daemons there with srun;
+ * the program cannot be started by srun itself, because Slurm's PMIx plugin kills the whole step
+ * when one process dies (its error handler, src/plugins/mpi/pmix/pmixp_client_v2.c, calls
+ * slurm_kill_job_step on any PMIx error, a lost client included):
  *
  *   launch ──> world 0 ──a rank notices a failure──> rendezvous ──> world 1 ──> ... ──> done
  *
@@ -54,6 +58,7 @@ int rh_cmd_elastic_rank(int argc, char **argv) {
   const char *dir = getenv("RH_ELASTIC_DIR");
   const char *rank = getenv("OMPI_COMM_WORLD_RANK");
   if (!rank) rank = getenv("PMIX_RANK");
+  if (!rank) rank = getenv("SLURM_PROCID");
   if (argc < 1 || !dir || !rank) {
     fprintf(stderr, "rehearsal elastic-rank: runs under `rehearsal elastic` (mpirun sets the rank, "
                     "the driver RH_ELASTIC_DIR)\n");
@@ -116,6 +121,7 @@ typedef struct driver {
   double t0;
   int resets;             /* worlds formed again after a failure */
   char short_of[96];      /* why the job ended below min_np ("" when it did not) */
+  bool *told;             /* the processes told that the job ended: they end in turn */
 } driver;
 
 static volatile sig_atomic_t interrupted;
@@ -291,6 +297,8 @@ static bool close_rendezvous(driver *d) {
   }
   bool ok = text && answer(d, text);
   free(text);
+  for (int r = 0; !going && d->told && r < n; r++)
+    d->told[d->members[r]] = d->procs[d->members[r]].arrived;
   if (ok && going) {
     memcpy(d->members, next, (size_t)k * sizeof(int));
     d->nmembers = k;
@@ -534,6 +542,7 @@ int rh_cmd_elastic(int argc, char **argv) {
               .pretend = getenv("RH_MPI_GPUS_PER_NODE") != NULL};
   d.procs = calloc((size_t)np, sizeof *d.procs);
   d.members = calloc((size_t)np, sizeof *d.members);
+  d.told = calloc((size_t)np, sizeof *d.told);
   for (int p = 0; d.members && p < np; p++) d.members[p] = p;
   d.nmembers = np;
   struct sigaction sa = {.sa_handler = on_interrupt};
@@ -543,7 +552,7 @@ int rh_cmd_elastic(int argc, char **argv) {
   fflush(NULL);
   int pipefd[2] = {-1, -1};
   if (pipe(pipefd) != 0) pipefd[0] = pipefd[1] = -1;
-  pid_t pid = d.procs && d.members ? fork() : -1;
+  pid_t pid = d.procs && d.members && d.told ? fork() : -1;
   if (pid == 0) {
     if (pipefd[1] >= 0) {
       dup2(pipefd[1], STDERR_FILENO);
@@ -559,7 +568,7 @@ int rh_cmd_elastic(int argc, char **argv) {
   if (out.fd >= 0) fcntl(out.fd, F_SETFL, fcntl(out.fd, F_GETFL) | O_NONBLOCK);
   int rc = 1;
   if (pid > 0) {
-    bool open = false, over = false, gone = false;
+    bool open = false, over = false, gone = false, ending = false;
     int broken = -1; /* the last world whose death was told */
     double deadline = 0;
     int status = 0;
@@ -595,7 +604,18 @@ int rh_cmd_elastic(int argc, char **argv) {
       }
       if (open && (waiting == 0 || now() >= deadline || gone)) {
         open = false;
-        if (!close_rendezvous(&d)) over = true;
+        if (!close_rendezvous(&d)) { /* the processes told so report, then end: wait for them */
+          ending = true;
+          deadline = now() + 10;
+        }
+        continue;
+      }
+      if (ending) {
+        bool ended = true;
+        for (int p = 0; p < np; p++) ended = ended && (!d.told[p] || d.procs[p].ended);
+        over = ended || now() >= deadline || gone || interrupted;
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
         continue;
       }
       bool all_ended = true;
@@ -623,6 +643,7 @@ int rh_cmd_elastic(int argc, char **argv) {
   free(extra);
   free(d.procs);
   free(d.members);
+  free(d.told);
   if (temporary) remove_dir(dir);
   rh_scenario_free(&sc);
   return rc;

@@ -10,11 +10,18 @@
  * run again, so an interrupted sweep resumes where it stopped.  The results are a table on
  * stdout, DIR/sweep.csv and DIR/sweep.json, one row per point, in point order: the same for
  * the same scenario, however many jobs ran them.
+ *
+ * With --launcher slurm the points are the tasks of a Slurm job array instead (sbatch --array,
+ * run_points_slurm below): DIR must be on a file system the cluster's nodes share.  Each task
+ * runs the same `rehearsal run` and writes its point.json itself, so a sweep interrupted while
+ * its tasks run keeps whatever they finish; the sweep waits, says which points are pending,
+ * running, done or failed, and tabulates as the local launcher does.
  */
 #include "cli.h"
 #include "commands.h"
 #include "output.h"
 #include "progress.h"
+#include "slurm.h"
 
 #include <jansson.h>
 
@@ -28,6 +35,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char usage_text[] =
@@ -40,7 +48,13 @@ static const char usage_text[] =
     "                       one axis: a dotted scenario key and its values (repeatable), e.g.\n"
     "                       cluster.nodes=1,2,4,8 or cluster.network.nic_Gbps=25,100,400;\n"
     "                       gpus=1,2,4,...,64: one node up to its GPUs, then whole nodes\n"
-    "  -j, --jobs N         points run at once (default: the number of cores)\n"
+    "  -j, --jobs N         points run at once (default: the number of cores; under Slurm, as\n"
+    "                       many as the cluster gives)\n"
+    "      --launcher local|slurm\n"
+    "                       where the points run: child processes here (default), or the tasks\n"
+    "                       of a Slurm job array (sbatch --array; DIR on a shared file system)\n"
+    "      --sbatch-arg ARG one more argument for sbatch, e.g. --sbatch-arg=--partition=cpu\n"
+    "                       (repeatable)\n"
     "      --force          run every point again, even those finished before\n"
     "      --set KEY=VALUE  override a scenario key at every point (repeatable)\n"
     "      --help, --version\n"
@@ -62,6 +76,9 @@ typedef struct sweep_flags {
   int naxes;
   int jobs;
   bool force;
+  bool slurm;           /* --launcher slurm */
+  const char **sbatch;  /* --sbatch-arg values */
+  int nsbatch;
 } sweep_flags;
 
 /* Splits "V1,V2,..." at the commas outside brackets (a value may be a YAML list: [30,60]). */
@@ -159,6 +176,17 @@ static int sweep_option(int c, const char *v, void *arg) {
   switch (c) {
   case 'o': f->out = v; return 0;
   case 'f': f->force = true; return 0;
+  case 'L':
+    if (strcmp(v, "local") != 0 && strcmp(v, "slurm") != 0) return 2;
+    f->slurm = strcmp(v, "slurm") == 0;
+    return 0;
+  case 'S': {
+    const char **more = realloc(f->sbatch, (size_t)(f->nsbatch + 1) * sizeof *more);
+    if (!more) return 1;
+    f->sbatch = more;
+    f->sbatch[f->nsbatch++] = v;
+    return 0;
+  }
   case 'j': {
     char *end;
     long n = strtol(v, &end, 10);
@@ -539,12 +567,12 @@ static pid_t reap_point(point *pts, int npts, int *index) {
   return pid;
 }
 
-static int run_points(const char *file, const char *out, const rh_scenario_opts *common,
-                      point *pts, int npts, int naxes, int jobs, bool force) {
+/* Each point's identity into ids[] (the caller frees), and the points finished before marked
+ * reused (none with force); how many were. */
+static int identify_points(const char *file, const char *out, const rh_scenario_opts *common,
+                           point *pts, int npts, int naxes, bool force, json_t **ids) {
   uint64_t hash = file_hash(file);
-  int running = 0, next = 0, done = 0;
-  json_t **ids = calloc((size_t)npts, sizeof *ids);
-  if (!ids) return 1;
+  int done = 0;
   for (int p = 0; p < npts; p++) {
     ids[p] = point_identity(file, hash, common, &pts[p], naxes);
     pts[p].exit = force ? -1 : finished_before(&pts[p], ids[p]);
@@ -556,6 +584,22 @@ static int run_points(const char *file, const char *out, const rh_scenario_opts 
   if (done > 0)
     fprintf(stderr, "rehearsal sweep: reused %d of %d points from an earlier run "
                     "(%s/points/NNN/point.json; --force runs them again)\n", done, npts, out);
+  return done;
+}
+
+/* A point's old files go first, so that none of them is taken for its result. */
+static int clear_point(const point *p) {
+  char cmd[4400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", p->dir);
+  return system(cmd) != 0 || rh_make_dirs(p->dir) != 0;
+}
+
+static int run_points(const char *file, const char *out, const rh_scenario_opts *common,
+                      point *pts, int npts, int naxes, int jobs, bool force) {
+  int running = 0, next = 0, done = 0;
+  json_t **ids = calloc((size_t)npts, sizeof *ids);
+  if (!ids) return 1;
+  done = identify_points(file, out, common, pts, npts, naxes, force, ids);
   rh_progress *prog = rh_progress_start("sweep", npts, "points");
   rh_progress_update(prog, done, NAN);
   /* SIGINT, SIGTERM and SIGHUP stop the running points (the handler kills them) and then the
@@ -573,10 +617,7 @@ static int run_points(const char *file, const char *out, const rh_scenario_opts 
     while (running < jobs && next < npts && !stop_signal) {
       point *p = &pts[next++];
       if (p->reused) continue;
-      /* a point's old files go first, so that none of them is taken for its result */
-      char cmd[4400];
-      snprintf(cmd, sizeof cmd, "rm -rf '%s'", p->dir);
-      if (system(cmd) != 0 || rh_make_dirs(p->dir) != 0) {
+      if (clear_point(p)) {
         rc = 1;
         break;
       }
@@ -634,10 +675,282 @@ static int run_points(const char *file, const char *out, const rh_scenario_opts 
   return rc;
 }
 
+/* ---- the points as a Slurm job array ------------------------------------------------------- */
+
+/* What squeue last said of the array's tasks: each point's state code ("" when Slurm no longer
+ * holds it). */
+typedef struct slurm_look {
+  const char *const *jobids;
+  const int *offset; /* each job's first point */
+  int njobs;
+  char (*state)[8];
+  int npts;
+} slurm_look;
+
+static void slurm_task(void *arg, const char *jobid, int task, const char *state) {
+  slurm_look *l = arg;
+  for (int j = 0; j < l->njobs; j++) {
+    int p = l->offset[j] + task;
+    if (strcmp(l->jobids[j], jobid) == 0 && p >= 0 && p < l->npts)
+      snprintf(l->state[p], sizeof l->state[p], "%s", state);
+  }
+}
+
+/* DIR/slurm/points.sh: the array's task i runs point OFFSET + i (OFFSET its first argument), the
+ * same `rehearsal run` as the local launcher's, and then writes the point's point.json from the
+ * identity the sweep left beside it. */
+static int write_slurm_script(const char *file, const char *out, const rh_scenario_opts *common,
+                              const point *pts, int npts, char *script, size_t len) {
+  char self[4096] = {0};
+  if (!realpath("/proc/self/exe", self)) return 1;
+  char *text = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&text, &size);
+  if (!f) return 1;
+  fputs("#!/bin/sh\n"
+        "# The points of a sweep as the tasks of a Slurm job array: task i runs point $1 + i.\n"
+        "# Written by `rehearsal sweep --launcher slurm`; a point writes its point.json at its end.\n"
+        "export RH_PROGRESS=0\n"
+        "unset HOROVOD_TIMELINE\n"
+        "p=$((${1:-0} + ${SLURM_ARRAY_TASK_ID:?not a task of a job array}))\n"
+        "case $p in\n", f);
+  for (int i = 0; i < npts; i++) {
+    if (pts[i].reused) continue;
+    int argc;
+    char **argv = rh_cli_run_argv(file, common, pts[i].runs, pts[i].nruns, pts[i].dir, &argc);
+    if (!argv) {
+      fclose(f);
+      free(text);
+      return 1;
+    }
+    fprintf(f, "%d) d=", i);
+    rh_shell_word(f, pts[i].dir);
+    fputs("; set --", f);
+    for (int a = 0; a < argc; a++) {
+      fputc(' ', f);
+      rh_shell_word(f, a == 0 ? self : argv[a]);
+    }
+    fputs(" ;;\n", f);
+    free(argv);
+  }
+  fputs("*) echo \"rehearsal sweep: no point $p\" >&2; exit 2 ;;\n"
+        "esac\n"
+        "\"$@\" >\"$d/stdout.txt\" 2>\"$d/stderr.txt\"\n"
+        "rc=$?\n"
+        "printf '{\"identity\": %s, \"exit\": %d}\\n' \"$(cat \"$d/.identity.json\")\" \"$rc\" "
+        ">\"$d/.point.json.$$\" &&\n"
+        "  mv -f \"$d/.point.json.$$\" \"$d/point.json\"\n"
+        "exit $rc\n", f);
+  if (fclose(f) != 0) {
+    free(text);
+    return 1;
+  }
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/slurm", out);
+  int rc = rh_write_output(dir, "points.sh", text);
+  free(text);
+  snprintf(script, len, "%s/points.sh", dir);
+  return rc;
+}
+
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int run_points_slurm(const char *file, const char *out, const rh_scenario_opts *common,
+                            point *pts, int npts, int naxes, int jobs, bool force,
+                            const char *const *sbatch, int nsbatch) {
+  json_t **ids = calloc((size_t)npts, sizeof *ids);
+  char (*state)[8] = calloc((size_t)npts, sizeof *state);
+  int *gone = calloc((size_t)npts, sizeof *gone); /* looks that found neither task nor result */
+  int maxidx = rh_slurm_max_array_index();
+  int maxjobs = npts / (maxidx + 1) + 1;
+  char (*jobid)[32] = calloc((size_t)maxjobs, sizeof *jobid);
+  const char **jobids = calloc((size_t)maxjobs, sizeof *jobids);
+  int *offset = calloc((size_t)maxjobs, sizeof *offset);
+  if (!ids || !state || !gone || !jobid || !jobids || !offset) {
+    free(ids);
+    free(state);
+    free(gone);
+    free(jobid);
+    free(jobids);
+    free(offset);
+    return 1;
+  }
+  int done = identify_points(file, out, common, pts, npts, naxes, force, ids), rc = 0;
+  /* every point to run: its old files go, its identity goes beside it (the task's point.json
+   * takes it), then the script */
+  for (int p = 0; p < npts && rc == 0; p++) {
+    if (pts[p].reused) continue;
+    char *id = json_dumps(ids[p], JSON_COMPACT);
+    if (!id || clear_point(&pts[p]) || rh_write_output(pts[p].dir, ".identity.json", id)) rc = 1;
+    free(id);
+  }
+  char script[4300];
+  if (rc == 0 && done < npts) rc = write_slurm_script(file, out, common, pts, npts, script, sizeof script);
+  /* one array for every maxidx + 1 points (the cluster's MaxArraySize) */
+  int njobs = 0;
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) rc = 1;
+  for (int first = 0; rc == 0 && first < npts; first += maxidx + 1) {
+    int last = first + maxidx < npts - 1 ? first + maxidx : npts - 1;
+    size_t cap = 16 + 12 * (size_t)(last - first + 1);
+    char *list = malloc(cap);
+    if (!list) {
+      rc = 1;
+      break;
+    }
+    int k = snprintf(list, cap, "--array=");
+    bool any = false;
+    for (int p = first; p <= last; p++)
+      if (!pts[p].reused) {
+        k += snprintf(list + k, cap - (size_t)k, "%s%d", any ? "," : "", p - first);
+        any = true;
+      }
+    if (jobs > 0) snprintf(list + k, cap - (size_t)k, "%%%d", jobs);
+    if (!any) {
+      free(list);
+      continue;
+    }
+    char log[4300], chdir_arg[4200], off[16];
+    snprintf(log, sizeof log, "--output=%s/slurm/job-%%A_%%a.log", out);
+    snprintf(chdir_arg, sizeof chdir_arg, "--chdir=%s", cwd);
+    snprintf(off, sizeof off, "%d", first);
+    const char **args = calloc((size_t)nsbatch + 8, sizeof *args);
+    int n = 0;
+    if (args) {
+      args[n++] = "--job-name=rehearsal-sweep";
+      args[n++] = list;
+      args[n++] = log;
+      args[n++] = chdir_arg;
+      args[n++] = "--ntasks=1";
+      for (int i = 0; i < nsbatch; i++) args[n++] = sbatch[i];
+    }
+    const char *script_args[] = {off};
+    if (!args || rh_slurm_submit(args, n, script, script_args, 1, jobid[njobs], sizeof jobid[njobs])) {
+      rc = 1;
+    } else {
+      jobids[njobs] = jobid[njobs];
+      offset[njobs++] = first;
+    }
+    free(args);
+    free(list);
+  }
+  if (njobs > 0) {
+    fprintf(stderr, "rehearsal sweep: %d point%s submitted to Slurm as job%s", npts - done,
+            npts - done == 1 ? "" : "s", njobs == 1 ? "" : "s");
+    for (int j = 0; j < njobs; j++) fprintf(stderr, " %s", jobids[j]);
+    fprintf(stderr, " (scancel stops them; running the sweep again goes on)\n");
+  }
+  rh_progress *prog = rh_progress_start("sweep", npts, "points");
+  rh_progress_update(prog, done, NAN);
+  stop_signal = 0;
+  live_pts = NULL; /* the tasks are Slurm's: a signal cancels them below */
+  struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term, old_hup;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);
+  slurm_look look = {.jobids = jobids, .offset = offset, .njobs = njobs, .state = state, .npts = npts};
+  int said[4] = {-1, -1, -1, -1}, failed = 0;
+  double next_look = 0;
+  while (rc == 0 && done < npts && !stop_signal) {
+    /* results first: a task that ended has written its point.json */
+    for (int p = 0; p < npts; p++) {
+      if (pts[p].reused || pts[p].exit >= 0) continue;
+      char path[4300];
+      snprintf(path, sizeof path, "%s/point.json", pts[p].dir);
+      json_t *rec = json_load_file(path, 0, NULL);
+      json_t *e = json_object_get(rec, "exit");
+      if (json_is_integer(e)) {
+        pts[p].exit = (int)json_integer_value(e);
+        done++;
+        failed += pts[p].exit != 0;
+        if (pts[p].exit > 1)
+          rh_progress_note(prog, "point %d did not run (exit %d): see %s/stderr.txt", p,
+                           pts[p].exit, pts[p].dir);
+        rh_progress_update(prog, done, NAN);
+      }
+      json_decref(rec);
+    }
+    if (done == npts) break;
+    if (wall() >= next_look) {
+      for (int p = 0; p < npts; p++) state[p][0] = 0;
+      if (rh_slurm_tasks(jobids, njobs, slurm_task, &look) != 0) {
+        fprintf(stderr, "rehearsal sweep: squeue cannot be asked; the points go on under Slurm "
+                        "(run the sweep again to collect them)\n");
+        rc = 1;
+        break;
+      }
+      int pending = 0, running = 0;
+      for (int p = 0; p < npts; p++) {
+        if (pts[p].reused || pts[p].exit >= 0) continue;
+        if (state[p][0]) gone[p] = 0;
+        if (strcmp(state[p], "PD") == 0) pending++;
+        else if (state[p][0]) running++;
+        /* neither held by Slurm nor finished, at three looks a second apart (a result written
+         * just after a look is read before the next): cancelled, past its time limit, its node
+         * lost */
+        else if (++gone[p] >= 3) {
+          pts[p].exit = 1;
+          done++;
+          failed++;
+          rh_progress_note(prog, "point %d ended under Slurm without a result (cancelled, past "
+                           "its time limit, or its node failed): see %s/slurm/job-%s_*.log", p,
+                           out, jobids[0]);
+          rh_progress_update(prog, done, NAN);
+        }
+      }
+      int now[4] = {pending, running, done - failed, failed};
+      if (memcmp(now, said, sizeof now) != 0) {
+        /* said whether or not a progress line is drawn: it is the sweep's state */
+        if (prog)
+          rh_progress_note(prog, "rehearsal sweep: Slurm: %d pending, %d running, %d done, %d failed", pending,
+                           running, done - failed, failed);
+        else
+          fprintf(stderr, "rehearsal sweep: Slurm: %d pending, %d running, %d done, %d failed\n",
+                  pending, running, done - failed, failed);
+        memcpy(said, now, sizeof now);
+      }
+      next_look = wall() + 1;
+    }
+    struct timespec ts = {0, 200000000};
+    nanosleep(&ts, NULL);
+  }
+  int last[4] = {0, 0, done - failed, failed};
+  if (rc == 0 && !stop_signal && njobs > 0 && memcmp(last, said, sizeof last) != 0)
+    fprintf(stderr, "rehearsal sweep: Slurm: 0 pending, 0 running, %d done, %d failed\n",
+            done - failed, failed);
+  if (stop_signal && njobs > 0) rh_slurm_cancel(jobids, njobs);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
+  rh_progress_end(prog);
+  if (stop_signal) {
+    int sig = stop_signal;
+    fprintf(stderr, "rehearsal sweep: stopped by %s: the Slurm job%s cancelled, %d of %d points "
+                    "finished; run the sweep again to go on\n",
+            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP",
+            njobs == 1 ? " was" : "s were", done, npts);
+    rc = 128 + sig;
+  }
+  for (int p = 0; p < npts; p++) json_decref(ids[p]);
+  free(ids);
+  free(state);
+  free(gone);
+  free(jobid);
+  free(jobids);
+  free(offset);
+  return rc;
+}
+
 int rh_cmd_sweep(int argc, char **argv) {
   static const struct option options[] = {
       {"out", required_argument, NULL, 'o'},  {"axis", required_argument, NULL, 'a'},
       {"jobs", required_argument, NULL, 'j'}, {"force", no_argument, NULL, 'f'},
+      {"launcher", required_argument, NULL, 'L'}, {"sbatch-arg", required_argument, NULL, 'S'},
       {NULL, 0, NULL, 0}};
   sweep_flags cmd = {0};
   rh_scenario_opts opts = {0};
@@ -716,7 +1029,9 @@ int rh_cmd_sweep(int argc, char **argv) {
   if (rc < 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int jobs = cmd.jobs > 0 ? cmd.jobs : cores > 0 ? (int)cores : 1;
-    rc = run_points(argv[first], cmd.out, &opts, pts, npts, all.naxes, jobs, cmd.force);
+    rc = cmd.slurm ? run_points_slurm(argv[first], cmd.out, &opts, pts, npts, all.naxes,
+                                      cmd.jobs, cmd.force, cmd.sbatch, cmd.nsbatch)
+                   : run_points(argv[first], cmd.out, &opts, pts, npts, all.naxes, jobs, cmd.force);
     json_t *rows = json_array();
     bool failed = false;
     for (int p = 0; p < npts; p++) {
@@ -738,6 +1053,7 @@ int rh_cmd_sweep(int argc, char **argv) {
   free(pts);
   free_axes(all.axes, all.naxes);
   free_axes(cmd.axes, cmd.naxes);
+  free(cmd.sbatch);
   rh_scenario_free(&sc);
   rh_cli_opts_free(&opts);
   return rc;
