@@ -19,6 +19,8 @@
  *   each rank says on stderr that no world was formed, and the report says why the job ended.
  * - Three processes of four killed at once with min_np 2: the driver forms no world, and says the
  *   job ended after no reset, short of min_np.
+ * - Random failures from gpu_mtbf_hours: the real processes draw the simulator's failure, the
+ *   same GPU at the same second of the job, and the job ends with the simulator's verdicts.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +30,7 @@
 
 #include "harness.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,6 +342,60 @@ static void test_too_few_left(void **state) {
   free(err);
 }
 
+/* The check lines' names and verdicts alone ("PASS  name"), less those judged on one side only. */
+static char *statuses(const char *text) {
+  char *v = calloc(1, strlen(text) + 1), *w = v;
+  assert_non_null(v);
+  for (const char *p = text; *p;) {
+    const char *end = strchr(p, '\n');
+    size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
+    bool check = strncmp(p, "  PASS", 6) == 0 || strncmp(p, "  FAIL", 6) == 0 ||
+                 strncmp(p, "  SKIP", 6) == 0 || strncmp(p, "  ----", 6) == 0;
+    char name[64] = "";
+    if (check) sscanf(p + 8, "%63s", name);
+    if (check && strcmp(name, "failures_noticed") != 0 && strcmp(name, "commit_interval") != 0)
+      w += sprintf(w, "%.6s %s\n", p, name);
+    p += len;
+  }
+  return v;
+}
+
+static void test_random_failure(void **state) {
+  (void)state;
+  const char *scenario = "tests/scenarios/mpi/elastic-random.yaml";
+  int rc_sim, rc;
+  char *sim = on_simulator(scenario, "random-sim", &rc_sim), *err;
+  int node_sim = -1, gpu_sim = -1;
+  double at_sim = -1;
+  const char *f = strstr(sim, "1. gpu_crash of node ");
+  assert_non_null(f);
+  assert_int_equal(sscanf(f, "1. gpu_crash of node %d GPU %d at %lf s", &node_sim, &gpu_sim,
+                          &at_sim), 3);
+  assert_non_null(strstr(f, "a random failure"));
+  char *mpi = under_driver(scenario, "random-mpi", &err, &rc);
+  int rank = -1, node = -1;
+  double when = -1, at = -1;
+  const char *k = strstr(err, "a random gpu_crash drawn for");
+  assert_non_null(k);
+  while (k > err && k[-1] != '\n') k--;
+  assert_int_equal(sscanf(k, "rehearsal: rank %d (node %d), %lf s into the job: a random gpu_crash "
+                             "drawn for %lf s", &rank, &node, &when, &at), 4);
+  print_message("the simulator: node %d at %.6f s; real processes: node %d drawn for %.3f s, "
+                "killed %.3f s into the job\n", node_sim, at_sim, node, at, when);
+  assert_int_equal(node, node_sim);
+  assert_true(fabs(at - at_sim) < 1e-3); /* the same draw, printed to the millisecond */
+  assert_true(when >= at);
+  char *vs = statuses(sim), *vm = statuses(mpi);
+  if (strcmp(vs, vm) != 0 || rc != rc_sim)
+    fail_msg("exit %d on the simulator, %d on real processes\n%s---\n%s\n%s", rc_sim, rc, vs, vm,
+             err);
+  free(vs);
+  free(vm);
+  free(sim);
+  free(mpi);
+  free(err);
+}
+
 int main(void) {
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
@@ -348,6 +405,7 @@ int main(void) {
       cmocka_unit_test(test_mistakes_same_verdicts),
       cmocka_unit_test(test_driver_gone),
       cmocka_unit_test(test_too_few_left),
+      cmocka_unit_test(test_random_failure),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));

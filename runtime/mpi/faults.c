@@ -17,8 +17,15 @@
  *
  * (tests/netns/net.sh link is one, for hosts in network namespaces: tc tbf or netem on both ends
  * of a veth.)  Without it, and for a GPU's own link, which real processes do not have as a link of
- * their own, rank 0 says the fault is left out.  Random failures from an MTBF need the simulator's
- * clock: rank 0 says so, once, and they are left out.
+ * their own, rank 0 says the fault is left out.
+ *
+ * Random failures (gpu_mtbf_hours, node_mtbf_hours) are the simulator's draws on the job's wall
+ * clock: every process draws the same sequence from the scenario's seed (splitmix64, as the
+ * simulator's injector does), the next failure Exp(rate) after the last over the live GPUs and
+ * nodes of its world, and its victim among them, so that all agree on who fails when without a
+ * word between them; the victim kills itself (a GPU crash its process, a node crash every process
+ * of the node) at its next phase past that time.  With compute slept at the modelled GPU's speed a
+ * job's seconds are the simulator's, and the same failures fall on the same GPUs.
  */
 #include "mpi_backend.h"
 
@@ -39,6 +46,13 @@ struct mpi_faults {
   volatile bool *restored; /* links: the window closed and the link is as it was */
   const char *link_command; /* RH_LINK_COMMAND (NULL: none) */
   double link_rate;        /* the node's NICs together, bits per second */
+  /* random failures */
+  double gpu_mtbf, node_mtbf; /* seconds; 0: none */
+  uint64_t rng;
+  double next_random;      /* seconds since the job began; INFINITY: none */
+  int self;                /* this process (its MPI_COMM_WORLD rank) */
+  int *node_of;            /* each process's node in the scenario */
+  bool *dead;              /* each process: a random failure took it */
   double t0;     /* the job's time origin (wall clock) */
   pthread_t timer;
   bool timing;
@@ -130,6 +144,71 @@ static void *timer_main(void *arg) {
   }
 }
 
+/* ---- random failures ------------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
+
+/* The live processes of the current world in rank order into live[] (their count), and the first
+ * of each run of one node's into first[] (*nodes: how many), as the simulator counts them. */
+static int live_members(const mpi_faults *m, const mpi_job *job, int n, int *live, int *first,
+                        int *nodes) {
+  int k = 0;
+  *nodes = 0;
+  for (int r = 0; r < n; r++) {
+    int p = job->members[r];
+    if (m->dead[p]) continue;
+    if (k == 0 || m->node_of[p] != m->node_of[live[k - 1]]) first[(*nodes)++] = p;
+    live[k++] = p;
+  }
+  return k;
+}
+
+/* The failures due by now, each drawn as the simulator draws it; this process dies at its own. */
+static void random_failures(mpi_faults *m, const rh_ctx *ctx) {
+  const mpi_job *job = mpi__job_of(ctx);
+  double now = mpi__wall() - m->t0;
+  int n = ctx->world.n;
+  int *live = calloc(2 * (size_t)n + 2, sizeof(int)), *first = live ? live + n + 1 : NULL;
+  while (live && now >= m->next_random) {
+    int nodes, gpus = live_members(m, job, n, live, first, &nodes);
+    double gpu_part = m->gpu_mtbf > 0 ? gpus / m->gpu_mtbf : 0;
+    double rate = gpu_part + (m->node_mtbf > 0 ? nodes / m->node_mtbf : 0);
+    if (rate <= 0) {
+      m->next_random = INFINITY;
+      break;
+    }
+    double u = uniform(&m->rng) * rate, at = m->next_random;
+    int victim = -1, node = -1;
+    if (u < gpu_part) {
+      victim = live[(int)fmin(gpus - 1, floor(u / gpu_part * gpus))];
+      m->dead[victim] = true;
+    } else {
+      node = m->node_of[first[(int)fmin(nodes - 1, floor((u - gpu_part) / (rate - gpu_part) * nodes))]];
+      for (int i = 0; i < gpus; i++) m->dead[live[i]] = m->dead[live[i]] || m->node_of[live[i]] == node;
+    }
+    if (victim == m->self || (node >= 0 && node == m->node_of[m->self])) {
+      fprintf(stderr, "rehearsal: rank %d (node %d), %.3f s into the job: a random %s drawn for "
+                      "%.3f s (%s); the process is killed\n", ctx->rank, m->node_of[m->self], now,
+              node >= 0 ? "host_crash" : "gpu_crash", at,
+              node >= 0 ? "node_mtbf_hours" : "gpu_mtbf_hours");
+      fflush(NULL);
+      raise(SIGKILL);
+    }
+    /* the next, over the GPUs and nodes left, from the failure's time (the simulator's) */
+    gpus = live_members(m, job, n, live, first, &nodes);
+    rate = (m->gpu_mtbf > 0 ? gpus / m->gpu_mtbf : 0) + (m->node_mtbf > 0 ? nodes / m->node_mtbf : 0);
+    m->next_random = rate > 0 ? at - log(1 - uniform(&m->rng)) / rate : INFINITY;
+  }
+  free(live);
+}
+
 rh_status mpi__faults_open(mpi_job *job, const rh_fault_plan *plan, const rh_cluster *cluster,
                            int slot) {
   job->faults = NULL;
@@ -153,9 +232,6 @@ rh_status mpi__faults_open(mpi_job *job, const rh_fault_plan *plan, const rh_clu
                         "(the simulator models it); it is left out\n",
                 f->line, rh_fault_names[f->kind]);
     }
-    if (plan->gpu_mtbf > 0 || plan->node_mtbf > 0)
-      fprintf(stderr, "rehearsal: random failures (gpu_mtbf_hours, node_mtbf_hours) are drawn on "
-                      "the simulator's clock; real processes see only the scripted ones\n");
   }
   int node = -1, gpu = -1;
   for (int n = 0; n < cluster->nodes + cluster->spares && node < 0; n++) {
@@ -176,7 +252,16 @@ rh_status mpi__faults_open(mpi_job *job, const rh_fault_plan *plan, const rh_clu
                     .link_command = link_command,
                     .link_rate = 8 * cluster->nic_bw * (cluster->nics_per_node > 0
                                                             ? cluster->nics_per_node : 1)};
-  if (!m->mine || !m->fired || !m->began || !m->restored) {
+  m->gpu_mtbf = plan->gpu_mtbf;
+  m->node_mtbf = plan->node_mtbf;
+  m->rng = plan->seed;
+  m->next_random = INFINITY;
+  m->self = slot;
+  m->node_of = calloc((size_t)job->world_size + 1, sizeof(int));
+  m->dead = calloc((size_t)job->world_size + 1, sizeof(bool));
+  if (!m->mine || !m->fired || !m->began || !m->restored || !m->node_of || !m->dead) {
+    free(m->node_of);
+    free(m->dead);
     free(m->mine);
     free((void *)m->fired);
     free((void *)m->began);
@@ -184,6 +269,19 @@ rh_status mpi__faults_open(mpi_job *job, const rh_fault_plan *plan, const rh_clu
     free(m);
     return RH_ERR_NOMEM;
   }
+  for (int p = 0; p < job->world_size; p++) {
+    m->node_of[p] = -1;
+    for (int k = 0; k < cluster->nodes + cluster->spares; k++) {
+      int f = rh_cluster_first_slot(cluster, k);
+      if (p >= f && p < f + cluster->gpus_per_node[k]) m->node_of[p] = k;
+    }
+  }
+  /* the first random failure over every process of the job, from its start */
+  int nodes = 0;
+  for (int p = 0; p < job->world_size; p++) nodes += p == 0 || m->node_of[p] != m->node_of[p - 1];
+  double rate = (m->gpu_mtbf > 0 ? job->world_size / m->gpu_mtbf : 0) +
+                (m->node_mtbf > 0 ? nodes / m->node_mtbf : 0);
+  if (rate > 0) m->next_random = -log(1 - uniform(&m->rng)) / rate;
   bool timed = false;
   for (int i = 0; i < n; i++) {
     const rh_fault *f = &plan->faults[i];
@@ -212,12 +310,15 @@ void mpi__faults_close(mpi_job *job) {
   free((void *)m->fired);
   free((void *)m->began);
   free((void *)m->restored);
+  free(m->node_of);
+  free(m->dead);
   free(m);
   job->faults = NULL;
 }
 
 void mpi__progress(rh_ctx *ctx, rh_phase phase) {
   mpi_faults *m = mpi__job_of(ctx)->faults;
+  if (m && isfinite(m->next_random)) random_failures(m, ctx);
   for (int i = 0; m && i < m->n; i++) {
     const rh_fault *f = &m->faults[i];
     if (!m->mine[i] || m->fired[i] || f->epoch < 0 || f->epoch != ctx->epoch || f->step != ctx->step)
