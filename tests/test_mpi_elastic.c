@@ -21,6 +21,10 @@
  *   job ended after no reset, short of min_np.
  * - Random failures from gpu_mtbf_hours: the real processes draw the simulator's failure, the
  *   same GPU at the same second of the job, and the job ends with the simulator's verdicts.
+ * - Host discovery grows the job: the scenario's discovery adds a spare node a second in, its
+ *   process (on standby until then) joins at the next commit, the world grows from 3 to 4 ranks
+ *   with nothing committed lost, and the verdicts are the simulator's.  With Horovod's discovery
+ *   script instead, a node that died stays blacklisted while the script still lists it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -133,12 +137,28 @@ static char *on_simulator(const char *scenario, const char *tag, int *rc) {
 
 /* The scenario under `rehearsal elastic` on real processes: stdout (caller frees), stderr in *err
  * (caller frees), exit status. */
+static char *under_driver_with(const char *scenario, const char *tag, char **err, int *rc,
+                               const char *flag, const char *value);
+
 static char *under_driver(const char *scenario, const char *tag, char **err, int *rc) {
+  return under_driver_with(scenario, tag, err, rc, NULL, NULL);
+}
+
+/* As under_driver, with one more flag of `rehearsal elastic` (NULL: none). */
+static char *under_driver_with(const char *scenario, const char *tag, char **err, int *rc,
+                               const char *flag, const char *value) {
   char out[300], errp[300];
   snprintf(out, sizeof out, "%s.out", rh_test_path(tmpdir, tag));
   snprintf(errp, sizeof errp, "%s.err", rh_test_path(tmpdir, tag));
-  char *argv[] = {RH_BINARY, "elastic", (char *)scenario, "--mpirun", RH_MPIEXEC, "--mpirun-arg",
-                  "--oversubscribe", "--", RH_MPI_BINARY, "run", (char *)scenario, NULL};
+  char *argv[16] = {RH_BINARY, "elastic", (char *)scenario, "--mpirun", RH_MPIEXEC, "--mpirun-arg",
+                    "--oversubscribe"};
+  int k = 7;
+  if (flag) {
+    argv[k++] = (char *)flag;
+    argv[k++] = (char *)value;
+  }
+  char *rest[] = {"--", RH_MPI_BINARY, "run", (char *)scenario, NULL};
+  for (int i = 0; rest[i]; i++) argv[k++] = rest[i];
   double cpu, wall;
   *rc = spawn_measured(argv, out, errp, &cpu, &wall);
   print_message("%s: exit %d after %.2f s (%.2f s of CPU)\n", scenario, *rc, wall, cpu);
@@ -396,6 +416,59 @@ static void test_random_failure(void **state) {
   free(err);
 }
 
+static void test_discovery_grows(void **state) {
+  (void)state;
+  const char *scenario = "tests/scenarios/mpi/elastic-grow.yaml";
+  int rc_sim, rc;
+  char *sim = on_simulator(scenario, "grow-sim", &rc_sim), *err;
+  assert_non_null(strstr(sim, "elastic reset: 3 -> 4 ranks, nodes 0,1,2,3"));
+  char *mpi = under_driver(scenario, "grow-mpi", &err, &rc);
+  if (rc != 0) fail_msg("exit %d\n%s\n%s", rc, mpi, err);
+  const char *says[] = {"rehearsal elastic: world 0: 3 ranks on the hosts discovered; 1 process on "
+                        "standby\n",
+                        "host discovery: node 3 added (1 slot)\n",
+                        "hosts were added\n",
+                        "rehearsal elastic: world 1: 4 ranks, ranks 0-2 of world 0 in order, then 1 "
+                        "from added hosts\n"};
+  for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+    if (!strstr(err, says[i])) fail_msg("does not say \"%s\":\n%s", says[i], err);
+  assert_non_null(strstr(mpi, "PASS  min_np_respected       the job trained on 3 to 4 workers"));
+  assert_non_null(strstr(mpi, "PASS  no_committed_work_lost"));
+  assert_non_null(strstr(mpi, "PASS  identical_parameters   parameters identical, bit for bit, on all "
+                              "4 ranks"));
+  char *vs = statuses(sim), *vm = statuses(mpi);
+  if (strcmp(vs, vm) != 0 || rc != rc_sim)
+    fail_msg("exit %d on the simulator, %d on real processes\n%s---\n%s", rc_sim, rc, vs, vm);
+  free(vs);
+  free(vm);
+  free(sim);
+  free(mpi);
+  free(err);
+}
+
+static void test_discovery_script_blacklists(void **state) {
+  (void)state;
+  int rc;
+  char *err, *mpi = under_driver_with("tests/scenarios/mpi/elastic-grow-crash.yaml", "grow-crash",
+                                      &err, &rc, "--host-discovery-script",
+                                      "tests/scenarios/mpi/discovery.sh");
+  if (rc != 0) fail_msg("exit %d\n%s\n%s", rc, mpi, err);
+  const char *says[] = {"rank 1 (node 1) was killed by signal 9",
+                        "rehearsal elastic: world 1: 2 ranks, ranks 0,2 of world 0 in order\n",
+                        "host discovery: node 3 added (1 slot)\n",
+                        "rehearsal elastic: world 2: 3 ranks, ranks 0,1 of world 1 in order, then 1 "
+                        "from added hosts\n"};
+  for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+    if (!strstr(err, says[i])) fail_msg("does not say \"%s\":\n%s", says[i], err);
+  /* node 1, listed by the script all along, is never taken again */
+  assert_null(strstr(err, "node 1 added"));
+  assert_non_null(strstr(mpi, "PASS  min_np_respected       the job trained on 2 to 3 workers"));
+  assert_non_null(strstr(mpi, "PASS  no_committed_work_lost"));
+  assert_null(strstr(mpi, "FAIL"));
+  free(mpi);
+  free(err);
+}
+
 int main(void) {
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
@@ -406,6 +479,8 @@ int main(void) {
       cmocka_unit_test(test_driver_gone),
       cmocka_unit_test(test_too_few_left),
       cmocka_unit_test(test_random_failure),
+      cmocka_unit_test(test_discovery_grows),
+      cmocka_unit_test(test_discovery_script_blacklists),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));

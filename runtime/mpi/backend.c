@@ -449,6 +449,7 @@ static const rh_backend_ops mpi_ops = {
     .audit = mpi_audit,
     .abandon = mpi_abandon,
     .rendezvous = mpi_rendezvous,
+    .host_updates = mpi__host_updates,
     .progress = mpi__progress,
 #ifdef RH_MPI_GPU
     .name = "nccl",
@@ -564,6 +565,8 @@ static void say_placement(const rh_cluster *cl, const int *host_of, int size) {
 static bool size_allowed(const rh_launch_config *cfg, int size) {
   int gpus = rh_cluster_size(cfg->cluster);
   if (!cfg->elastic) return size == gpus;
+  /* with host discovery the processes of hosts not yet added wait: any number from min_np */
+  if (getenv("RH_ELASTIC_STANDBY") && getenv("RH_ELASTIC_DIR")) return size >= cfg->elastic->min_np;
   int most = cfg->elastic->max_np > 0 ? cfg->elastic->max_np : gpus;
   return size >= cfg->elastic->min_np && size <= most;
 }
@@ -776,6 +779,19 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     free(job.members);
     MPI_Finalize();
     return 1;
+  }
+  /* with host discovery a process waits for the first world that takes it (its host added) */
+  if (job.elastic_dir && getenv("RH_ELASTIC_STANDBY")) {
+    rh_status st = mpi__standby(&me.ctx);
+    if (st != RH_OK) {
+      if (st != RH_ERR_EXCLUDED) fprintf(stderr, "rehearsal: process %d: %s\n", rank, me.ctx.last_error);
+      mpi__faults_close(&job);
+      rh__timeline_free(timeline);
+      /* no rank of any world: it reports nothing */
+      if (res) *res = (rh_launch_result){.rank = size, .target = mpi_ops.name};
+      fflush(NULL);
+      return st == RH_ERR_EXCLUDED ? 0 : 1; /* without MPI_Finalize: its peers may have died */
+    }
   }
   int result = fn(&me.ctx, arg);
   double last = 0;

@@ -15,6 +15,14 @@
  *                      rank order), or "end <reason>\n" when fewer than min_np remain
  *   w<G>.broken        the driver saw a process of world G die: "<what>\n"; a rank waiting in a
  *                      collective fails it at once (as a closed connection tells NCCL's peers)
+ *   hosts.update       host discovery changed the job's hosts: "<stamp> <kind>\n" (seconds since
+ *                      the job began, RH_HOSTS_ADDED | RH_HOSTS_REMOVED); rank 0 reads it at each
+ *                      commit, and the world re-forms there when the stamp is new
+ *
+ * With host discovery (RH_ELASTIC_STANDBY set) a process starts on standby: it waits for w0.world
+ * and for each world after it, and joins the first whose members name it (its host was added),
+ * as a worker Horovod starts on an added host does; one that no world takes leaves when the
+ * driver writes "end".
  *
  * The driver waits for every process of world G to arrive, up to the rendezvous timeout; the
  * ones that do not (dead, hung) failed, and so does their host (Horovod blacklists it).
@@ -134,6 +142,59 @@ static rh_status join_world(rh_ctx *ctx, const int *members, int n, uint32_t gen
   rh_topology_free(&old);
   job->reformed = true;
   return RH_OK;
+}
+
+rh_status mpi__standby(rh_ctx *ctx) {
+  mpi_job *job = mpi__job_of(ctx);
+  /* as long as the driver may wait for hosts (timeout_s), and the rendezvous on top */
+  double limit = job->elastic->slots_timeout + job->elastic->rendezvous_timeout +
+                 job->elastic->rendezvous + 60;
+  int *members = calloc((size_t)job->world_size, sizeof(int));
+  if (!members) return RH_ERR_NOMEM;
+  rh_status st = RH_ERR_TIMEOUT;
+  for (uint32_t gen = 0;; gen++) {
+    char *answer = await_world(job->elastic_dir, gen, limit);
+    if (!answer) {
+      snprintf(ctx->last_error, sizeof ctx->last_error,
+               "the elastic driver formed no world in %g s (is `rehearsal elastic` running?)", limit);
+      break;
+    }
+    if (strncmp(answer, "end", 3) == 0) { /* the job ended without this process */
+      free(answer);
+      st = RH_ERR_EXCLUDED;
+      snprintf(ctx->last_error, sizeof ctx->last_error, "no world took this process's host");
+      break;
+    }
+    int n = parse_members(answer, members, job->world_size);
+    free(answer);
+    bool in = false;
+    for (int r = 0; r < n; r++) in = in || members[r] == job->world_rank;
+    if (n < 0) {
+      snprintf(ctx->last_error, sizeof ctx->last_error, "the elastic driver's answer is damaged");
+      st = RH_ERR_IO;
+      break;
+    }
+    if (in) {
+      st = join_world(ctx, members, n, gen);
+      break;
+    }
+  }
+  free(members);
+  if (st != RH_OK) job->left = true;
+  return st;
+}
+
+void mpi__host_updates(rh_ctx *ctx, double *stamp, int *kind) {
+  const mpi_job *job = mpi__job_of(ctx);
+  *stamp = 0;
+  *kind = 0;
+  if (!job->elastic_dir) return;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/hosts.update", job->elastic_dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (fscanf(f, "%lf %d", stamp, kind) != 2) *stamp = 0, *kind = 0;
+  fclose(f);
 }
 
 rh_status mpi__news(rh_ctx *ctx, double *look) {

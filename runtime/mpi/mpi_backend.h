@@ -76,6 +76,11 @@ int mpi__nccl_open(mpi_job *job, MPI_Comm comm, int rank, int size, double timeo
 /* The rendezvous (the backend's op): tells the driver this process came, waits for the world it
  * forms, and moves into it. */
 rh_status mpi__rendezvous(rh_ctx *ctx);
+/* A process started on standby (host discovery): waits for the first world that takes it and
+ * moves into it (RH_OK), or leaves when none does (RH_ERR_EXCLUDED: the job ended without it). */
+rh_status mpi__standby(rh_ctx *ctx);
+/* The backend's host_updates op: the driver's last change of the hosts (hosts.update). */
+void mpi__host_updates(rh_ctx *ctx, double *stamp, int *kind);
 /* What the driver saw die in this world, looked at in a wait at most every 0.1 s (*look: when
  * next): RH_ERR_PEER_DEAD with its words in last_error, or RH_OK.  (A process killed in a
  * collective is seen by the driver at once, and by its peers only at the timeout.) */

@@ -16,6 +16,16 @@
  * min_np the job ends.  When every process of the last world has finished, processes that hung
  * are killed (mpirun waits for them otherwise), and the driver exits with the last world's rank 0
  * status.  Each process runs under `rehearsal elastic-rank`, which records how it ended.
+ *
+ * Host discovery (Horovod's --host-discovery-script: a command that prints "host:slots" lines, or
+ * else the scenario's `elastic.discovery` changes, played on the job's clock) lets the job grow:
+ * a process is started for every slot it may use (-np), and those of hosts not yet discovered
+ * wait on standby.  The driver asks for the hosts every discovery_interval_s; a change that
+ * alters the world is told to rank 0 (hosts.update), which raises it at the next commit, and the
+ * world re-forms there: the hosts that stay keep their order, the added ones come last, a removed
+ * one's processes leave.  Hosts that failed stay blacklisted, even when discovery lists them again.
+ * On one machine (RH_MPI_GPUS_PER_NODE, or every process on one host) the hosts are the
+ * scenario's nodes, "node0" to "nodeN" in a script's lines.
  */
 #include "cli.h"
 #include "commands.h"
@@ -122,6 +132,16 @@ typedef struct driver {
   int resets;             /* worlds formed again after a failure */
   char short_of[96];      /* why the job ended below min_np ("" when it did not) */
   bool *told;             /* the processes told that the job ended: they end in turn */
+  /* host discovery (NULL script and no scenario changes: none) */
+  const char *script;
+  bool discovering;
+  int nnodes;
+  int *slots;             /* by node: the slots discovery gives it now (0: not discovered) */
+  bool *blacklisted;      /* by node: it failed; never taken again */
+  int next_change;        /* the scenario's next discovery change */
+  double next_poll;
+  double update_stamp;    /* the last change that alters the world (0: none) */
+  int update_kind;
 } driver;
 
 static volatile sig_atomic_t interrupted;
@@ -227,6 +247,108 @@ static int tell_broken(driver *d, int r) {
   return d->world;
 }
 
+/* ---- host discovery ------------------------------------------------------------------------- */
+
+/* Whether process p may be in a world: its host discovered, not blacklisted, and p among the
+ * first `slots` processes of its host. */
+static bool taken(const driver *d, int p) {
+  int node = d->procs[p].node;
+  if (node < 0 || node >= d->nnodes || d->blacklisted[node]) return false;
+  int before = 0;
+  for (int q = 0; q < p; q++) before += d->procs[q].node == node;
+  return before < d->slots[node];
+}
+
+/* The node a discovered host name stands for: "nodeK" on one machine, else the process host's. */
+static int node_named(const driver *d, const char *name) {
+  if (d->pretend) {
+    char *end;
+    long k = strncmp(name, "node", 4) == 0 ? strtol(name + 4, &end, 10) : -1;
+    return k >= 0 && k < d->nnodes && name[4] && !*end ? (int)k : -1;
+  }
+  for (int p = 0; p < d->nprocs; p++)
+    if (strcmp(d->procs[p].host, name) == 0) return d->procs[p].node;
+  return -1;
+}
+
+/* The hosts discovery gives now into slots[] (by node): from the script's "host:slots" lines, or
+ * the scenario's changes up to now.  False when the script failed (the last answer stands). */
+static bool discover(driver *d, int *slots) {
+  const rh_scenario *sc = d->sc;
+  if (!d->script) {
+    for (int n = 0; n < d->nnodes; n++) slots[n] = d->slots[n];
+    double t = now() - d->t0;
+    for (; d->next_change < sc->elastic.nchanges && sc->elastic.changes[d->next_change].at_s <= t;
+         d->next_change++) {
+      const rh_scenario_change *c = &sc->elastic.changes[d->next_change];
+      if (c->add >= 0 && c->add < d->nnodes) slots[c->add] = sc->cluster.gpus_per_node[c->add];
+      if (c->remove >= 0 && c->remove < d->nnodes) slots[c->remove] = 0;
+    }
+    return true;
+  }
+  fflush(NULL);
+  FILE *f = popen(d->script, "r");
+  if (!f) return false;
+  for (int n = 0; n < d->nnodes; n++) slots[n] = 0;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    char *colon = strrchr(line, ':');
+    long k = 1; /* Horovod: a host without slots has one */
+    if (colon) {
+      *colon = 0;
+      k = strtol(colon + 1, NULL, 10);
+    }
+    int node = line[0] ? node_named(d, line) : -1;
+    if (node >= 0 && k > 0) slots[node] = (int)k;
+    else if (line[0])
+      fprintf(stderr, "rehearsal elastic: the discovery script names %s, which runs none of the "
+                      "job's processes; left out\n", line);
+  }
+  int rc = pclose(f);
+  if (rc != 0) {
+    fprintf(stderr, "rehearsal elastic: the discovery script `%s` failed (exit %d); the hosts stay "
+                    "as they were\n", d->script, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+    return false;
+  }
+  return true;
+}
+
+/* Asks for the hosts; a change that alters who is in the world is told to rank 0. */
+static void poll_hosts(driver *d) {
+  int *slots = calloc((size_t)d->nnodes + 1, sizeof(int));
+  if (!slots || !discover(d, slots)) {
+    free(slots);
+    return;
+  }
+  int kind = 0;
+  for (int n = 0; n < d->nnodes; n++) {
+    if (slots[n] == d->slots[n]) continue;
+    fprintf(stderr, "rehearsal elastic: +%.3f s: host discovery: node %d %s (%d slot%s)%s\n",
+            now() - d->t0, n, slots[n] > d->slots[n] ? "added" : "removed", slots[n],
+            slots[n] == 1 ? "" : "s", d->blacklisted[n] ? ", blacklisted: not taken" : "");
+    if (!d->blacklisted[n]) kind |= slots[n] > d->slots[n] ? RH_HOSTS_ADDED : RH_HOSTS_REMOVED;
+  }
+  memcpy(d->slots, slots, (size_t)d->nnodes * sizeof(int));
+  free(slots);
+  /* does the world change?  Horovod tells the workers only then */
+  bool differ = false;
+  int most = d->sc->elastic.max_np > 0 ? d->sc->elastic.max_np : d->nprocs, size = 0;
+  for (int p = 0; p < d->nprocs; p++) {
+    bool member = false;
+    for (int r = 0; r < d->nmembers; r++) member = member || d->members[r] == p;
+    bool want = taken(d, p) && !d->procs[p].ended && size < most;
+    size += want;
+    differ = differ || member != want;
+  }
+  if (!kind || !differ) return;
+  d->update_stamp = now() - d->t0;
+  d->update_kind |= kind;
+  char text[64];
+  snprintf(text, sizeof text, "%.6f %d\n", d->update_stamp, d->update_kind);
+  rh_write_output(d->dir, "hosts.update", text);
+}
+
 /* Closes the rendezvous of the current world: blacklists the hosts of the processes that did not
  * come, forms the next world or ends the job.  False when the job ended. */
 static bool close_rendezvous(driver *d) {
@@ -234,7 +356,7 @@ static bool close_rendezvous(driver *d) {
   int n = d->nmembers;
   bool *failed = calloc((size_t)n + 1, sizeof(bool)), *noticed = calloc((size_t)n + 1, sizeof(bool));
   bool *bad_node = calloc((size_t)d->nprocs + 64, sizeof(bool));
-  int *next = calloc((size_t)n + 1, sizeof(int));
+  int *next = calloc((size_t)d->nprocs + 1, sizeof(int));
   if (!failed || !noticed || !bad_node || !next) {
     free(failed);
     free(noticed);
@@ -248,13 +370,24 @@ static bool close_rendezvous(driver *d) {
     failed[r] = !q->arrived;
     noticed[r] = q->arrived;
     if (failed[r]) bad_node[q->node] = true;
+    if (failed[r] && d->blacklisted) d->blacklisted[q->node] = true;
     if (q->arrived && (first < 0 || q->noticed < d->procs[d->members[first]].noticed)) first = r;
   }
   int k = 0, most = sc->elastic.max_np > 0 ? sc->elastic.max_np : n;
+  if (d->discovering) most = sc->elastic.max_np > 0 ? sc->elastic.max_np : d->nprocs;
   for (int r = 0; r < n && k < most; r++) {
     proc *q = &d->procs[d->members[r]];
-    if (q->arrived && !bad_node[q->node]) next[k++] = d->members[r];
+    if (q->arrived && !bad_node[q->node] && (!d->discovering || taken(d, d->members[r])))
+      next[k++] = d->members[r];
   }
+  /* host discovery: the processes of added hosts, last, in their order */
+  int grown = k;
+  for (int p = 0; d->discovering && p < d->nprocs && k < most; p++) {
+    bool member = false;
+    for (int r = 0; r < n; r++) member = member || d->members[r] == p;
+    if (!member && !d->procs[p].ended && taken(d, p)) next[k++] = p;
+  }
+  grown = k - grown;
   char saw[256];
   ranks_list(d, noticed, saw, sizeof saw);
   fprintf(stderr, "rehearsal elastic: +%.3f s: world %d (%d ranks) broke: ", now() - d->t0,
@@ -275,9 +408,9 @@ static bool close_rendezvous(driver *d) {
     fprintf(stderr, "nobody noticed\n");
   }
   bool going = k >= sc->elastic.min_np && k > 0;
-  char *text = calloc(16, (size_t)n + 8);
+  char *text = calloc(16, (size_t)d->nprocs + 8);
   if (text && going) {
-    int off = snprintf(text, 16 * ((size_t)n + 8), "members");
+    int off = snprintf(text, 16 * ((size_t)d->nprocs + 8), "members");
     for (int r = 0; r < k; r++) off += snprintf(text + off, 16, " %d", next[r]);
     snprintf(text + off, 16, "\n");
     bool *stay = noticed; /* reused: the ranks of this world that go on */
@@ -287,12 +420,14 @@ static bool close_rendezvous(driver *d) {
     }
     char kept[256];
     ranks_list(d, stay, kept, sizeof kept);
-    fprintf(stderr, "rehearsal elastic: world %d: %d ranks, ranks %s of world %d in order\n",
-            d->world + 1, k, kept, d->world);
+    fprintf(stderr, "rehearsal elastic: world %d: %d ranks, ranks %s of world %d in order", d->world + 1,
+            k, kept, d->world);
+    if (grown > 0) fprintf(stderr, ", then %d from added hosts", grown);
+    fprintf(stderr, "\n");
   } else if (text) {
     snprintf(d->short_of, sizeof d->short_of, "%d worker%s, min_np is %d", k,
              k == 1 ? " remains" : "s remain", sc->elastic.min_np);
-    snprintf(text, 16 * ((size_t)n + 8), "end %s\n", d->short_of);
+    snprintf(text, 16 * ((size_t)d->nprocs + 8), "end %s\n", d->short_of);
     fprintf(stderr, "rehearsal elastic: the job ends: %s\n", d->short_of);
   }
   bool ok = text && answer(d, text);
@@ -303,6 +438,7 @@ static bool close_rendezvous(driver *d) {
     memcpy(d->members, next, (size_t)k * sizeof(int));
     d->nmembers = k;
     d->resets++; /* a reset is a world formed again: a job that ends here formed none */
+    d->update_kind = 0; /* the new world holds every change seen so far */
   }
   d->world++;
   for (int p = 0; p < d->nprocs; p++) d->procs[p].arrived = false;
@@ -407,6 +543,14 @@ static int usage_to(FILE *to) {
           "  --dir DIR         the rendezvous files (default: a temporary directory)\n"
           "  --mpirun PATH     the launcher (default: mpirun)\n"
           "  --mpirun-arg ARG  one more argument for it (repeatable)\n"
+          "  --host-discovery-script CMD\n"
+          "                    Horovod's: a command printing the hosts as \"host:slots\" lines,\n"
+          "                    asked every discovery_interval_s (without it, the scenario's\n"
+          "                    elastic.discovery changes are played); hosts it adds join at the\n"
+          "                    next commit.  Every slot the job may use gets a process at the\n"
+          "                    start (default -np: the cluster's GPUs, spare nodes included);\n"
+          "                    those of hosts not discovered wait.  On one machine the hosts are\n"
+          "                    the scenario's nodes: node0, node1, ...\n"
           "  --help, --version\n"
           "Exit status: that of rank 0 of the last world (130 when interrupted); 2 bad input.\n");
   return to == stdout ? 0 : 2;
@@ -427,9 +571,10 @@ int rh_cmd_elastic(int argc, char **argv) {
   static const struct option options[] = {
       {"np", required_argument, NULL, 'n'},         {"dir", required_argument, NULL, 'd'},
       {"mpirun", required_argument, NULL, 'm'},     {"mpirun-arg", required_argument, NULL, 'a'},
+      {"host-discovery-script", required_argument, NULL, 's'},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   int np = 0;
-  const char *dir = NULL, *mpirun = "mpirun";
+  const char *dir = NULL, *mpirun = "mpirun", *script = NULL;
   const char **extra = calloc((size_t)argc + 1, sizeof *extra);
   int nextra = 0;
   /* getopt wants the program name first */
@@ -457,6 +602,7 @@ int rh_cmd_elastic(int argc, char **argv) {
     }
     case 'd': dir = optarg; break;
     case 'm': mpirun = optarg; break;
+    case 's': script = optarg; break;
     case 'a': extra[nextra++] = optarg; break;
     default:
       free(extra);
@@ -486,6 +632,9 @@ int rh_cmd_elastic(int argc, char **argv) {
     free(extra);
     return 2;
   }
+  bool discovering = script || sc.elastic.nchanges > 0;
+  if (np <= 0 && discovering) /* a process for every slot discovery may add: the spares' too */
+    for (int n = 0; n < sc.cluster.nodes + sc.cluster.spares; n++) np += sc.cluster.gpus_per_node[n];
   if (np <= 0) np = rh_scenario_size(&sc);
   if (sc.elastic.min_np <= 0) sc.elastic.min_np = np; /* Horovod's default: min_np = np */
   if (np < sc.elastic.min_np) {
@@ -510,6 +659,8 @@ int rh_cmd_elastic(int argc, char **argv) {
     return 1;
   }
   setenv("RH_ELASTIC_DIR", dir, 1);
+  if (discovering) setenv("RH_ELASTIC_STANDBY", "1", 1); /* processes wait for a world to take them */
+  else unsetenv("RH_ELASTIC_STANDBY");
 
   /* mpirun --enable-recovery -np N -x RH_... [extra] SELF elastic-rank PROGRAM ARGS */
   char self[4096] = {0};
@@ -545,6 +696,13 @@ int rh_cmd_elastic(int argc, char **argv) {
   d.told = calloc((size_t)np, sizeof *d.told);
   for (int p = 0; d.members && p < np; p++) d.members[p] = p;
   d.nmembers = np;
+  d.script = script;
+  d.discovering = discovering;
+  d.nnodes = np > sc.cluster.nodes + sc.cluster.spares ? np : sc.cluster.nodes + sc.cluster.spares;
+  d.slots = calloc((size_t)d.nnodes + 1, sizeof *d.slots);
+  d.blacklisted = calloc((size_t)d.nnodes + 1, sizeof *d.blacklisted);
+  for (int n = 0; d.slots && n < sc.cluster.nodes; n++) d.slots[n] = sc.cluster.gpus_per_node[n];
+  bool formed = !discovering; /* world 0 (with discovery: once the hosts are known) */
   struct sigaction sa = {.sa_handler = on_interrupt};
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
@@ -552,7 +710,7 @@ int rh_cmd_elastic(int argc, char **argv) {
   fflush(NULL);
   int pipefd[2] = {-1, -1};
   if (pipe(pipefd) != 0) pipefd[0] = pipefd[1] = -1;
-  pid_t pid = d.procs && d.members && d.told ? fork() : -1;
+  pid_t pid = d.procs && d.members && d.told && d.slots && d.blacklisted ? fork() : -1;
   if (pid == 0) {
     if (pipefd[1] >= 0) {
       dup2(pipefd[1], STDERR_FILENO);
@@ -590,6 +748,42 @@ int rh_cmd_elastic(int argc, char **argv) {
           if (strcmp(d.procs[q].host, d.procs[p].host) == 0) d.procs[p].node = d.procs[q].node;
       }
       if (d.pretend || one_host) d.pretend = true;
+      /* with discovery, world 0: the processes of the hosts discovered first (on real hosts,
+       * once every process has said where it runs) */
+      bool hosts_known = d.pretend;
+      for (int p = 0; !hosts_known && p < np; p++) hosts_known = p == np - 1 && d.procs[p].host[0];
+      if (!formed && hosts_known) {
+        int *slots = calloc((size_t)d.nnodes + 1, sizeof(int));
+        if (slots && discover(&d, slots)) memcpy(d.slots, slots, (size_t)d.nnodes * sizeof(int));
+        free(slots);
+        int most = sc.elastic.max_np > 0 ? sc.elastic.max_np : np, size = 0;
+        char *text = calloc(16, (size_t)np + 8);
+        int off = text ? snprintf(text, 16, "members") : 0;
+        for (int p = 0; text && p < np && size < most; p++)
+          if (taken(&d, p)) {
+            d.members[size++] = p;
+            off += snprintf(text + off, 16, " %d", p);
+          }
+        if (text) snprintf(text + off, 16, "\n");
+        d.nmembers = size;
+        if (!text || rh_write_output(d.dir, "w0.world", text) != 0) interrupted = 1;
+        free(text);
+        fprintf(stderr, "rehearsal elastic: world 0: %d ranks on the hosts discovered; %d "
+                        "process%s on standby\n", size, np - size, np - size == 1 ? "" : "es");
+        formed = true;
+        d.next_poll = now() + sc.elastic.discovery_interval_s;
+      }
+      if (!formed) {
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+        gone = gone || interrupted;
+        over = gone;
+        continue;
+      }
+      if (d.discovering && now() >= d.next_poll) {
+        poll_hosts(&d);
+        d.next_poll = now() + (sc.elastic.discovery_interval_s > 0 ? sc.elastic.discovery_interval_s : 1);
+      }
       int arrived = 0, waiting = 0;
       for (int r = 0; r < d.nmembers; r++) {
         proc *q = &d.procs[d.members[r]];
@@ -607,6 +801,7 @@ int rh_cmd_elastic(int argc, char **argv) {
         if (!close_rendezvous(&d)) { /* the processes told so report, then end: wait for them */
           ending = true;
           deadline = now() + 10;
+          for (int p = 0; p < np; p++) d.told[p] = d.told[p] || (!d.procs[p].ended && d.discovering);
         }
         continue;
       }
@@ -620,6 +815,16 @@ int rh_cmd_elastic(int argc, char **argv) {
       }
       bool all_ended = true;
       for (int r = 0; r < d.nmembers; r++) all_ended = all_ended && d.procs[d.members[r]].ended;
+      if (!open && all_ended && d.discovering && !gone && !interrupted) {
+        /* the processes still on standby hear that the job is over, and end */
+        char last[64];
+        snprintf(last, sizeof last, "w%d.world", d.world + 1);
+        rh_write_output(d.dir, last, "end the job finished\n");
+        for (int p = 0; p < np; p++) d.told[p] = !d.procs[p].ended;
+        ending = true;
+        deadline = now() + 10;
+        continue;
+      }
       if ((!open && all_ended) || gone || interrupted) over = true;
       struct timespec ts = {0, 20000000};
       nanosleep(&ts, NULL);
@@ -644,6 +849,8 @@ int rh_cmd_elastic(int argc, char **argv) {
   free(d.procs);
   free(d.members);
   free(d.told);
+  free(d.slots);
+  free(d.blacklisted);
   if (temporary) remove_dir(dir);
   rh_scenario_free(&sc);
   return rc;
