@@ -11,6 +11,8 @@
  *   byte for byte; run again, it reuses every point and submits nothing.
  * - A Slurm sweep stopped while its tasks wait (held) cancels them, says so, exits 130, and run
  *   again finishes with the local launcher's sweep.csv.
+ * - The README's sbatch example for CPUs (examples/slurm/cpu.sbatch), on one node of two tasks (a
+ *   scenario of two GPUs): the batch job ends with the simulator's parameters and --compare's line.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -237,6 +239,37 @@ static void test_sweep_stopped_goes_on(void **state) {
   assert_same_file(a, b);
 }
 
+static void test_sbatch_cpu_example(void **state) {
+  (void)state;
+  char out[300], log[320], bin[600], cmd[2600];
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "example"));
+  snprintf(log, sizeof log, "%s.log", out);
+  snprintf(bin, sizeof bin, "%s", RH_BINARY);
+  *strrchr(bin, '/') = 0;
+  /* the script's directives ask for 2 nodes of 2 tasks; this cluster has one node */
+  snprintf(cmd, sizeof cmd,
+           "sbatch -W --nodes=1 --ntasks=2 --output=%s "
+           "--export=ALL,SCENARIO=tests/scenarios/netns/link.yaml,OUT=%s,REHEARSAL_BIN=%s "
+           "examples/slurm/cpu.sbatch >/dev/null", log, out, bin);
+  int rc = system(cmd);
+  char *text = rh_test_slurp(log);
+  print_message("sbatch -W: %d\n%s", rc, text ? text : "(no log)\n");
+  assert_int_equal(rc, 0);
+  assert_non_null(text);
+  char a[17], b[17];
+  final_hash(text, a);
+  char simcmd[1200];
+  snprintf(simcmd, sizeof simcmd, "%s/rehearsal run tests/scenarios/netns/link.yaml > %s", bin,
+           rh_test_path(tmpdir, "example-sim.txt"));
+  assert_int_equal(system(simcmd), 0);
+  char *ts = rh_test_slurp(rh_test_path(tmpdir, "example-sim.txt"));
+  final_hash(ts, b);
+  assert_string_equal(a, b);
+  assert_non_null(strstr(text, "  compared     steady step"));
+  free(ts);
+  free(text);
+}
+
 int main(void) {
   /* the fixture's cluster: its configuration, and a controller that answers */
   const char *conf = getenv("SLURM_CONF");
@@ -252,6 +285,7 @@ int main(void) {
       cmocka_unit_test(test_scancel_leaves_nothing),
       cmocka_unit_test(test_sweep_same_csv),
       cmocka_unit_test(test_sweep_stopped_goes_on),
+      cmocka_unit_test(test_sbatch_cpu_example),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -27,6 +27,7 @@ down() {
 
 if [ "$cmd" = down ]; then down; exit 0; fi
 [ "$cmd" = up ] || { echo "usage: $0 up|down DIR" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "cluster.sh: slurmd starts jobs as their users: run as root" >&2; exit 77; }
 for t in munged slurmctld slurmd srun sbatch; do
   command -v $t >/dev/null 2>&1 || [ -x /usr/sbin/$t ] ||
     { echo "cluster.sh: $t not found (apt-get install slurm-wlm munge)" >&2; exit 77; }
