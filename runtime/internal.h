@@ -236,6 +236,11 @@ static inline uint64_t rh__mix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
+/* splitmix64: the next number of the stream whose state is *s.  The simulator's injector and the
+ * real processes draw random failures from it, so that both draw the same. */
+static inline uint64_t rh__splitmix64(uint64_t *s) { return rh__mix64(*s += 0x9e3779b97f4a7c15ull); }
+/* A uniform double in [0, 1) from the stream: its top 53 bits. */
+static inline double rh__uniform(uint64_t *s) { return (double)(rh__splitmix64(s) >> 11) * 0x1.0p-53; }
 /* decision.c: a topology's cache of ring paces, for about `groups` groups. */
 struct rh_pace_cache *rh__pace_cache_new(size_t groups);
 void rh__pace_cache_free(struct rh_pace_cache *c);

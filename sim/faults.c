@@ -48,14 +48,7 @@ struct sim_injector {
 
 static double now(void) { return simgrid_get_clock(); }
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
+static double uniform(uint64_t *s) { return rh__uniform(s); }
 
 /* ---- the links and hosts a fault touches ---------------------------------------------------- */
 

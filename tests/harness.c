@@ -261,3 +261,25 @@ bool rh_test_svg_ok(const char *path) {
   free(text);
   return ok;
 }
+
+char *rh_test_verdicts(const char *text, bool names_only) {
+  char *v = calloc(1, strlen(text) + 1), *w = v;
+  for (const char *p = text; v && *p;) {
+    const char *end = strchr(p, '\n');
+    size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
+    bool check = strncmp(p, "  PASS", 6) == 0 || strncmp(p, "  FAIL", 6) == 0 ||
+                 strncmp(p, "  SKIP", 6) == 0 || strncmp(p, "  ----", 6) == 0;
+    char name[64] = "";
+    if (check && len > 8) sscanf(p + 8, "%63s", name);
+    bool kept = check && strcmp(name, "failures_noticed") != 0 &&
+                !(names_only && strcmp(name, "commit_interval") == 0);
+    if (kept && names_only) {
+      w += sprintf(w, "%.6s %s\n", p, name);
+    } else if (kept) {
+      memcpy(w, p, len);
+      w += len;
+    }
+    p += len;
+  }
+  return v;
+}

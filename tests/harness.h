@@ -62,6 +62,11 @@ char *rh_test_slurp(const char *path);
 int rh_test_mkdtemp(char *dir, const char *name);
 int rh_test_rmdir(const char *dir);
 
+/* The check lines of a run's report ("  PASS  name ...", FAIL, SKIP, ----), less failures_noticed,
+ * which is judged from the simulator's job log alone: whole, or (names_only) as "  PASS name"
+ * and less commit_interval too, for runs whose figures differ (caller frees). */
+char *rh_test_verdicts(const char *text, bool names_only);
+
 /* "dir/name" in one of a few rotating static buffers (valid for the next three calls). */
 char *rh_test_path(const char *dir, const char *name);
 

@@ -169,24 +169,6 @@ static char *under_driver_with(const char *scenario, const char *tag, char **err
   return text;
 }
 
-/* Every check line of a run ("  PASS  name ...") but the one judged from the simulator's log. */
-static char *verdicts(const char *text) {
-  char *v = calloc(1, strlen(text) + 1), *w = v;
-  assert_non_null(v);
-  for (const char *p = text; *p;) {
-    const char *end = strchr(p, '\n');
-    size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
-    bool check = strncmp(p, "  PASS", 6) == 0 || strncmp(p, "  FAIL", 6) == 0 ||
-                 strncmp(p, "  SKIP", 6) == 0 || strncmp(p, "  ----", 6) == 0;
-    if (check && !(len > 22 && strncmp(p + 8, "failures_noticed", 16) == 0)) {
-      memcpy(w, p, len);
-      w += len;
-    }
-    p += len;
-  }
-  return v;
-}
-
 static void test_killed_rank(void **state) {
   (void)state;
   const char *scenario = "tests/scenarios/mpi/elastic-crash.yaml";
@@ -293,7 +275,7 @@ static void test_mistakes_same_verdicts(void **state) {
     char *sim = on_simulator(mistakes[i], tag, &rc_sim);
     snprintf(tag, sizeof tag, "mistake%zu-mpi", i);
     char *mpi = under_driver(mistakes[i], tag, &err, &rc);
-    char *vs = verdicts(sim), *vm = verdicts(mpi);
+    char *vs = rh_test_verdicts(sim, false), *vm = rh_test_verdicts(mpi, false);
     if (strcmp(vs, vm) != 0 || rc != rc_sim)
       fail_msg("%s: exit %d on the simulator, %d on real processes\n%s---\n%s\n%s", mistakes[i],
                rc_sim, rc, vs, vm, err);
@@ -362,24 +344,6 @@ static void test_too_few_left(void **state) {
   free(err);
 }
 
-/* The check lines' names and verdicts alone ("PASS  name"), less those judged on one side only. */
-static char *statuses(const char *text) {
-  char *v = calloc(1, strlen(text) + 1), *w = v;
-  assert_non_null(v);
-  for (const char *p = text; *p;) {
-    const char *end = strchr(p, '\n');
-    size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
-    bool check = strncmp(p, "  PASS", 6) == 0 || strncmp(p, "  FAIL", 6) == 0 ||
-                 strncmp(p, "  SKIP", 6) == 0 || strncmp(p, "  ----", 6) == 0;
-    char name[64] = "";
-    if (check) sscanf(p + 8, "%63s", name);
-    if (check && strcmp(name, "failures_noticed") != 0 && strcmp(name, "commit_interval") != 0)
-      w += sprintf(w, "%.6s %s\n", p, name);
-    p += len;
-  }
-  return v;
-}
-
 static void test_random_failure(void **state) {
   (void)state;
   const char *scenario = "tests/scenarios/mpi/elastic-random.yaml";
@@ -405,7 +369,7 @@ static void test_random_failure(void **state) {
   assert_int_equal(node, node_sim);
   assert_true(fabs(at - at_sim) < 1e-3); /* the same draw, printed to the millisecond */
   assert_true(when >= at);
-  char *vs = statuses(sim), *vm = statuses(mpi);
+  char *vs = rh_test_verdicts(sim, true), *vm = rh_test_verdicts(mpi, true);
   if (strcmp(vs, vm) != 0 || rc != rc_sim)
     fail_msg("exit %d on the simulator, %d on real processes\n%s---\n%s\n%s", rc_sim, rc, vs, vm,
              err);
@@ -436,7 +400,7 @@ static void test_discovery_grows(void **state) {
   assert_non_null(strstr(mpi, "PASS  no_committed_work_lost"));
   assert_non_null(strstr(mpi, "PASS  identical_parameters   parameters identical, bit for bit, on all "
                               "4 ranks"));
-  char *vs = statuses(sim), *vm = statuses(mpi);
+  char *vs = rh_test_verdicts(sim, true), *vm = rh_test_verdicts(mpi, true);
   if (strcmp(vs, vm) != 0 || rc != rc_sim)
     fail_msg("exit %d on the simulator, %d on real processes\n%s---\n%s", rc_sim, rc, vs, vm);
   free(vs);

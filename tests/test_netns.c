@@ -153,24 +153,6 @@ static void test_degraded_link_alpha_beta(void **state) {
   }
 }
 
-/* Every check line of a run ("  PASS  name ...") but the one judged from the simulator's log. */
-static char *verdicts(const char *text) {
-  char *v = calloc(1, strlen(text) + 1), *w = v;
-  assert_non_null(v);
-  for (const char *p = text; *p;) {
-    const char *end = strchr(p, '\n');
-    size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
-    bool check = strncmp(p, "  PASS", 6) == 0 || strncmp(p, "  FAIL", 6) == 0 ||
-                 strncmp(p, "  SKIP", 6) == 0 || strncmp(p, "  ----", 6) == 0;
-    if (check && !(len > 22 && strncmp(p + 8, "failures_noticed", 16) == 0)) {
-      memcpy(w, p, len);
-      w += len;
-    }
-    p += len;
-  }
-  return v;
-}
-
 static void test_link_faults_same_verdicts(void **state) {
   (void)state;
   const char *scenarios[] = {"tests/scenarios/netns/link-down.yaml",
@@ -186,7 +168,7 @@ static void test_link_faults_same_verdicts(void **state) {
     char *words[] = {RH_MPI_BINARY, "run", (char *)scenarios[i], NULL};
     int rc = on_hosts(words, out, err, true);
     char *ts = rh_test_slurp(sim_out), *tr = rh_test_slurp(out), *te = rh_test_slurp(err);
-    char *vs = verdicts(ts), *vr = verdicts(tr);
+    char *vs = rh_test_verdicts(ts, false), *vr = rh_test_verdicts(tr, false);
     print_message("%s: exit %d on the simulator, %d on the hosts\n", scenarios[i], rc_sim, rc);
     if (strcmp(vs, vr) != 0 || rc != rc_sim)
       fail_msg("%s: exit %d on the simulator, %d on real links\n%s---\n%s\n%s", scenarios[i],

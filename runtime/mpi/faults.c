@@ -146,14 +146,7 @@ static void *timer_main(void *arg) {
 
 /* ---- random failures ------------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
+static double uniform(uint64_t *s) { return rh__uniform(s); } /* the simulator's stream */
 
 /* The live processes of the current world in rank order into live[] (their count), and the first
  * of each run of one node's into first[] (*nodes: how many), as the simulator counts them. */

@@ -770,16 +770,8 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
   char (*jobid)[32] = calloc((size_t)maxjobs, sizeof *jobid);
   const char **jobids = calloc((size_t)maxjobs, sizeof *jobids);
   int *offset = calloc((size_t)maxjobs, sizeof *offset);
-  if (!ids || !state || !gone || !jobid || !jobids || !offset) {
-    free(ids);
-    free(state);
-    free(gone);
-    free(jobid);
-    free(jobids);
-    free(offset);
-    return 1;
-  }
-  int done = identify_points(file, out, common, pts, npts, naxes, force, ids), rc = 0;
+  int done = 0, rc = ids && state && gone && jobid && jobids && offset ? 0 : 1;
+  if (rc == 0) done = identify_points(file, out, common, pts, npts, naxes, force, ids);
   /* every point to run: its old files go, its identity goes beside it (the task's point.json
    * takes it), then the script */
   for (int p = 0; p < npts && rc == 0; p++) {
@@ -844,7 +836,7 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
     for (int j = 0; j < njobs; j++) fprintf(stderr, " %s", jobids[j]);
     fprintf(stderr, " (scancel stops them; running the sweep again goes on)\n");
   }
-  rh_progress *prog = rh_progress_start("sweep", npts, "points");
+  rh_progress *prog = rc == 0 ? rh_progress_start("sweep", npts, "points") : NULL;
   rh_progress_update(prog, done, NAN);
   stop_signal = 0;
   live_pts = NULL; /* the tasks are Slurm's: a signal cancels them below */
@@ -936,7 +928,7 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
             njobs == 1 ? " was" : "s were", done, npts);
     rc = 128 + sig;
   }
-  for (int p = 0; p < npts; p++) json_decref(ids[p]);
+  for (int p = 0; ids && p < npts; p++) json_decref(ids[p]);
   free(ids);
   free(state);
   free(gone);
