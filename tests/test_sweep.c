@@ -111,6 +111,33 @@ static void test_bad_gpu_count_before_the_last_point(void **state) {
   free(err);
 }
 
+/* --launcher slurm where no Slurm answers (SLURM_CONF names no file): said, exit 1, DIR untouched;
+ * a bad launcher and --sbatch-arg without Slurm are bad input, exit 2. */
+static void test_slurm_launcher_refusals(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "noslurm"));
+  char *err = strdup(rh_test_path(tmpdir, "noslurm.err"));
+  const char *conf = getenv("SLURM_CONF");
+  char *saved = conf ? strdup(conf) : NULL;
+  setenv("SLURM_CONF", rh_test_path(tmpdir, "no-such-slurm.conf"), 1);
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2", "--out", out, "--launcher", "slurm"), 1);
+  if (saved) setenv("SLURM_CONF", saved, 1);
+  else unsetenv("SLURM_CONF");
+  free(saved);
+  assert_file_has(err, "rehearsal sweep: Slurm does not answer here (sinfo: ");
+  assert_false(exists(out));
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2", "--out", out, "--launcher", "pbs"), 2);
+  assert_file_has(err, "cannot use --launcher pbs");
+  assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+                       "cluster.nodes=1,2", "--out", out, "--sbatch-arg=--partition=cpu"), 2);
+  assert_file_has(err, "--sbatch-arg goes with --launcher slurm");
+  assert_false(exists(out));
+  free(out);
+  free(err);
+}
+
 /* An axis of `n` values 1..n: "KEY=1,2,...,n" (caller frees). */
 static char *axis_of(const char *key, int n) {
   size_t len = strlen(key) + 2 + 8 * (size_t)n;
@@ -447,6 +474,7 @@ static void test_mpi_tool_help_lists_its_commands(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
+      cmocka_unit_test(test_slurm_launcher_refusals),
       cmocka_unit_test(test_point_count_past_int),
       cmocka_unit_test(test_two_sweeps_one_out),
       cmocka_unit_test(test_sweep_stopped_by_sigterm),

@@ -125,6 +125,17 @@ void rh_slurm_cancel(const char *const *jobids, int n) {
   free(argv);
 }
 
+int rh_slurm_ready(const char *who) {
+  char out[4096];
+  char *argv[] = {"sinfo", "-h", "-o", "%P", NULL};
+  int rc = capture(argv, out, sizeof out, true);
+  if (rc == 0) return 0;
+  fprintf(stderr, "rehearsal %s: Slurm does not answer here (sinfo: %s): run it where sbatch and "
+                  "squeue reach the cluster's controller\n", who,
+          rc == 127 ? "not found" : rc < 0 ? "did not run" : "failed");
+  return 1;
+}
+
 int rh_slurm_max_array_index(void) {
   static char out[1 << 16];
   char *argv[] = {"scontrol", "show", "config", NULL};

@@ -22,6 +22,8 @@ int rh_slurm_tasks(const char *const *jobids, int n,
                    void (*fn)(void *arg, const char *jobid, int task, const char *state), void *arg);
 /* `scancel` of the given jobs (every task of an array). */
 void rh_slurm_cancel(const char *const *jobids, int n);
+/* Whether Slurm answers here (`sinfo`): 0, or 1 with a line on stderr saying it does not. */
+int rh_slurm_ready(const char *who);
 /* The largest array index the cluster takes (slurm.conf's MaxArraySize less one; 1000 when it
  * cannot be read, Slurm's default). */
 int rh_slurm_max_array_index(void);

@@ -958,6 +958,8 @@ int rh_cmd_sweep(int argc, char **argv) {
   if (rc < 0 && !cmd.out) rc = rh_cli_error("sweep", "needs --out DIR (the points and results go there)");
   if (rc < 0 && rh_output_dir_ok(cmd.out) != 0) rc = 2;
   if (rc < 0) rc = check_flag_axes(&cmd);
+  if (rc < 0 && cmd.nsbatch > 0 && !cmd.slurm)
+    rc = rh_cli_error("sweep", "--sbatch-arg goes with --launcher slurm");
   rh_scenario sc = {0};
   char err[1024];
   if (rc < 0 && rh_scenario_load_opts(argv[first], &opts, &sc, err, sizeof err) != RH_OK) {
@@ -1012,6 +1014,8 @@ int rh_cmd_sweep(int argc, char **argv) {
       rc = expand(&sc, &pts[p], pts[p].sets[a]);
   }
   if (rc < 0) rc = check_points(argv[first], &opts, pts, npts) ? 2 : -1;
+  /* the cluster first: a sweep that cannot submit leaves DIR as it was */
+  if (rc < 0 && cmd.slurm && rh_slurm_ready("sweep")) rc = 1;
   /* one sweep at a time in a directory: the lock is taken once the points are known good */
   int lock = -2;
   if (rc < 0) {
