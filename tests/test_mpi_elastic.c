@@ -24,7 +24,8 @@
  * - Host discovery grows the job: the scenario's discovery adds a spare node a second in, its
  *   process (on standby until then) joins at the next commit, the world grows from 3 to 4 ranks
  *   with nothing committed lost, and the verdicts are the simulator's.  With Horovod's discovery
- *   script instead, a node that died stays blacklisted while the script still lists it.
+ *   script instead, a node that died stays blacklisted while the script still lists it; one that
+ *   lists fewer slots than min_np ends the job after timeout_s, exit 1.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -433,6 +434,24 @@ static void test_discovery_script_blacklists(void **state) {
   free(err);
 }
 
+static void test_discovery_too_few_hosts(void **state) {
+  (void)state;
+  int rc;
+  char *err, *mpi = under_driver_with("tests/scenarios/mpi/elastic-grow.yaml", "too-few-hosts",
+                                      &err, &rc, "--host-discovery-script", "echo node0:1");
+  const char *says[] = {"rehearsal elastic: 1 slot discovered, min_np is 2: waiting up to 2 s "
+                        "(timeout_s) for more\n",
+                        "rehearsal elastic: the job ends: 1 slot discovered in 2 s, min_np is 2\n",
+                        "rehearsal: process 0: the elastic job ended: 1 slot discovered in 2 s, "
+                        "min_np is 2\n",
+                        "rehearsal elastic: the job ended after 0 resets, in "};
+  for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+    if (!strstr(err, says[i])) fail_msg("exit %d; does not say \"%s\":\n%s", rc, says[i], err);
+  assert_int_equal(rc, 1);
+  free(mpi);
+  free(err);
+}
+
 int main(void) {
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
@@ -445,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_random_failure),
       cmocka_unit_test(test_discovery_grows),
       cmocka_unit_test(test_discovery_script_blacklists),
+      cmocka_unit_test(test_discovery_too_few_hosts),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));

@@ -425,6 +425,15 @@ static void test_rerun_says_what_it_reused(void **state) {
   snprintf(want, sizeof want, "rehearsal sweep: reused 3 of 4 points from an earlier run "
            "(%s/points/NNN/point.json; --force runs them again)", out);
   assert_file_has(err, want);
+  /* a variable that may change the points (Horovod's fusion threshold) runs them all again */
+  setenv("HOROVOD_FUSION_THRESHOLD", "16777216", 1);
+  int rc = RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "--axis",
+               "cluster.nodes=1,2,3,4", "--out", out);
+  unsetenv("HOROVOD_FUSION_THRESHOLD");
+  assert_int_equal(rc, 0);
+  text = rh_test_slurp(err);
+  assert_null(strstr(text, "reused"));
+  free(text);
   free(out);
   free(err);
 }

@@ -682,7 +682,8 @@ static bool write_timeline(mpi_rank *me, rh_timeline *tl, const char *path, bool
 /* Started by srun without PMIx (--mpi=none, Slurm's default MpiDefault): Open MPI could not learn
  * its rank.  (Under PMIx, or under mpirun whose daemons srun started, PMIx names the process.) */
 static bool srun_without_pmix(void) {
-  return getenv("SLURM_STEP_ID") && !getenv("PMIX_RANK") && !getenv("OMPI_COMM_WORLD_SIZE");
+  return getenv("SLURM_STEP_ID") && !getenv("PMIX_RANK") && !getenv("PMI_RANK") &&
+         !getenv("OMPI_COMM_WORLD_SIZE");
 }
 
 int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res) {
@@ -784,7 +785,8 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   if (job.elastic_dir && getenv("RH_ELASTIC_STANDBY")) {
     rh_status st = mpi__standby(&me.ctx);
     if (st != RH_OK) {
-      if (st != RH_ERR_EXCLUDED) fprintf(stderr, "rehearsal: process %d: %s\n", rank, me.ctx.last_error);
+      if (st != RH_ERR_EXCLUDED && (rank == 0 || st != RH_ERR_TOO_FEW)) /* said once */
+        fprintf(stderr, "rehearsal: process %d: %s\n", rank, me.ctx.last_error);
       mpi__faults_close(&job);
       rh__timeline_free(timeline);
       /* no rank of any world: it reports nothing */

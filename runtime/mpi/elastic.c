@@ -30,9 +30,11 @@
 #include "mpi_backend.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Writes `text` to `path` through a temporary file and a rename: the driver never reads half. */
 static rh_status write_file(const char *path, const char *text) {
@@ -46,7 +48,8 @@ static rh_status write_file(const char *path, const char *text) {
   return ok ? RH_OK : RH_ERR_IO;
 }
 
-/* The driver's answer for world `gen`, waited for up to `limit` seconds; the caller frees. */
+/* The driver's answer for world `gen`, waited for up to `limit` seconds, or until the driver's
+ * directory is gone (its driver ended); the caller frees. */
 static char *await_world(const char *dir, uint32_t gen, double limit) {
   char path[1024];
   snprintf(path, sizeof path, "%s/w%u.world", dir, gen);
@@ -60,7 +63,7 @@ static char *await_world(const char *dir, uint32_t gen, double limit) {
       if (text && n > 0) return text;
       free(text);
     }
-    if (mpi__wall() - since > limit) return NULL;
+    if (mpi__wall() - since > limit || access(dir, F_OK) != 0) return NULL;
     mpi__pause(since);
   }
 }
@@ -146,9 +149,9 @@ static rh_status join_world(rh_ctx *ctx, const int *members, int n, uint32_t gen
 
 rh_status mpi__standby(rh_ctx *ctx) {
   mpi_job *job = mpi__job_of(ctx);
-  /* as long as the driver may wait for hosts (timeout_s), and the rendezvous on top */
-  double limit = job->elastic->slots_timeout + job->elastic->rendezvous_timeout +
-                 job->elastic->rendezvous + 60;
+  /* a host may be added at any time of the job: a standby process waits as long as its driver
+   * runs (its directory is there), which ends every wait with a last "end" */
+  double limit = INFINITY;
   int *members = calloc((size_t)job->world_size, sizeof(int));
   if (!members) return RH_ERR_NOMEM;
   rh_status st = RH_ERR_TIMEOUT;
@@ -156,7 +159,15 @@ rh_status mpi__standby(rh_ctx *ctx) {
     char *answer = await_world(job->elastic_dir, gen, limit);
     if (!answer) {
       snprintf(ctx->last_error, sizeof ctx->last_error,
-               "the elastic driver formed no world in %g s (is `rehearsal elastic` running?)", limit);
+               "the elastic driver is gone (its directory %.900s with it)", job->elastic_dir);
+      break;
+    }
+    if (strncmp(answer, "end", 3) == 0 && gen == 0) { /* no world 0: too few hosts */
+      char *reason = answer + 3 + strspn(answer + 3, " ");
+      reason[strcspn(reason, "\n")] = 0;
+      snprintf(ctx->last_error, sizeof ctx->last_error, "the elastic job ended: %s", reason);
+      free(answer);
+      st = RH_ERR_TOO_FEW;
       break;
     }
     if (strncmp(answer, "end", 3) == 0) { /* the job ended without this process */

@@ -15,6 +15,10 @@
  *                                                             the extra one-way latency
  *   $RH_LINK_COMMAND NODE restore                             as it was
  *
+ * (exit 0: done; 3: done in part, the rate without the delay; else not done: said on stderr).
+ * The node's first process gives the link back at the window's end and at its own end; one
+ * killed before then (a crash of the same node, a hang) leaves it faulted for the site to mend.
+ *
  * (tests/netns/net.sh link is one, for hosts in network namespaces: tc tbf or netem on both ends
  * of a veth.)  Without it, and for a GPU's own link, which real processes do not have as a link of
  * their own, rank 0 says the fault is left out.
@@ -80,11 +84,13 @@ static void run_link_command(const mpi_faults *m, const rh_fault *f, const char 
   else
     snprintf(cmd, sizeof cmd, "%s %d %s", m->link_command, f->node, what);
   fflush(NULL);
-  int rc = system(cmd);
-  if (rc != 0)
+  int rc = system(cmd), code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  if (code == 3) /* the command's word for a part done: the rate without the delay */
+    fprintf(stderr, "rehearsal: scenario line %d: the %s of node %d's link was done in part: `%s` "
+                    "exited with 3\n", f->line, rh_fault_names[f->kind], f->node, cmd);
+  else if (rc != 0)
     fprintf(stderr, "rehearsal: scenario line %d: the %s of node %d's link was not done: `%s` "
-                    "exited with %d\n", f->line, rh_fault_names[f->kind], f->node, cmd,
-            WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+                    "exited with %d\n", f->line, rh_fault_names[f->kind], f->node, cmd, code);
 }
 
 static void fire(mpi_faults *m, int i) {
@@ -247,6 +253,15 @@ rh_status mpi__faults_open(mpi_job *job, const rh_fault_plan *plan, const rh_clu
                                                             ? cluster->nics_per_node : 1)};
   m->gpu_mtbf = plan->gpu_mtbf;
   m->node_mtbf = plan->node_mtbf;
+  /* a process that joins a grown job has not drawn the failures before it: the processes would
+   * no longer agree on who fails */
+  if ((m->gpu_mtbf > 0 || m->node_mtbf > 0) && getenv("RH_ELASTIC_STANDBY")) {
+    if (job->world_rank == 0)
+      fprintf(stderr, "rehearsal: random failures (gpu_mtbf_hours, node_mtbf_hours) are not drawn "
+                      "on real processes of a job that grows by host discovery (the simulator "
+                      "draws them); they are left out\n");
+    m->gpu_mtbf = m->node_mtbf = 0;
+  }
   m->rng = plan->seed;
   m->next_random = INFINITY;
   m->self = slot;

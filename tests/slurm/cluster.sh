@@ -82,5 +82,5 @@ for i in $(seq 1 100); do
   sleep 0.2
 done
 echo "cluster.sh: the node did not come up (state '${state:-}'); logs in $dir/log" >&2
-cat "$dir/log/slurmctld.log" "$dir/log/slurmd.log" >&2 2>/dev/null | tail -30 >&2
+tail -n 15 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" >&2 2>/dev/null
 exit 1

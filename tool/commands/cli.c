@@ -331,3 +331,11 @@ bool rh_cli_fnv_file(const char *path, uint64_t *h) {
   fclose(f);
   return true;
 }
+
+void rh_cli_shell_word(FILE *f, const char *s) {
+  fputc('\'', f);
+  for (; *s; s++)
+    if (*s == '\'') fputs("'\\''", f);
+    else fputc(*s, f);
+  fputc('\'', f);
+}

@@ -47,6 +47,8 @@ void rh_cli_opts_free(rh_scenario_opts *opts);
  * `more`, `--out DIR` and `--no-what-if`; its stdout and stderr go to DIR/stdout.txt and
  * DIR/stderr.txt (DIR exists), and it draws no progress line.  The child's pid, or -1. */
 #include <sys/types.h>
+/* Writes `s` to f as one shell word (single quotes, a quote inside as '\''). */
+void rh_cli_shell_word(FILE *f, const char *s);
 /* The arguments of that run (argv[0] "rehearsal", NULL-terminated; *argc their count); the caller
  * frees the array, not the strings (they are the caller's). */
 char **rh_cli_run_argv(const char *file, const rh_scenario_opts *opts, char *const *more, int nmore,

@@ -286,8 +286,20 @@ static bool discover(driver *d, int *slots) {
     }
     return true;
   }
+  /* a script that hangs (a slow controller) must not stop the driver: a minute at most */
+  char *cmd = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&cmd, &len);
+  if (!m) return false;
+  fputs("timeout 60 sh -c ", m);
+  rh_cli_shell_word(m, d->script);
+  if (fclose(m) != 0) {
+    free(cmd);
+    return false;
+  }
   fflush(NULL);
-  FILE *f = popen(d->script, "r");
+  FILE *f = popen(cmd, "r");
+  free(cmd);
   if (!f) return false;
   for (int n = 0; n < d->nnodes; n++) slots[n] = 0;
   char line[512];
@@ -331,16 +343,23 @@ static void poll_hosts(driver *d) {
   }
   memcpy(d->slots, slots, (size_t)d->nnodes * sizeof(int));
   free(slots);
-  /* does the world change?  Horovod tells the workers only then */
-  bool differ = false;
+  /* does the world change?  Horovod tells the workers only then.  The world it would be, as a
+   * rendezvous forms it: the members that stay in their order, then the added hosts' processes */
   int most = d->sc->elastic.max_np > 0 ? d->sc->elastic.max_np : d->nprocs, size = 0;
-  for (int p = 0; p < d->nprocs; p++) {
+  bool differ = false;
+  for (int r = 0; r < d->nmembers; r++) {
+    int p = d->members[r];
+    if (taken(d, p) && !d->procs[p].ended && size < most) differ = differ || d->members[size++] != p;
+  }
+  for (int p = 0; p < d->nprocs && size < most; p++) {
     bool member = false;
     for (int r = 0; r < d->nmembers; r++) member = member || d->members[r] == p;
-    bool want = taken(d, p) && !d->procs[p].ended && size < most;
-    size += want;
-    differ = differ || member != want;
+    if (!member && taken(d, p) && !d->procs[p].ended) {
+      size++;
+      differ = true;
+    }
   }
+  differ = differ || size != d->nmembers;
   if (!kind || !differ) return;
   d->update_stamp = now() - d->t0;
   d->update_kind |= kind;
@@ -438,7 +457,10 @@ static bool close_rendezvous(driver *d) {
     memcpy(d->members, next, (size_t)k * sizeof(int));
     d->nmembers = k;
     d->resets++; /* a reset is a world formed again: a job that ends here formed none */
-    d->update_kind = 0; /* the new world holds every change seen so far */
+    /* the new world holds every change seen so far: its rank 0, perhaps a process that never
+     * saw the last stamp, must not take it for a new one */
+    d->update_kind = 0;
+    rh_write_output(d->dir, "hosts.update", "0 0\n");
   }
   d->world++;
   for (int p = 0; p < d->nprocs; p++) d->procs[p].arrived = false;
@@ -726,7 +748,7 @@ int rh_cmd_elastic(int argc, char **argv) {
   if (out.fd >= 0) fcntl(out.fd, F_SETFL, fcntl(out.fd, F_GETFL) | O_NONBLOCK);
   int rc = 1;
   if (pid > 0) {
-    bool open = false, over = false, gone = false, ending = false;
+    bool open = false, over = false, gone = false, ending = false, waited = false;
     int broken = -1; /* the last world whose death was told */
     double deadline = 0;
     int status = 0;
@@ -734,10 +756,15 @@ int rh_cmd_elastic(int argc, char **argv) {
       gone = gone || waitpid(pid, &status, WNOHANG) == pid;
       relay_pump(&out, false);
       look(&d);
-      /* hosts: the scenario's nodes on one machine, else the real hosts in order */
+      /* hosts: the scenario's nodes on one machine, else the real hosts in order.  Which of the
+       * two is known once every process has said where it runs (a minute at most) */
+      int said = 0;
+      for (int p = 0; p < np; p++) said += d.procs[p].host[0] != 0;
+      bool all_said = said == np || now() - d.t0 > 60;
       bool one_host = true;
       for (int p = 1; p < np; p++)
         one_host = one_host && (!d.procs[p].host[0] || strcmp(d.procs[p].host, d.procs[0].host) == 0);
+      if (one_host && all_said) d.pretend = true;
       for (int p = 0; p < np; p++) {
         if (d.pretend || one_host) {
           d.procs[p].node = node_of_slot(&sc.cluster, p);
@@ -747,31 +774,48 @@ int rh_cmd_elastic(int argc, char **argv) {
         for (int q = 0; q < p; q++)
           if (strcmp(d.procs[q].host, d.procs[p].host) == 0) d.procs[p].node = d.procs[q].node;
       }
-      if (d.pretend || one_host) d.pretend = true;
-      /* with discovery, world 0: the processes of the hosts discovered first (on real hosts,
-       * once every process has said where it runs) */
-      bool hosts_known = d.pretend;
-      for (int p = 0; !hosts_known && p < np; p++) hosts_known = p == np - 1 && d.procs[p].host[0];
-      if (!formed && hosts_known) {
+      /* with discovery, world 0: the processes of the hosts discovered first, once their hosts
+       * are known and there are min_np of them (Horovod waits timeout_s for them) */
+      if (!formed && (d.pretend || all_said) && now() >= d.next_poll) {
         int *slots = calloc((size_t)d.nnodes + 1, sizeof(int));
         if (slots && discover(&d, slots)) memcpy(d.slots, slots, (size_t)d.nnodes * sizeof(int));
         free(slots);
+        d.next_poll = now() + (sc.elastic.discovery_interval_s > 0 ? sc.elastic.discovery_interval_s : 1);
         int most = sc.elastic.max_np > 0 ? sc.elastic.max_np : np, size = 0;
-        char *text = calloc(16, (size_t)np + 8);
-        int off = text ? snprintf(text, 16, "members") : 0;
-        for (int p = 0; text && p < np && size < most; p++)
-          if (taken(&d, p)) {
-            d.members[size++] = p;
-            off += snprintf(text + off, 16, " %d", p);
+        for (int p = 0; p < np && size < most; p++)
+          if (taken(&d, p)) d.members[size++] = p;
+        bool enough = size >= sc.elastic.min_np && size > 0;
+        if (!enough && now() - d.t0 < sc.elastic.timeout_s) {
+          if (!waited) fprintf(stderr, "rehearsal elastic: %d slot%s discovered, min_np is %d: "
+                                       "waiting up to %g s (timeout_s) for more\n", size,
+                               size == 1 ? "" : "s", sc.elastic.min_np, sc.elastic.timeout_s);
+          waited = true;
+        } else {
+          char *text = calloc(16, (size_t)np + 8);
+          int off = text ? snprintf(text, 16, enough ? "members" : "end") : 0;
+          for (int r = 0; text && enough && r < size; r++)
+            off += snprintf(text + off, 16, " %d", d.members[r]);
+          if (text && !enough)
+            snprintf(d.short_of, sizeof d.short_of, "%d slot%s discovered in %g s, min_np is %d",
+                     size, size == 1 ? "" : "s", sc.elastic.timeout_s, sc.elastic.min_np);
+          if (text) snprintf(text + off, 16 * ((size_t)np + 8) - (size_t)off, enough ? "\n" : " %s\n",
+                             d.short_of);
+          d.nmembers = enough ? size : 0;
+          if (!text || rh_write_output(d.dir, "w0.world", text) != 0) interrupted = 1;
+          free(text);
+          if (enough)
+            fprintf(stderr, "rehearsal elastic: world 0: %d ranks on the hosts discovered; %d "
+                            "process%s on standby\n", size, np - size, np - size == 1 ? "" : "es");
+          else
+            fprintf(stderr, "rehearsal elastic: the job ends: %s\n", d.short_of);
+          formed = true;
+          if (!enough) { /* every process hears it and ends */
+            for (int p = 0; p < np; p++) d.told[p] = true;
+            ending = true;
+            deadline = now() + 10;
+            continue;
           }
-        if (text) snprintf(text + off, 16, "\n");
-        d.nmembers = size;
-        if (!text || rh_write_output(d.dir, "w0.world", text) != 0) interrupted = 1;
-        free(text);
-        fprintf(stderr, "rehearsal elastic: world 0: %d ranks on the hosts discovered; %d "
-                        "process%s on standby\n", size, np - size, np - size == 1 ? "" : "es");
-        formed = true;
-        d.next_poll = now() + sc.elastic.discovery_interval_s;
+        }
       }
       if (!formed) {
         struct timespec ts = {0, 20000000};

@@ -11,14 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void rh_shell_word(FILE *f, const char *s) {
-  fputc('\'', f);
-  for (; *s; s++)
-    if (*s == '\'') fputs("'\\''", f);
-    else fputc(*s, f);
-  fputc('\'', f);
-}
-
 /* Runs argv with its stdout into out (up to len - 1 bytes, NUL-ended; NULL: to /dev/null) and
  * stderr passed through (quiet: to /dev/null); its exit status, or -1. */
 static int capture(char *const argv[], char *out, size_t len, bool quiet) {
@@ -64,7 +56,7 @@ int rh_slurm_submit(const char *const *args, int nargs, const char *script,
   for (int i = 0; i < nargs; i++) argv[k++] = (char *)args[i];
   argv[k++] = (char *)script;
   for (int i = 0; i < nscript_args; i++) argv[k++] = (char *)script_args[i];
-  char out[256];
+  char out[256] = "";
   int rc = capture(argv, out, sizeof out, false);
   free(argv);
   /* --parsable prints "JOBID" or "JOBID;CLUSTER" */
@@ -79,41 +71,29 @@ int rh_slurm_submit(const char *const *args, int nargs, const char *script,
 
 int rh_slurm_tasks(const char *const *jobids, int n,
                    void (*fn)(void *arg, const char *jobid, int task, const char *state), void *arg) {
-  size_t need = 1;
-  for (int i = 0; i < n; i++) need += strlen(jobids[i]) + 1;
-  char *list = calloc(need, 1);
   size_t cap = 1 << 22;
   char *out = malloc(cap);
-  if (!list || !out) {
-    free(list);
-    free(out);
-    return 1;
-  }
-  for (int i = 0; i < n; i++) {
-    if (i) strcat(list, ",");
-    strcat(list, jobids[i]);
-  }
-  /* -r: an array's tasks one a line; %i "JOB_TASK" ("JOB_[0-9%2]" for pending ones not yet
-   * split off, which -r also splits); %t the state's code */
-  char *argv[] = {"squeue", "-h", "-r", "-j", list, "-o", "%i %t", NULL};
+  if (!out) return 1;
+  /* --me, not -j: squeue exits 1 both for a job it has forgotten (MinJobAge after its end) and for
+   * a controller it cannot reach, and only the second is a failure.  -r: an array's tasks one a
+   * line; %i "JOB_TASK", %t the state's code */
+  char *argv[] = {"squeue", "-h", "-r", "--me", "-o", "%i %t", NULL};
   int rc = capture(argv, out, cap, true);
-  /* squeue exits 1 for a job it no longer knows: none of its tasks are held then */
-  if (rc == 0 || rc == 1) {
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-      char id[64], state[8];
-      if (sscanf(line, "%63s %7s", id, state) != 2) continue;
-      char *us = strchr(id, '_');
-      if (!us) continue;
-      *us = 0;
-      char *end;
-      long task = strtol(us + 1, &end, 10);
-      if (end == us + 1 || *end) continue;
-      fn(arg, id, (int)task, state);
-    }
+  for (char *line = rc == 0 ? strtok(out, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+    char id[64], state[8];
+    if (sscanf(line, "%63s %7s", id, state) != 2) continue;
+    char *us = strchr(id, '_');
+    if (!us) continue;
+    *us = 0;
+    bool ours = false;
+    for (int j = 0; j < n && !ours; j++) ours = strcmp(jobids[j], id) == 0;
+    char *end;
+    long task = strtol(us + 1, &end, 10);
+    if (!ours || end == us + 1 || *end) continue;
+    fn(arg, id, (int)task, state);
   }
-  free(list);
   free(out);
-  return rc == 0 || rc == 1 ? 0 : 1;
+  return rc == 0 ? 0 : 1;
 }
 
 void rh_slurm_cancel(const char *const *jobids, int n) {

@@ -9,15 +9,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* Writes `s` to f as one shell word (single quotes, a quote inside as '\''). */
-void rh_shell_word(FILE *f, const char *s);
 /* `sbatch --parsable ARGS... SCRIPT SCRIPT_ARGS...`: the job id into jobid, 0; or 1 with what
  * sbatch said on stderr (it passes through). */
 int rh_slurm_submit(const char *const *args, int nargs, const char *script,
                     const char *const *script_args, int nscript_args, char *jobid, size_t len);
-/* The tasks of the given jobs that Slurm still holds (`squeue -r`), each handed to fn with its
- * job id, its array index and its state code (PD pending, R running, CG completing, ...); 0, or
- * 1 when squeue could not be asked. */
+/* The tasks of the given jobs (this user's) that Slurm still holds (`squeue -r --me`), each
+ * handed to fn with its job id, its array index and its state code (PD pending, R running, CG
+ * completing, ...); 0, or 1 when squeue could not be asked. */
 int rh_slurm_tasks(const char *const *jobids, int n,
                    void (*fn)(void *arg, const char *jobid, int task, const char *state), void *arg);
 /* `scancel` of the given jobs (every task of an array). */

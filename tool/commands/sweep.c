@@ -223,9 +223,36 @@ static uint64_t file_hash(const char *path) {
   return rh_cli_fnv_file(path, &h) ? h : 0;
 }
 
-/* What a point is: its scenario, every override and the program that runs it (a rebuilt or
- * upgraded rehearsal prices steps differently, so its points run again), as point.json records
- * it. */
+static int compare_text(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The variables that change what a point computes (RH_*, HOROVOD_*, NCCL_*: the settings, the
+ * data's place), "NAME=VALUE" sorted, less those a point's run does not take (its progress line,
+ * the timeline, the tests' own). */
+static json_t *point_environment(void) {
+  extern char **environ;
+  size_t n = 0;
+  for (char **e = environ; *e; e++) n++;
+  const char **kept = calloc(n + 1, sizeof *kept);
+  size_t k = 0;
+  for (char **e = environ; kept && *e; e++) {
+    const char *v = *e;
+    bool ours = strncmp(v, "RH_", 3) == 0 || strncmp(v, "HOROVOD_", 8) == 0 || strncmp(v, "NCCL_", 5) == 0;
+    bool left = strncmp(v, "RH_PROGRESS=", 12) == 0 || strncmp(v, "HOROVOD_TIMELINE=", 17) == 0 ||
+                strncmp(v, "RH_TEST_", 8) == 0;
+    if (ours && !left) kept[k++] = v;
+  }
+  json_t *a = json_array();
+  if (kept) qsort(kept, k, sizeof *kept, compare_text);
+  for (size_t i = 0; kept && i < k; i++) json_array_append_new(a, rh_json_text(kept[i]));
+  free(kept);
+  return a;
+}
+
+/* What a point is: its scenario, every override, the variables that change it and the program
+ * that runs it (a rebuilt or upgraded rehearsal prices steps differently, so its points run
+ * again), as point.json records it. */
 static json_t *point_identity(const char *file, uint64_t hash, const rh_scenario_opts *common,
                               const point *p, int naxes) {
   static uint64_t program;
@@ -236,8 +263,8 @@ static json_t *point_identity(const char *file, uint64_t hash, const rh_scenario
   json_t *sets = json_array();
   for (int i = 0; i < common->nsets; i++) json_array_append_new(sets, rh_json_text(common->sets[i]));
   for (int i = 0; i < p->nruns; i++) json_array_append_new(sets, rh_json_text(p->runs[i]));
-  return json_pack("{s:o, s:s, s:s, s:o}", "file", rh_json_text(file), "scenario_fnv1a", hex,
-                   "program_fnv1a", prog, "sets", sets);
+  return json_pack("{s:o, s:s, s:s, s:o, s:o}", "file", rh_json_text(file), "scenario_fnv1a", hex,
+                   "program_fnv1a", prog, "sets", sets, "environment", point_environment());
 }
 
 /* A finished point with the same identity: its exit status, or -1. */
@@ -696,6 +723,36 @@ static void slurm_task(void *arg, const char *jobid, int task, const char *state
   }
 }
 
+/* Counts the tasks of a job Slurm still holds. */
+static void count_task(void *arg, const char *jobid, int task, const char *state) {
+  (void)jobid, (void)task, (void)state;
+  (*(int *)arg)++;
+}
+
+/* The Slurm jobs an earlier sweep into DIR submitted (DIR/slurm/jobs) that still hold points:
+ * 0 when none does, else 2 with a message (running the points again would have two tasks write
+ * one directory). */
+static int earlier_jobs_done(const char *out) {
+  char path[4300];
+  snprintf(path, sizeof path, "%s/slurm/jobs", out);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char ids[64][32];
+  int n = 0;
+  while (n < 64 && fscanf(f, "%31s", ids[n]) == 1) n++;
+  fclose(f);
+  const char *list[64];
+  for (int i = 0; i < n; i++) list[i] = ids[i];
+  int live = 0;
+  if (n == 0 || rh_slurm_tasks(list, n, count_task, &live) != 0 || live == 0) return 0;
+  fprintf(stderr, "rehearsal sweep: %s: %d point%s of an earlier sweep still %s under Slurm (job%s",
+          out, live, live == 1 ? "" : "s", live == 1 ? "runs or waits" : "run or wait",
+          n == 1 ? "" : "s");
+  for (int i = 0; i < n; i++) fprintf(stderr, " %s", ids[i]);
+  fprintf(stderr, "): wait for them, or scancel them, then run the sweep again\n");
+  return 2;
+}
+
 /* DIR/slurm/points.sh: the array's task i runs point OFFSET + i (OFFSET its first argument), the
  * same `rehearsal run` as the local launcher's, and then writes the point's point.json from the
  * identity the sweep left beside it. */
@@ -724,11 +781,11 @@ static int write_slurm_script(const char *file, const char *out, const rh_scenar
       return 1;
     }
     fprintf(f, "%d) d=", i);
-    rh_shell_word(f, pts[i].dir);
+    rh_cli_shell_word(f, pts[i].dir);
     fputs("; set --", f);
     for (int a = 0; a < argc; a++) {
       fputc(' ', f);
-      rh_shell_word(f, a == 0 ? self : argv[a]);
+      rh_cli_shell_word(f, a == 0 ? self : argv[a]);
     }
     fputs(" ;;\n", f);
     free(argv);
@@ -806,8 +863,10 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
       free(list);
       continue;
     }
-    char log[4300], chdir_arg[4200], off[16];
+    char log[4300], chdir_arg[4200], off[16], after[64];
     snprintf(log, sizeof log, "--output=%s/slurm/job-%%A_%%a.log", out);
+    /* a throttle holds across arrays: each starts when the one before has ended */
+    snprintf(after, sizeof after, "--dependency=afterany:%s", njobs > 0 ? jobids[njobs - 1] : "");
     snprintf(chdir_arg, sizeof chdir_arg, "--chdir=%s", cwd);
     snprintf(off, sizeof off, "%d", first);
     const char **args = calloc((size_t)nsbatch + 8, sizeof *args);
@@ -818,6 +877,7 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
       args[n++] = log;
       args[n++] = chdir_arg;
       args[n++] = "--ntasks=1";
+      if (jobs > 0 && njobs > 0) args[n++] = after;
       for (int i = 0; i < nsbatch; i++) args[n++] = sbatch[i];
     }
     const char *script_args[] = {off};
@@ -829,6 +889,14 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
     }
     free(args);
     free(list);
+  }
+  if (njobs > 0) { /* for a later sweep into DIR, which must not run what these still run */
+    char *ids_text = calloc((size_t)njobs + 1, 32);
+    for (int j = 0; ids_text && j < njobs; j++) strcat(strcat(ids_text, jobids[j]), "\n");
+    char slurm_dir[4200];
+    snprintf(slurm_dir, sizeof slurm_dir, "%s/slurm", out);
+    if (!ids_text || rh_write_output(slurm_dir, "jobs", ids_text)) rc = 1;
+    free(ids_text);
   }
   if (njobs > 0) {
     fprintf(stderr, "rehearsal sweep: %d point%s submitted to Slurm as job%s", npts - done,
@@ -882,16 +950,18 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
         if (state[p][0]) gone[p] = 0;
         if (strcmp(state[p], "PD") == 0) pending++;
         else if (state[p][0]) running++;
-        /* neither held by Slurm nor finished, at three looks a second apart (a result written
-         * just after a look is read before the next): cancelled, past its time limit, its node
-         * lost */
-        else if (++gone[p] >= 3) {
+        /* neither held by Slurm nor finished for half a minute of looks a second apart (a
+         * result written on a shared file system may take that long to be seen here):
+         * cancelled, past its time limit, its node lost */
+        else if (++gone[p] >= 30) {
           pts[p].exit = 1;
           done++;
           failed++;
+          int j = 0; /* the array that holds it */
+          while (j + 1 < njobs && offset[j + 1] <= p) j++;
           rh_progress_note(prog, "point %d ended under Slurm without a result (cancelled, past "
-                           "its time limit, or its node failed): see %s/slurm/job-%s_*.log", p,
-                           out, jobids[0]);
+                           "its time limit, or its node failed): see %s/slurm/job-%s_%d.log", p,
+                           out, jobids[j], p - offset[j]);
           rh_progress_update(prog, done, NAN);
         }
       }
@@ -915,7 +985,17 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
   if (rc == 0 && !stop_signal && njobs > 0 && memcmp(last, said, sizeof last) != 0)
     fprintf(stderr, "rehearsal sweep: Slurm: 0 pending, 0 running, %d done, %d failed\n",
             done - failed, failed);
-  if (stop_signal && njobs > 0) rh_slurm_cancel(jobids, njobs);
+  if (stop_signal && njobs > 0) {
+    rh_slurm_cancel(jobids, njobs);
+    /* stopped means stopped: until Slurm has let the tasks go (half a minute at most) */
+    int live = 1;
+    for (double t0 = wall(); live > 0 && wall() - t0 < 30;) {
+      live = 0;
+      if (rh_slurm_tasks(jobids, njobs, count_task, &live) != 0) break;
+      struct timespec ts = {0, 200000000};
+      if (live > 0) nanosleep(&ts, NULL);
+    }
+  }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   sigaction(SIGHUP, &old_hup, NULL);
@@ -1016,6 +1096,7 @@ int rh_cmd_sweep(int argc, char **argv) {
   if (rc < 0) rc = check_points(argv[first], &opts, pts, npts) ? 2 : -1;
   /* the cluster first: a sweep that cannot submit leaves DIR as it was */
   if (rc < 0 && cmd.slurm && rh_slurm_ready("sweep")) rc = 1;
+  if (rc < 0 && cmd.out && earlier_jobs_done(cmd.out)) rc = 2;
   /* one sweep at a time in a directory: the lock is taken once the points are known good */
   int lock = -2;
   if (rc < 0) {
