@@ -557,10 +557,11 @@ static void remove_dir(const char *dir) {
 
 static int usage_to(FILE *to) {
   fprintf(to,
-          "usage: rehearsal elastic FILE [-np N] [--dir DIR] [--mpirun PATH] [--mpirun-arg ARG]... "
-          "-- PROGRAM [ARGS...]\n"
+          "usage: rehearsal elastic FILE [-np N] [--dir DIR] [--mpirun PATH] [--mpirun-arg ARG]...\n"
+          "                         [--host-discovery-script CMD] -- PROGRAM [ARGS...]\n"
           "  runs PROGRAM under `mpirun --enable-recovery` with FILE's elastic settings (min_np,\n"
-          "  max_np, rendezvous_timeout_s) and forms a world of the survivors after each failure\n"
+          "  max_np, rendezvous_timeout_s) and forms a world of the survivors after each failure;\n"
+          "  inside a Slurm allocation mpirun takes the allocation's nodes\n"
           "  -np N             processes to start (default: the scenario's GPUs)\n"
           "  --dir DIR         the rendezvous files (default: a temporary directory)\n"
           "  --mpirun PATH     the launcher (default: mpirun)\n"
