@@ -15,6 +15,8 @@
  *                      rank order), or "end <reason>\n" when fewer than min_np remain
  *   w<G>.broken        the driver saw a process of world G die: "<what>\n"; a rank waiting in a
  *                      collective fails it at once (as a closed connection tells NCCL's peers)
+ *   standby-<P>        process P waits on standby, rewritten every second (the driver takes only
+ *                      processes whose file is fresh into a world)
  *   hosts.update       host discovery changed the job's hosts: "<stamp> <kind>\n" (seconds since
  *                      the job began, RH_HOSTS_ADDED | RH_HOSTS_REMOVED); rank 0 reads it at each
  *                      commit, and the world re-forms there when the stamp is new
@@ -150,13 +152,20 @@ static rh_status join_world(rh_ctx *ctx, const int *members, int n, uint32_t gen
 rh_status mpi__standby(rh_ctx *ctx) {
   mpi_job *job = mpi__job_of(ctx);
   /* a host may be added at any time of the job: a standby process waits as long as its driver
-   * runs (its directory is there), which ends every wait with a last "end" */
-  double limit = INFINITY;
+   * runs (its directory is there), which ends every wait with a last "end"; meanwhile it says it
+   * is alive every second (standby-P), and the driver names in a world only processes that did
+   * lately: one whose host died with it is never waited for */
   int *members = calloc((size_t)job->world_size, sizeof(int));
   if (!members) return RH_ERR_NOMEM;
   rh_status st = RH_ERR_TIMEOUT;
+  char beat[1100];
+  snprintf(beat, sizeof beat, "%s/standby-%d", job->elastic_dir, job->world_rank);
   for (uint32_t gen = 0;; gen++) {
-    char *answer = await_world(job->elastic_dir, gen, limit);
+    char *answer = NULL;
+    while (!answer && access(job->elastic_dir, F_OK) == 0) {
+      write_file(beat, "alive\n");
+      answer = await_world(job->elastic_dir, gen, 1.0);
+    }
     if (!answer) {
       snprintf(ctx->last_error, sizeof ctx->last_error,
                "the elastic driver is gone (its directory %.900s with it)", job->elastic_dir);

@@ -259,6 +259,16 @@ static bool taken(const driver *d, int p) {
   return before < d->slots[node];
 }
 
+/* Whether process p, on standby, said lately that it is alive (its standby-P file is at most 5 s
+ * old): one whose host died with it is never named in a world, where the others would wait for
+ * it in MPI_Comm_create_group. */
+static bool standby_alive(const driver *d, int p) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/standby-%d", d->dir, p);
+  struct stat st;
+  return stat(path, &st) == 0 && difftime(time(NULL), st.st_mtime) <= 5;
+}
+
 /* The node a discovered host name stands for: "nodeK" on one machine, else the process host's. */
 static int node_named(const driver *d, const char *name) {
   if (d->pretend) {
@@ -354,7 +364,7 @@ static void poll_hosts(driver *d) {
   for (int p = 0; p < d->nprocs && size < most; p++) {
     bool member = false;
     for (int r = 0; r < d->nmembers; r++) member = member || d->members[r] == p;
-    if (!member && taken(d, p) && !d->procs[p].ended) {
+    if (!member && taken(d, p) && !d->procs[p].ended && standby_alive(d, p)) {
       size++;
       differ = true;
     }
@@ -404,7 +414,7 @@ static bool close_rendezvous(driver *d) {
   for (int p = 0; d->discovering && p < d->nprocs && k < most; p++) {
     bool member = false;
     for (int r = 0; r < n; r++) member = member || d->members[r] == p;
-    if (!member && !d->procs[p].ended && taken(d, p)) next[k++] = p;
+    if (!member && !d->procs[p].ended && taken(d, p) && standby_alive(d, p)) next[k++] = p;
   }
   grown = k - grown;
   char saw[256];
@@ -782,11 +792,15 @@ int rh_cmd_elastic(int argc, char **argv) {
         if (slots && discover(&d, slots)) memcpy(d.slots, slots, (size_t)d.nnodes * sizeof(int));
         free(slots);
         d.next_poll = now() + (sc.elastic.discovery_interval_s > 0 ? sc.elastic.discovery_interval_s : 1);
-        int most = sc.elastic.max_np > 0 ? sc.elastic.max_np : np, size = 0;
-        for (int p = 0; p < np && size < most; p++)
-          if (taken(&d, p)) d.members[size++] = p;
+        int most = sc.elastic.max_np > 0 ? sc.elastic.max_np : np, size = 0, want = 0;
+        for (int p = 0; p < np && size < most; p++) {
+          want += taken(&d, p);
+          if (taken(&d, p) && standby_alive(&d, p)) d.members[size++] = p;
+        }
         bool enough = size >= sc.elastic.min_np && size > 0;
-        if (!enough && now() - d.t0 < sc.elastic.timeout_s) {
+        if (size < want && size < most && now() - d.t0 < 30) {
+          /* processes still starting (MPI's start-up): a look again at the next poll */
+        } else if (!enough && now() - d.t0 < sc.elastic.timeout_s) {
           if (!waited) fprintf(stderr, "rehearsal elastic: %d slot%s discovered, min_np is %d: "
                                        "waiting up to %g s (timeout_s) for more\n", size,
                                size == 1 ? "" : "s", sc.elastic.min_np, sc.elastic.timeout_s);
