@@ -232,17 +232,19 @@ rh_status mpi__faults_open(mpi_job *job, const rh_fault_plan *plan, const rh_clu
                 f->line, rh_fault_names[f->kind]);
     }
   }
-  int node = -1, gpu = -1;
-  for (int n = 0; n < cluster->nodes + cluster->spares && node < 0; n++) {
-    int first = rh_cluster_first_slot(cluster, n);
-    if (slot >= first && slot < first + cluster->gpus_per_node[n]) {
-      node = n;
-      gpu = slot - first;
-    }
-  }
+  /* each process's node: the cluster's slots, node by node (spares last) */
+  int *node_of = calloc((size_t)job->world_size + 1, sizeof(int));
+  if (!node_of) return RH_ERR_NOMEM;
+  for (int p = 0; p < job->world_size; p++) node_of[p] = -1;
+  for (int k = 0, p = 0; k < cluster->nodes + cluster->spares; k++)
+    for (int g = 0; g < cluster->gpus_per_node[k] && p < job->world_size; g++) node_of[p++] = k;
+  int node = node_of[slot], gpu = node >= 0 ? slot - rh_cluster_first_slot(cluster, node) : -1;
   mpi_faults *m = calloc(1, sizeof *m);
   int n = plan->nfaults;
-  if (!m) return RH_ERR_NOMEM;
+  if (!m) {
+    free(node_of);
+    return RH_ERR_NOMEM;
+  }
   *m = (mpi_faults){.faults = plan->faults, .n = n, .t0 = job->t0,
                     .mine = calloc((size_t)n + 1, sizeof(bool)),
                     .fired = calloc((size_t)n + 1, sizeof(bool)),
@@ -265,7 +267,7 @@ rh_status mpi__faults_open(mpi_job *job, const rh_fault_plan *plan, const rh_clu
   m->rng = plan->seed;
   m->next_random = INFINITY;
   m->self = slot;
-  m->node_of = calloc((size_t)job->world_size + 1, sizeof(int));
+  m->node_of = node_of;
   m->dead = calloc((size_t)job->world_size + 1, sizeof(bool));
   if (!m->mine || !m->fired || !m->began || !m->restored || !m->node_of || !m->dead) {
     free(m->node_of);
@@ -276,13 +278,6 @@ rh_status mpi__faults_open(mpi_job *job, const rh_fault_plan *plan, const rh_clu
     free((void *)m->restored);
     free(m);
     return RH_ERR_NOMEM;
-  }
-  for (int p = 0; p < job->world_size; p++) {
-    m->node_of[p] = -1;
-    for (int k = 0; k < cluster->nodes + cluster->spares; k++) {
-      int f = rh_cluster_first_slot(cluster, k);
-      if (p >= f && p < f + cluster->gpus_per_node[k]) m->node_of[p] = k;
-    }
   }
   /* the first random failure over every process of the job, from its start */
   int nodes = 0;

@@ -227,11 +227,20 @@ static void ranks_list(const driver *d, const bool *pick, char *buf, size_t len)
   free(flags);
 }
 
-/* Writes the driver's answer for the next world. */
-static bool answer(driver *d, const char *text) {
+/* Writes the driver's answer for world `gen`: its members in rank order, or (why not NULL) that
+ * the job ends. */
+static bool answer(const driver *d, int gen, const int *members, int n, const char *why) {
   char file[64];
-  snprintf(file, sizeof file, "w%d.world", d->world + 1);
-  return rh_write_output(d->dir, file, text) == 0;
+  snprintf(file, sizeof file, "w%d.world", gen);
+  size_t len = 16 * ((size_t)n + 1) + (why ? strlen(why) : 0);
+  char *text = malloc(len);
+  if (!text) return false;
+  int off = snprintf(text, len, "%s", why ? "end " : "members");
+  for (int r = 0; !why && r < n; r++) off += snprintf(text + off, len - (size_t)off, " %d", members[r]);
+  snprintf(text + off, len - (size_t)off, "%s\n", why ? why : "");
+  bool ok = rh_write_output(d->dir, file, text) == 0;
+  free(text);
+  return ok;
 }
 
 /* Tells the current world that its rank r died; returns the world. */
@@ -437,11 +446,7 @@ static bool close_rendezvous(driver *d) {
     fprintf(stderr, "nobody noticed\n");
   }
   bool going = k >= sc->elastic.min_np && k > 0;
-  char *text = calloc(16, (size_t)d->nprocs + 8);
-  if (text && going) {
-    int off = snprintf(text, 16 * ((size_t)d->nprocs + 8), "members");
-    for (int r = 0; r < k; r++) off += snprintf(text + off, 16, " %d", next[r]);
-    snprintf(text + off, 16, "\n");
+  if (going) {
     bool *stay = noticed; /* reused: the ranks of this world that go on */
     for (int r = 0; r < n; r++) {
       stay[r] = false;
@@ -453,14 +458,12 @@ static bool close_rendezvous(driver *d) {
             k, kept, d->world);
     if (grown > 0) fprintf(stderr, ", then %d from added hosts", grown);
     fprintf(stderr, "\n");
-  } else if (text) {
+  } else {
     snprintf(d->short_of, sizeof d->short_of, "%d worker%s, min_np is %d", k,
              k == 1 ? " remains" : "s remain", sc->elastic.min_np);
-    snprintf(text, 16 * ((size_t)d->nprocs + 8), "end %s\n", d->short_of);
     fprintf(stderr, "rehearsal elastic: the job ends: %s\n", d->short_of);
   }
-  bool ok = text && answer(d, text);
-  free(text);
+  bool ok = answer(d, d->world + 1, next, k, going ? NULL : d->short_of);
   for (int r = 0; !going && d->told && r < n; r++)
     d->told[d->members[r]] = d->procs[d->members[r]].arrived;
   if (ok && going) {
@@ -806,18 +809,11 @@ int rh_cmd_elastic(int argc, char **argv) {
                                size == 1 ? "" : "s", sc.elastic.min_np, sc.elastic.timeout_s);
           waited = true;
         } else {
-          char *text = calloc(16, (size_t)np + 8);
-          int off = text ? snprintf(text, 16, enough ? "members" : "end") : 0;
-          for (int r = 0; text && enough && r < size; r++)
-            off += snprintf(text + off, 16, " %d", d.members[r]);
-          if (text && !enough)
+          if (!enough)
             snprintf(d.short_of, sizeof d.short_of, "%d slot%s discovered in %g s, min_np is %d",
                      size, size == 1 ? "" : "s", sc.elastic.timeout_s, sc.elastic.min_np);
-          if (text) snprintf(text + off, 16 * ((size_t)np + 8) - (size_t)off, enough ? "\n" : " %s\n",
-                             d.short_of);
           d.nmembers = enough ? size : 0;
-          if (!text || rh_write_output(d.dir, "w0.world", text) != 0) interrupted = 1;
-          free(text);
+          if (!answer(&d, 0, d.members, size, enough ? NULL : d.short_of)) interrupted = 1;
           if (enough)
             fprintf(stderr, "rehearsal elastic: world 0: %d ranks on the hosts discovered; %d "
                             "process%s on standby\n", size, np - size, np - size == 1 ? "" : "es");
@@ -876,9 +872,7 @@ int rh_cmd_elastic(int argc, char **argv) {
       for (int r = 0; r < d.nmembers; r++) all_ended = all_ended && d.procs[d.members[r]].ended;
       if (!open && all_ended && d.discovering && !gone && !interrupted) {
         /* the processes still on standby hear that the job is over, and end */
-        char last[64];
-        snprintf(last, sizeof last, "w%d.world", d.world + 1);
-        rh_write_output(d.dir, last, "end the job finished\n");
+        answer(&d, d.world + 1, NULL, 0, "the job finished");
         for (int p = 0; p < np; p++) d.told[p] = !d.procs[p].ended;
         ending = true;
         deadline = now() + 10;

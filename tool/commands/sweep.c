@@ -568,6 +568,35 @@ static void on_stop(int sig) {
   stop_points();
 }
 
+/* The stopping signals a sweep catches, and what they did before it. */
+typedef struct stop_catch {
+  struct sigaction old_int, old_term, old_hup;
+} stop_catch;
+
+/* SIGINT, SIGTERM and SIGHUP stop the running points (the handler kills those of `pts`; NULL:
+ * none of its own) and then the sweep; without SA_RESTART, so that a wait returns to see it. */
+static void catch_stops(stop_catch *c, point *pts, int npts) {
+  live_pts = pts;
+  live_npts = npts;
+  stop_signal = 0;
+  struct sigaction sa = {.sa_handler = on_stop};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &c->old_int);
+  sigaction(SIGTERM, &sa, &c->old_term);
+  sigaction(SIGHUP, &sa, &c->old_hup);
+}
+
+static void release_stops(const stop_catch *c) {
+  sigaction(SIGINT, &c->old_int, NULL);
+  sigaction(SIGTERM, &c->old_term, NULL);
+  sigaction(SIGHUP, &c->old_hup, NULL);
+  live_pts = NULL;
+}
+
+static const char *stop_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+}
+
 /* Reaps one finished point, its exit status into its `exit` and its index into *index (-1: not
  * a point's process): the PID, or -1 with errno (EINTR: a signal came first).  The process is
  * reaped with stopping signals held and marked as no longer running before they are let
@@ -629,16 +658,8 @@ static int run_points(const char *file, const char *out, const rh_scenario_opts 
   done = identify_points(file, out, common, pts, npts, naxes, force, ids);
   rh_progress *prog = rh_progress_start("sweep", npts, "points");
   rh_progress_update(prog, done, NAN);
-  /* SIGINT, SIGTERM and SIGHUP stop the running points (the handler kills them) and then the
-   * sweep; without SA_RESTART, so that the wait below returns to see it */
-  live_pts = pts;
-  live_npts = npts;
-  stop_signal = 0;
-  struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term, old_hup;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGHUP, &sa, &old_hup);
+  stop_catch stops;
+  catch_stops(&stops, pts, npts);
   int rc = 0;
   while (done < npts && rc == 0 && !stop_signal) {
     while (running < jobs && next < npts && !stop_signal) {
@@ -684,16 +705,13 @@ static int run_points(const char *file, const char *out, const rh_scenario_opts 
     if (pid < 0 && errno != EINTR) break;
     if (pid > 0 && i >= 0) running--;
   }
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGTERM, &old_term, NULL);
-  sigaction(SIGHUP, &old_hup, NULL);
-  live_pts = NULL;
+  release_stops(&stops);
   rh_progress_end(prog);
   if (stop_signal) {
     int sig = stop_signal;
     fprintf(stderr, "rehearsal sweep: stopped by %s: %d running point%s stopped, %d of %d points "
                     "finished; run the sweep again to go on\n",
-            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", stopped,
+            stop_name(sig), stopped,
             stopped == 1 ? "" : "s", done, npts);
     rc = 128 + sig;
   }
@@ -897,8 +915,6 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
     snprintf(slurm_dir, sizeof slurm_dir, "%s/slurm", out);
     if (!ids_text || rh_write_output(slurm_dir, "jobs", ids_text)) rc = 1;
     free(ids_text);
-  }
-  if (njobs > 0) {
     fprintf(stderr, "rehearsal sweep: %d point%s submitted to Slurm as job%s", npts - done,
             npts - done == 1 ? "" : "s", njobs == 1 ? "" : "s");
     for (int j = 0; j < njobs; j++) fprintf(stderr, " %s", jobids[j]);
@@ -906,13 +922,8 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
   }
   rh_progress *prog = rc == 0 ? rh_progress_start("sweep", npts, "points") : NULL;
   rh_progress_update(prog, done, NAN);
-  stop_signal = 0;
-  live_pts = NULL; /* the tasks are Slurm's: a signal cancels them below */
-  struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term, old_hup;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGHUP, &sa, &old_hup);
+  stop_catch stops;
+  catch_stops(&stops, NULL, 0); /* the tasks are Slurm's: a signal cancels them below */
   slurm_look look = {.jobids = jobids, .offset = offset, .njobs = njobs, .state = state, .npts = npts};
   int said[4] = {-1, -1, -1, -1}, failed = 0;
   double next_look = 0;
@@ -996,16 +1007,13 @@ static int run_points_slurm(const char *file, const char *out, const rh_scenario
       if (live > 0) nanosleep(&ts, NULL);
     }
   }
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGTERM, &old_term, NULL);
-  sigaction(SIGHUP, &old_hup, NULL);
+  release_stops(&stops);
   rh_progress_end(prog);
   if (stop_signal) {
     int sig = stop_signal;
     fprintf(stderr, "rehearsal sweep: stopped by %s: the Slurm job%s cancelled, %d of %d points "
                     "finished; run the sweep again to go on\n",
-            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP",
-            njobs == 1 ? " was" : "s were", done, npts);
+            stop_name(sig), njobs == 1 ? " was" : "s were", done, npts);
     rc = 128 + sig;
   }
   for (int p = 0; ids && p < npts; p++) json_decref(ids[p]);
