@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 static char tmpdir[64];
@@ -283,6 +284,29 @@ static void test_step_fit(void **state) {
   assert_true(fabs(preset_value(fitted, "tflops") - 5) < 1e-6);
 }
 
+/* No path reaches a shell: a scenario named with a quote and `;` (and one with `$( )`) is run
+ * for the step fit as any other.  Before, its path went into a command line for system(), and
+ * the first name ran `touch PWNED`. */
+static void test_scenario_path_reaches_no_shell(void **state) {
+  (void)state;
+  /* the shell would have run in the test's folder: PWNED would appear there */
+  const char *names[] = {"c'; touch PWNED; echo '", "$(touch PWNED)", "new\nline"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *name = names[i];
+    char *file = scenario_batch("hostile", "  nodes: 1\n  gpus_per_node: 1\n  gpu: {tflops: 10}\n  "
+                                           "intra: {bandwidth_GBps: 100}\n", 10);
+    char *moved = path(name);
+    char target[400];
+    snprintf(target, sizeof target, "%s.yaml", moved);
+    assert_int_equal(rename(file, target), 0);
+    char *fitted = path("hostile-fitted.yaml"), *log = path("hostile.log");
+    int rc = calibrate(target, "--step-ms", "6", fitted, log);
+    assert_int_equal(access("PWNED", F_OK), -1);
+    assert_int_equal(rc, 0);
+    assert_true(fabs(preset_value(fitted, "tflops") - 5) < 1e-6);
+  }
+}
+
 /* --steps: the spread of measured steps, sd (n - 1) over the mean, worked out here: 90, 100, 110
  * ms have mean 100 and standard deviation 10, a spread of 0.1; a steps.csv's step_ms column (its
  * empty lr and loss fields kept in place) reads the same; bad files are refused, nothing written. */
@@ -475,6 +499,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvlink_round_trip), cmocka_unit_test(test_nic_round_trip),
       cmocka_unit_test(test_gemm_fit),          cmocka_unit_test(test_step_fit),
+      cmocka_unit_test(test_scenario_path_reaches_no_shell),
       cmocka_unit_test(test_steps_spread),
       cmocka_unit_test(test_bad_measurements), cmocka_unit_test(test_h100_measurements),
       cmocka_unit_test(test_outputs_from_8_bytes), cmocka_unit_test(test_old_format_without_root),

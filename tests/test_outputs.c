@@ -117,6 +117,35 @@ static void test_stale_temporaries_removed(void **state) {
 }
 
 /* Bytes that are not UTF-8 become \xNN; UTF-8, and only it, passes as it is. */
+/* rh_remove_tree is rm -rf without a shell: names with quotes, `;`, `$( )` and a newline go, a
+ * link inside is removed and its target (outside) kept, a missing path is no error. */
+static void test_remove_tree(void **state) {
+  (void)state;
+  char top[64];
+  assert_int_equal(rh_test_mkdtemp(top, "rmtree"), 0);
+  char outside[64];
+  assert_int_equal(rh_test_mkdtemp(outside, "rmtree-keep"), 0);
+  char *keep = strdup(rh_test_path(outside, "keep"));
+  FILE *f = fopen(keep, "w");
+  assert_non_null(f);
+  fclose(f);
+  const char *names[] = {"it's", "a; rm -rf x", "$(true)", "new\nline", "deep"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char *d = rh_test_path(top, names[i]);
+    assert_int_equal(mkdir(d, 0777), 0);
+    assert_int_equal(rh_write_output(d, "file.txt", "x\n"), 0);
+  }
+  assert_int_equal(rh_make_dirs(rh_test_path(top, "deep/a/b/c")), 0);
+  assert_int_equal(symlink(outside, rh_test_path(top, "deep/a/link")), 0);
+  assert_int_equal(rh_remove_tree(top), 0);
+  struct stat st;
+  assert_int_equal(lstat(top, &st), -1);
+  assert_int_equal(stat(keep, &st), 0); /* the link's target is untouched */
+  assert_int_equal(rh_remove_tree(top), 0); /* gone already: not an error */
+  assert_int_equal(rh_remove_tree(outside), 0);
+  free(keep);
+}
+
 static void test_json_text(void **state) {
   (void)state;
   static const struct { const char *in, *out; } cases[] = {
@@ -305,6 +334,7 @@ int main(void) {
       cmocka_unit_test(test_together_or_not_at_all),
       cmocka_unit_test(test_stale_temporaries_removed),
       cmocka_unit_test(test_json_text),
+      cmocka_unit_test(test_remove_tree),
       cmocka_unit_test(test_summary_names_any_path),
       cmocka_unit_test(test_unwritable_out_checked_first),
       cmocka_unit_test(test_out_where_nothing_can_be_made),

@@ -138,6 +138,41 @@ static void test_slurm_launcher_refusals(void **state) {
   free(err);
 }
 
+/* No path reaches a shell: --out names with a quote, `;`, `$( )`, a backquote and a newline run
+ * as any other name.  Before, the point's folder went to `rm -rf '%s'` through system(): the
+ * first name removed a folder beside it (`victim`), the others ran commands or broke the line. */
+static void test_out_names_reach_no_shell(void **state) {
+  (void)state;
+  char *victim = strdup(rh_test_path(tmpdir, "victim"));
+  assert_int_equal(mkdir(victim, 0777), 0);
+  char *canary = strdup(rh_test_path(victim, "keep"));
+  FILE *f = fopen(canary, "w");
+  assert_non_null(f);
+  fclose(f);
+  const char *names[] = {"sw' %s '", "bob's sweep", "a; touch %s/pwned; b", "$(touch %s/pwned)",
+                         "`touch %s/pwned`", "new\nline"};
+  char *err = strdup(rh_test_path(tmpdir, "names.err"));
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char name[512], out[600];
+    snprintf(name, sizeof name, names[i], i == 0 ? victim : tmpdir);
+    snprintf(out, sizeof out, "%s/%s", tmpdir, name);
+    assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "-j", "1", "--axis",
+                         "cluster.nodes=1", "--set", "data.train_samples=640", "--out", out), 0);
+    char csv[700];
+    snprintf(csv, sizeof csv, "%s/sweep.csv", out);
+    assert_true(exists(csv));
+    /* a second run clears the point's folder, the call that went through the shell */
+    assert_int_equal(RUN("/dev/null", err, "sweep", "scenarios/default.yaml", "-j", "1", "--axis",
+                         "cluster.nodes=1", "--set", "data.train_samples=640", "--out", out,
+                         "--force"), 0);
+    assert_true(exists(canary));
+    assert_false(exists(rh_test_path(tmpdir, "pwned")));
+  }
+  free(victim);
+  free(canary);
+  free(err);
+}
+
 /* An axis of `n` values 1..n: "KEY=1,2,...,n" (caller frees). */
 static char *axis_of(const char *key, int n) {
   size_t len = strlen(key) + 2 + 8 * (size_t)n;
@@ -484,6 +519,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_gpu_count_before_the_last_point),
       cmocka_unit_test(test_slurm_launcher_refusals),
+      cmocka_unit_test(test_out_names_reach_no_shell),
       cmocka_unit_test(test_point_count_past_int),
       cmocka_unit_test(test_two_sweeps_one_out),
       cmocka_unit_test(test_sweep_stopped_by_sigterm),

@@ -134,10 +134,6 @@ double rh_accuracy_baseline(const char *file, const rh_scenario_opts *opts, cons
   else if (temporary) snprintf(source, len, "run on one GPU beside the job");
   else snprintf(source, len, "%s %s", cached ? "kept in" : "run into", dir);
 done:
-  if (temporary) {
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "rehearsal: could not remove %s\n", dir);
-  }
+  if (temporary) rh_remove_tree(dir);
   return v;
 }

@@ -19,6 +19,7 @@
 #include "compute_model.h"
 #include "losses.h"
 #include "internal.h"
+#include "output.h"
 #include "scenario.h"
 #include "tables.h"
 
@@ -28,6 +29,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -285,27 +287,29 @@ static int fit_gemm(rh_scenario *sc, const char *path) {
 
 /* ---- a measured step ------------------------------------------------------------------------- */
 
-/* Runs the scenario (the fitted preset in its place) in a child and reads its summary. */
+/* Runs the scenario (the fitted preset in its place) in a child of this program, started with
+ * no shell between (rh_cli_spawn_run: the path is one argument, whatever bytes it holds), and
+ * reads its summary; the child's output goes to a temporary folder, removed after. */
 static int simulate_step(const char *scenario, double *step_ms, double *compute_ms) {
   char dir[] = "/tmp/rehearsal-calibrate-XXXXXX";
   if (!mkdtemp(dir)) return 1;
-  char out[64], cmd[2048], summary[128];
-  snprintf(out, sizeof out, "%s/run", dir);
-  snprintf(cmd, sizeof cmd, "'/proc/%d/exe' run '%s' --out '%s' > /dev/null", (int)getpid(),
-           scenario, out);
-  int rc = system(cmd);
-  snprintf(summary, sizeof summary, "%s/summary.json", out);
+  char summary[128];
+  fflush(stdout);
+  rh_scenario_opts none = {0};
+  pid_t pid = rh_cli_spawn_run(NULL, scenario, &none, NULL, 0, dir);
+  int status = -1;
+  bool ran = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+             WEXITSTATUS(status) == 0;
+  snprintf(summary, sizeof summary, "%s/summary.json", dir);
   json_error_t err;
-  json_t *root = rc == 0 ? json_load_file(summary, 0, &err) : NULL;
+  json_t *root = ran ? json_load_file(summary, 0, &err) : NULL;
   json_t *s = root ? json_object_get(root, "summary") : NULL;
   if (s) {
     *step_ms = json_real_value(json_object_get(s, "step_ms"));
     *compute_ms = json_real_value(json_object_get(s, "compute_ms"));
   }
   json_decref(root);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) return 1;
-  return s ? 0 : 1;
+  return rh_remove_tree(dir) != 0 || !s;
 }
 
 static int fit_step(rh_scenario *sc, double measured_ms) {

@@ -388,11 +388,7 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
 }
 
 static void release(run_inputs *in) {
-  if (in->temporary_checkpoints) {
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", in->checkpoints);
-    if (system(cmd) != 0) fprintf(stderr, "rehearsal: could not remove %s\n", in->checkpoints);
-  }
+  if (in->temporary_checkpoints) rh_remove_tree(in->checkpoints);
   rh_dataset_free(&in->train);
   rh_dataset_free(&in->validation);
   rh_net_release();

@@ -645,9 +645,7 @@ static int identify_points(const char *file, const char *out, const rh_scenario_
 
 /* A point's old files go first, so that none of them is taken for its result. */
 static int clear_point(const point *p) {
-  char cmd[4400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", p->dir);
-  return system(cmd) != 0 || rh_make_dirs(p->dir) != 0;
+  return rh_remove_tree(p->dir) != 0 || rh_make_dirs(p->dir) != 0;
 }
 
 static int run_points(const char *file, const char *out, const rh_scenario_opts *common,

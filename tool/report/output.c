@@ -2,12 +2,14 @@
  * output.c: writing result files.  Outputs appear whole or not at all: each goes to a temporary
  * file in the target directory and is renamed into place once complete.
  */
+#define _GNU_SOURCE /* nftw, FTW_DEPTH, FTW_PHYS */
 #include "output.h"
 
 #include <jansson.h>
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,6 +41,20 @@ int rh_make_dirs(const char *dir) {
     if (!c) return 0;
     *p = c;
   }
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  if (remove(path) == 0 || errno == ENOENT) return 0;
+  fprintf(stderr, "rehearsal: cannot remove %s: %s\n", path, strerror(errno));
+  return 1;
+}
+
+int rh_remove_tree(const char *path) {
+  struct stat st;
+  if (!path || !*path || (lstat(path, &st) != 0 && errno == ENOENT)) return 0;
+  /* depth first (a folder after its contents), never across a link */
+  return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : 1;
 }
 
 /* Removes DIR/.NAME.PID.XXXXXX temporaries of the n names left by a process that no longer runs

@@ -25,6 +25,10 @@ int rh_write_outputs_sized(const char *dir, int n, const char *const *names,
 int rh_output_dir_ok(const char *dir);
 /* Creates DIR and its missing parents (mkdir -p).  0, or prints the reason and returns 1. */
 int rh_make_dirs(const char *dir);
+/* Removes PATH and, when it is a folder, everything under it (rm -rf, with no shell: a name may
+ * hold any byte).  Symbolic links are removed, never followed.  A PATH that does not exist is
+ * not an error.  0, or prints the first reason and returns 1 (what could be removed is gone). */
+int rh_remove_tree(const char *path);
 
 /* A JSON string of text that may not be UTF-8 (a path, a command-line argument): its bytes that
  * are not UTF-8 written as \xNN, so that the text is never dropped from a JSON file (jansson
