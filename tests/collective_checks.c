@@ -248,6 +248,33 @@ static void check_ordering(rh_ctx *ctx) {
   for (int r = 1; r < n && st == RH_OK; r++) CHECK(all[2 * (r - 1)] == r, "allgatherv block %d", r);
 }
 
+/* A model's every gradient tensor in flight at once, as Horovod and DDP queue them: 600
+ * requests issued before the first wait (a fixed window of 255 refused the 256th), waited in
+ * the reverse order, each sum exact (rank r gives i + r to tensor i: n·i + n(n-1)/2). */
+static void check_many_requests(rh_ctx *ctx) {
+  enum { N = 600 };
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  rh_request **req = calloc(N, sizeof *req);
+  float *v = malloc(N * sizeof *v);
+  CHECK(req && v, "out of host memory");
+  rh_status st = req && v ? RH_OK : RH_ERR_NOMEM;
+  int issued = 0;
+  for (; issued < N && st == RH_OK; issued++) {
+    v[issued] = (float)(issued + me);
+    st = rh_iallreduce(ctx, &v[issued], &v[issued], 1, RH_FLOAT32, RH_SUM, NULL, &req[issued]);
+  }
+  CHECK(st == RH_OK, "request %d of %d: %s (%s)", issued, N, rh_status_string(st), ctx->last_error);
+  if (st != RH_OK) issued--;
+  for (int i = issued - 1; i >= 0; i--) {
+    rh_status w = rh_wait(req[i]);
+    CHECK(w == RH_OK, "wait %d: %s", i, rh_status_string(w));
+    float want = (float)n * (float)i + (float)(n * (n - 1) / 2);
+    if (w == RH_OK) CHECK(v[i] == want, "request %d: %g, expected %g", i, v[i], want);
+  }
+  free(req);
+  free(v);
+}
+
 static void check_arguments(rh_ctx *ctx) {
   float x = 1;
   CHECK(rh_allreduce(ctx, &x, &x, 1, RH_DTYPE_COUNT, RH_SUM, NULL) == RH_ERR_INVALID, "dtype");
@@ -343,6 +370,7 @@ int rh_test_all_collectives(rh_ctx *ctx, void *arg) {
   check_nonblocking(ctx);
   check_tensors(ctx);
   check_ordering(ctx);
+  check_many_requests(ctx);
   check_arguments(ctx);
   return failures ? 1 : 0;
 }

@@ -49,9 +49,15 @@ struct rh_task {
   void *arg;
   rh_status status;
   bool done;
-  uint64_t ticket;
+  rh_task *next; /* in the runner's queue */
+};
+
+struct mpi_runner {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* a task queued, a task done, or the end */
+  rh_task *head, *tail; /* queued, not yet started */
+  bool running, stopping;
   pthread_t thread;
-  mpi_rank *owner;
 };
 
 static mpi_rank *rank_of(const rh_ctx *ctx) { return mpi__rank_of(ctx); }
@@ -366,51 +372,87 @@ static rh_status gpu_priced(rh_ctx *ctx, double flops, double seconds) {
 }
 #endif
 
-/* ---- background tasks: one thread each, taking turns in issue order ----------------------- */
+/* ---- background tasks: one thread a rank runs them in issue order -------------------------- */
 
-static void *task_thread(void *arg) {
-  rh_task *t = arg;
-  mpi_rank *rk = t->owner;
-  pthread_mutex_lock(&rk->mu);
-  while (rk->serving != t->ticket) pthread_cond_wait(&rk->cv, &rk->mu);
-  pthread_mutex_unlock(&rk->mu);
-  rh_status st = t->fn(t->arg);
-  pthread_mutex_lock(&rk->mu);
-  t->status = st;
-  t->done = true;
-  rk->serving++;
-  pthread_cond_broadcast(&rk->cv);
-  pthread_mutex_unlock(&rk->mu);
+/* As Horovod's background thread and NCCL's stream: any number of requests may be queued (a
+ * model's every gradient tensor), and they run one after another.  A thread per task held a
+ * stack per queued request; one runner holds a small record each. */
+static void *runner_main(void *arg) {
+  mpi_runner *q = arg;
+  pthread_mutex_lock(&q->mu);
+  for (;;) {
+    while (!q->head && !q->stopping) pthread_cond_wait(&q->cv, &q->mu);
+    rh_task *t = q->head;
+    if (!t) break;
+    q->head = t->next;
+    if (!q->head) q->tail = NULL;
+    q->running = true;
+    pthread_mutex_unlock(&q->mu);
+    rh_status st = t->fn(t->arg);
+    pthread_mutex_lock(&q->mu);
+    t->status = st;
+    t->done = true;
+    q->running = false;
+    pthread_cond_broadcast(&q->cv);
+  }
+  pthread_mutex_unlock(&q->mu);
   return NULL;
 }
 
-static rh_status mpi_spawn(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_task **out) {
-  mpi_rank *rk = rank_of(ctx);
-  rh_task *t = calloc(1, sizeof *t);
-  if (!t) return RH_ERR_NOMEM;
-  *t = (rh_task){.fn = fn, .arg = arg, .owner = rk};
-  pthread_mutex_lock(&rk->mu);
-  t->ticket = rk->next_ticket++;
-  pthread_mutex_unlock(&rk->mu);
-  if (pthread_create(&t->thread, NULL, task_thread, t) != 0) {
-    /* give the turn back so later tasks are not stuck behind one that never ran */
-    pthread_mutex_lock(&rk->mu);
-    rk->next_ticket--;
-    pthread_mutex_unlock(&rk->mu);
-    free(t);
-    return RH_ERR_NOMEM;
+static mpi_runner *runner_of(mpi_rank *rk) {
+  if (rk->runner) return rk->runner;
+  mpi_runner *q = calloc(1, sizeof *q);
+  if (!q) return NULL;
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_cond_init(&q->cv, NULL);
+  if (pthread_create(&q->thread, NULL, runner_main, q) != 0) {
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+    return NULL;
   }
+  return rk->runner = q;
+}
+
+/* At the job's end: the runner stops and is freed when nothing of it is left to run; else (a
+ * task still blocked in a world given up on) it is left to the process's exit, as it was. */
+static void runner_close(mpi_rank *rk) {
+  mpi_runner *q = rk->runner;
+  if (!q) return;
+  pthread_mutex_lock(&q->mu);
+  bool idle = !q->head && !q->running;
+  q->stopping = true;
+  pthread_cond_broadcast(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+  if (!idle) return;
+  pthread_join(q->thread, NULL);
+  pthread_cond_destroy(&q->cv);
+  pthread_mutex_destroy(&q->mu);
+  free(q);
+  rk->runner = NULL;
+}
+
+static rh_status mpi_spawn(rh_ctx *ctx, rh_status (*fn)(void *), void *arg, rh_task **out) {
+  mpi_runner *q = runner_of(rank_of(ctx));
+  rh_task *t = q ? calloc(1, sizeof *t) : NULL;
+  if (!t) return RH_ERR_NOMEM;
+  *t = (rh_task){.fn = fn, .arg = arg};
+  pthread_mutex_lock(&q->mu);
+  if (q->tail) q->tail->next = t;
+  else q->head = t;
+  q->tail = t;
+  pthread_cond_broadcast(&q->cv);
+  pthread_mutex_unlock(&q->mu);
   *out = t;
   return RH_OK;
 }
 
 static rh_status mpi_join(rh_ctx *ctx, rh_task *t, double timeout) {
   (void)timeout; /* the task's own waits carry the timeout */
-  mpi_rank *rk = rank_of(ctx);
-  pthread_mutex_lock(&rk->mu);
-  while (!t->done) pthread_cond_wait(&rk->cv, &rk->mu);
-  pthread_mutex_unlock(&rk->mu);
-  pthread_join(t->thread, NULL);
+  mpi_runner *q = rank_of(ctx)->runner;
+  pthread_mutex_lock(&q->mu);
+  while (!t->done) pthread_cond_wait(&q->cv, &q->mu);
+  pthread_mutex_unlock(&q->mu);
   rh_status st = t->status;
   free(t);
   return st;
@@ -742,9 +784,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   MPI_Op_create(half_sum, 1, &job.half_ops[RH_AVERAGE]); /* averages reduce as sums */
   MPI_Op_create(half_min, 1, &job.half_ops[RH_MIN]);
   MPI_Op_create(half_max, 1, &job.half_ops[RH_MAX]);
-  mpi_rank me = {.job = &job, .next_ticket = 0, .serving = 0};
-  pthread_mutex_init(&me.mu, NULL);
-  pthread_cond_init(&me.cv, NULL);
+  mpi_rank me = {.job = &job};
   rh_ctx_init(&me.ctx, rank, &job.topo, cfg->settings, cfg->cluster, &mpi_ops, &me);
   me.ctx.elastic = cfg->elastic;
   rh_timeline *timeline = NULL;
@@ -800,6 +840,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   int failures = 0;
   bool agreed = !job.left && agree_on_end(&me, mpi__wall() - job.t0, result != 0, &last, &failures);
   mpi__faults_close(&job);
+  runner_close(&me);
   bool timeline_ok = true;
   if (timeline && !job.left) timeline_ok = write_timeline(&me, timeline, cfg->timeline, agreed);
   rh__timeline_free(timeline);
@@ -825,8 +866,6 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
                        &job.comms.end};
   for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++) MPI_Comm_free(comms[i]);
   for (int i = 0; i < RH_OP_COUNT; i++) MPI_Op_free(&job.half_ops[i]);
-  pthread_cond_destroy(&me.cv);
-  pthread_mutex_destroy(&me.mu);
   pthread_mutex_destroy(&job.lock);
   rh_topology_free(&job.topo);
   free(job.host_of);

@@ -46,12 +46,15 @@ typedef struct mpi_job {
 #endif
 } mpi_job;
 
+/* A rank's background tasks (its collectives issued without waiting): one thread runs them one
+ * at a time in issue order, however many are queued.  On the heap, owned by the rank until its
+ * job ends cleanly; left to the process when a task never ended (a world given up on). */
+typedef struct mpi_runner mpi_runner;
+
 typedef struct mpi_rank {
   rh_ctx ctx;
   mpi_job *job;
-  pthread_mutex_t mu; /* the background tasks' turns */
-  pthread_cond_t cv;
-  uint64_t next_ticket, serving;
+  mpi_runner *runner; /* made on the first task */
 } mpi_rank;
 
 static inline mpi_rank *mpi__rank_of(const rh_ctx *ctx) { return (mpi_rank *)ctx->backend; }

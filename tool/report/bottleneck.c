@@ -70,6 +70,52 @@ static json_t *link_load(FILE *f, const char *name, double bytes, double bw, dou
                    bw / 1e9, "utilisation", util);
 }
 
+int rh_report_top(const double *v, int n, int k, int *top) {
+  if (n <= k + 1) {
+    for (int i = 0; i < n; i++) top[i] = i;
+    return n;
+  }
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    /* its rank among the others: how many are larger, or as large and before it */
+    int above = 0;
+    for (int j = 0; j < n && above < k; j++) above += v[j] > v[i] || (v[j] == v[i] && j < i);
+    if (above < k) top[m++] = i;
+  }
+  return m;
+}
+
+/* The exposed wait of each bucket: the largest few on the console, all in the JSON. */
+static void exposed_buckets(FILE *f, json_t *jb, const rh_train_result *res) {
+  int n = res->bucket_wait ? res->buckets_per_step : 0, top[RH_REPORT_TOP + 1];
+  json_t *jw = json_array();
+  double all = 0;
+  for (int i = 0; i < n; i++) {
+    all += res->bucket_wait[i];
+    json_array_append_new(jw, json_pack("{s:i, s:f, s:f}", "bucket", i, "bytes", res->bucket_bytes[i],
+                                        "exposed_ms", 1e3 * res->bucket_wait[i]));
+  }
+  int shown = n > 0 ? rh_report_top(res->bucket_wait, n, RH_REPORT_TOP, top) : 0;
+  double rest = all;
+  for (int t = 0; t < shown; t++) {
+    int i = top[t];
+    if (!(res->bucket_wait[i] > 0) && shown < n) { /* a bucket that kept the step no time */
+      top[t] = -1;
+      continue;
+    }
+    rest -= res->bucket_wait[i];
+    fprintf(f, "  exposed      bucket %d (%.4g MB): %.4f ms\n", i, res->bucket_bytes[i] / 1e6,
+            1e3 * res->bucket_wait[i]);
+  }
+  int listed = 0;
+  for (int t = 0; t < shown; t++) listed += top[t] >= 0;
+  if (listed < n)
+    fprintf(f, "  exposed      %d more bucket%s: %.4f ms together; %.4f ms in all (every bucket in "
+               "summary.json, bottleneck.exposed_by_bucket)\n", n - listed, n - listed == 1 ? "" : "s",
+            1e3 * fmax(rest, 0), 1e3 * all);
+  json_object_set_new(jb, "exposed_by_bucket", jw);
+}
+
 void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_train_result *res,
                           const rh_step_split *sp, bool what_if) {
   json_t *jb = json_object();
@@ -89,14 +135,7 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   json_object_set_new(jb, "framework_ms", json_real(1e3 * sp->framework));
   json_object_set_new(jb, "slowest_rank_ms", json_real(1e3 * sp->slowest));
   json_object_set_new(jb, "waiting_for_gradients_ms", json_real(1e3 * sp->wait));
-  json_t *jw = json_array();
-  for (int i = 0; i < res->buckets_per_step && res->bucket_wait; i++) {
-    fprintf(f, "  exposed      bucket %d (%.4g MB): %.4f ms\n", i, res->bucket_bytes[i] / 1e6,
-            1e3 * res->bucket_wait[i]);
-    json_array_append_new(jw, json_pack("{s:i, s:f, s:f}", "bucket", i, "bytes", res->bucket_bytes[i],
-                                        "exposed_ms", 1e3 * res->bucket_wait[i]));
-  }
-  json_object_set_new(jb, "exposed_by_bucket", jw);
+  exposed_buckets(f, jb, res);
 
   /* the least each link carries: 2(k-1)/k of every bucket, k the parties on that link */
   double grads = 0;

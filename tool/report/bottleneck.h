@@ -25,6 +25,14 @@ double rh_negotiation_seconds(const rh_scenario *sc, rh_scenario_view *view);
 /* Prints the `bottleneck` section of the summary and sets root.bottleneck.  `what_if`: also the
  * step on twice the network (the step's buckets replayed at the cost model's times; nothing is
  * simulated again). */
+/* The report's lists of buckets show this many, the largest first, and a line for the rest
+ * (summary.json has them all). */
+#define RH_REPORT_TOP 5
+/* The positions of the k largest of v[0..n) (ties: the lower position), in increasing position,
+ * into top (k entries); how many that is (k, or n when n <= k + 1: a line for one more costs
+ * what the line for it does). */
+int rh_report_top(const double *v, int n, int k, int *top);
+
 void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_train_result *res,
                           const rh_step_split *split, bool what_if);
 

@@ -67,6 +67,7 @@ struct rank_state {
   bool last; /* the last rank: where the mistakes that need one rank happen */
   int emax_size;  /* the world size emax is for (0: none yet) */
   double emax;    /* E[max of size standard normals]: the slowest rank's excess (losses.h) */
+  double alone;   /* the step's GPU work as priced, nothing beside it (no collective's share) */
   train_tensor *tensors;
   int ntensors;
   size_t nparams;

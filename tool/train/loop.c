@@ -211,6 +211,9 @@ static double grad_bytes(const rh_train_config *cfg) {
 
 /* Packs a bucket's gradients into its fusion buffer and starts their average. */
 static rh_status issue_bucket(rank_state *s, const int *order, bucket *b) {
+  /* one GPU waits for no one: its timing runs no allreduce (a real run still reduces its
+   * numbers, which stay what they are) */
+  if (s->size == 1 && !s->cfg->real) return RH_OK;
   if (s->cfg->real) {
     b->buf = malloc(b->count * sizeof(float) + 1);
     if (!b->buf) return RH_ERR_NOMEM;
@@ -320,6 +323,7 @@ static double layer_seconds(const rank_state *s, int i, long n, bool backward) {
 static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
   const rh_train_config *cfg = s->cfg;
   double f = layer_flops(s, i, n, backward);
+  s->alone += layer_seconds(s, i, n, backward);
   if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return rh_compute(s->ctx, f);
   return rh_compute_priced(s->ctx, f, layer_seconds(s, i, n, backward));
 }
@@ -330,6 +334,8 @@ static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
 static rh_status forward(rank_state *s, long n) {
   const rh_train_config *cfg = s->cfg;
   rh_status st = RH_OK;
+  s->alone += cfg->gpu.overhead > 0 ? cfg->gpu.overhead : 0;
+  if (cfg->real || !rh_compute_roofline(&cfg->gpu)) s->alone += cfg->forward_flops * (double)n / cfg->gpu.sustained;
   if (cfg->gpu.overhead > 0) {
     rh_trace_begin(s->ctx, "layer", "framework overhead");
     st = rh_compute_priced(s->ctx, 0, cfg->gpu.overhead);
@@ -429,9 +435,14 @@ static int *plan_rounds(const rank_state *s, const int *order, long n, double th
 }
 
 /* Issues the bucket being filled (the skipping mistake leaves out the first) and starts the next
- * at tensor `next` of the walking order. */
+ * at tensor `next` of the walking order.  A bucket of no gradients (layers without parameters)
+ * is no bucket: no collective runs for nothing. */
 static rh_status close_bucket(rank_state *s, const int *order, bucket *buckets, int *nb,
                               bucket *cur, int next, bool skip, double *copies) {
+  if (cur->count == 0) {
+    *cur = (bucket){.from = next, .to = next};
+    return RH_OK;
+  }
   /* the bucket's gradients are copied into its buffer before its allreduce reads them */
   rh_status st = buffer_copy(s, (double)cur->count * grad_bytes(s->cfg), copies);
   if (st != RH_OK) return st;
@@ -465,6 +476,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   long micro = acc > 1 ? (n + acc - 1) / acc : n;
   rh_status st = RH_OK;
   double step_from = rh_time(ctx), framework = 0;
+  s->alone = 0;
   for (int m = 0; m + 1 < acc && st == RH_OK; m++) {
     st = forward(s, micro);
     for (int i = s->ntensors - 1; i >= 0 && st == RH_OK; i--) {
@@ -812,6 +824,7 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
   if (done <= 0) return done < 0 ? st : RH_OK;
   rh_epoch_stats *es = &s->ev.now;
   es->compute += (double)done * (tc - t0);
+  es->alone += (double)done * s->alone;
   es->exposed_comm += (double)done * (t1 - tc);
   es->steps += done;
   /* the commits among them: their time, and the pace in runs between them */
@@ -884,6 +897,7 @@ rh_status train__run_epochs(rank_state *s, int to) {
       double t1 = rh_time(s->ctx);
       trace_step_end(s, tc, t1);
       es->compute += tc - t0;
+      es->alone += s->alone;
       es->exposed_comm += t1 - tc;
       if (es->steps == 0) es->lr_first = lr;
       es->lr_last = lr;

@@ -131,6 +131,8 @@ typedef struct rh_epoch_stats {
   double start, end;   /* seconds */
   double compute;      /* seconds of forward + backward */
   double exposed_comm; /* seconds a step waited for its allreduces after backward ended */
+  double alone;        /* seconds of the steps' GPU work as priced, with nothing beside it: no
+                        * collective sharing the GPU, no wait (the baseline without communication) */
   double lr_first, lr_last;
   double train_loss, train_accuracy; /* averaged over ranks (real models) */
   double val_loss, val_accuracy;     /* NAN without validation */
