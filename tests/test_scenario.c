@@ -789,6 +789,25 @@ static void test_presets(void **state) {
   rh_scenario_free(&sc);
 }
 
+/* --set checks its KEY for an empty step ("a..b"); its VALUE may hold "..", as a relative path
+ * such as ../data/x does. */
+static void test_set_value_with_dots(void **state) {
+  (void)state;
+  static const char *const sets[] = {"name=../runs/a..b"};
+  rh_scenario_opts opts = {.sets = sets, .nsets = 1};
+  rh_scenario sc;
+  char err[512];
+  assert_int_equal(rh_scenario_load_opts("scenarios/default.yaml", &opts, &sc, err, sizeof err),
+                   RH_OK);
+  assert_string_equal(sc.name, "../runs/a..b");
+  rh_scenario_free(&sc);
+  static const char *const bad[] = {"cluster..nodes=2"};
+  opts.sets = bad;
+  assert_int_equal(rh_scenario_load_opts("scenarios/default.yaml", &opts, &sc, err, sizeof err),
+                   RH_ERR_INVALID);
+  assert_non_null(strstr(err, "--set cluster..nodes=2: expected KEY=VALUE"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_scenarios_rejected),
@@ -804,6 +823,7 @@ int main(void) {
       cmocka_unit_test(test_uneven_hosts),
       cmocka_unit_test(test_layers_realistic),
       cmocka_unit_test(test_presets),
+      cmocka_unit_test(test_set_value_with_dots),
       cmocka_unit_test(test_environment_then_scenario),
       cmocka_unit_test_teardown(test_horovod_nccl_variables, clear_horovod_nccl),
       cmocka_unit_test_teardown(test_horovod_nccl_bad_values, clear_horovod_nccl),

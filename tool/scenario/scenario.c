@@ -1948,12 +1948,15 @@ static bool uses_alias(const char *text, size_t len) {
 static int apply_set(yaml_document_t *doc, const char *set, int index, char *err, size_t errlen) {
   const char *eq = strchr(set, '=');
   char key[200];
-  if (!eq || eq == set || (size_t)(eq - set) >= sizeof key || eq[-1] == '.' || set[0] == '.' ||
-      strstr(set, "..")) {
+  if (!eq || eq == set || (size_t)(eq - set) >= sizeof key || eq[-1] == '.' || set[0] == '.') {
     snprintf(err, errlen, "--set %s: expected KEY=VALUE, KEY a dotted path such as cluster.nodes", set);
     return -1;
   }
   snprintf(key, sizeof key, "%.*s", (int)(eq - set), set);
+  if (strstr(key, "..")) { /* an empty step in the KEY; the VALUE may hold "..", as in ../data */
+    snprintf(err, errlen, "--set %s: expected KEY=VALUE, KEY a dotted path such as cluster.nodes", set);
+    return -1;
+  }
   if (too_deep(eq + 1, strlen(eq + 1))) {
     snprintf(err, errlen, "--set %s: the value nests [ ] and { } more than %d levels", set,
              YAML_MAX_FLOW_DEPTH);
