@@ -285,6 +285,40 @@ static void test_does_not_fit(void **state) {
   free(text);
 }
 
+/* A model given by its parameters alone has no activations to count; what is known still fails
+ * fits_memory: 1e11 fp32 parameters with SGD are 4e11 bytes of weights and 4e11 of gradients,
+ * 800 GB before anything else, on an 80 GB GPU.  A small one is not judged rather than passed. */
+static void test_unshaped_memory(void **state) {
+  (void)state;
+  char *file = write_file("unshaped.yaml",
+                          "name: unshaped\n"
+                          "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+                          "model: {name: huge, parameters: 1e11, forward_gflops_per_sample: 0.1}\n"
+                          "data: {train_samples: 4}\n"
+                          "recipe: {batch_per_worker: 1, epochs: 1}\n");
+  char *out = rh_test_path(tmpdir, "unshaped");
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
+  char *log = rh_test_path(tmpdir, "unshaped.txt");
+  assert_int_equal(rh_test_spawn(argv, log, NULL), 1);
+  char *text = rh_test_slurp(log);
+  assert_non_null(strstr(text, "FAIL  fits_memory"));
+  assert_non_null(strstr(text, "weights 400.00"));
+  free(text);
+  file = write_file("small.yaml",
+                    "name: small\n"
+                    "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+                    "model: {name: small, parameters: 1e6, forward_gflops_per_sample: 0.1}\n"
+                    "data: {train_samples: 4}\n"
+                    "recipe: {batch_per_worker: 1, epochs: 1}\n");
+  json_t *root = rh_test_run_summary(file, rh_test_path(tmpdir, "small"));
+  json_t *chk = json_object_get(json_object_get(root, "checks"), "fits_memory");
+  assert_non_null(chk);
+  assert_false(json_is_true(json_object_get(chk, "ran")));
+  assert_false(json_is_true(json_object_get(chk, "applicable")));
+  assert_non_null(strstr(json_string_value(json_object_get(chk, "detail")), "not judged"));
+  json_decref(root);
+}
+
 /* A sustained rate measured on another model is named as such. */
 static void test_sustained_named(void **state) {
   (void)state;
@@ -310,6 +344,7 @@ int main(void) {
       cmocka_unit_test(test_bad_models),   cmocka_unit_test(test_memory),
       cmocka_unit_test(test_ddp_buckets),  cmocka_unit_test(test_accumulation_and_precision),
       cmocka_unit_test(test_rates),        cmocka_unit_test(test_does_not_fit),
+      cmocka_unit_test(test_unshaped_memory),
       cmocka_unit_test(test_sustained_named),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

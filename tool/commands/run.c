@@ -194,7 +194,7 @@ static int prepare_failures(const rh_scenario *sc, run_inputs *in) {
       [RH_CHECK_NOTICED] = judged,
       [RH_CHECK_INTERVAL] = (in->launch.plan.gpu_mtbf > 0 || in->launch.plan.node_mtbf > 0) &&
                             (in->launch.has_elastic || in->launch.has_restart),
-      [RH_CHECK_FITS_MEMORY] = sc->model.kind == 0 && sc->compute.capacity > 0 && sc->model.shaped};
+      [RH_CHECK_FITS_MEMORY] = sc->model.kind == 0 && sc->compute.capacity > 0};
   for (int i = RH_CHECK_WORK_LOST; i < RH_CHECK_COUNT; i++) {
     int e = sc->checks.enabled[i];
     c->check[i] = e < 0 ? on[i] : e == 1;
