@@ -218,6 +218,7 @@ rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen) {
     s->value[i] = rh__setting_defs[i].default_value;
     s->source[i] = RH_SOURCE_DEFAULT;
     s->variable[i] = NULL;
+    s->overridden[i] = NULL;
   }
   s->unused[0] = s->unused[1] = NULL;
   /* Horovod's and NCCL's first, the earlier row last so that it wins; the RH_* ones over them */

@@ -1223,6 +1223,9 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
            n->type == YAML_SCALAR_NODE ? "\"" : "");
       return;
     }
+    rh_settings *st = &w->sc->settings;
+    if (st->source[f->setting] == RH_SOURCE_ENVIRONMENT) /* said with the settings, not lost */
+      st->overridden[f->setting] = st->variable[f->setting];
     w->sc->settings.value[f->setting] = v;
     w->sc->settings.source[f->setting] =
         n->start_mark.line >= SET_LINE ? RH_SOURCE_COMMAND_LINE : RH_SOURCE_SCENARIO;
