@@ -178,6 +178,58 @@ static void test_bad_models(void **state) {
   }
 }
 
+/* The line of `key:` at the start of a line in a file, counted here, or 0. */
+static int line_of_key(const char *path, const char *key) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[512];
+  int n = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ':') found = n;
+  }
+  fclose(f);
+  return found;
+}
+
+/* Errors about keys a preset gives: the preset's file and line; a family with no network: the
+ * key is required and the networks listed; a family set on the command line that the preset's
+ * keys conflict with: said at the --set, naming the preset's key, file and line. */
+static void test_bad_model_origins(void **state) {
+  (void)state;
+  char *preset = strdup(write_file("v.yaml", "name: v\nfamily: transformer\nlayers: 2\nhidden: 66\n"
+                                             "heads: 4\nffn: 256\nvocab: 100\nseq_len: 16\n"));
+  static const char rest[] =
+      "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+      "data: {train_samples: 64}\nrecipe: {batch_per_worker: 8, epochs: 1}\n";
+  char text[2048], err[1024], want[1024];
+  snprintf(text, sizeof text, "name: sc\nmodel: %s\n%s", preset, rest);
+  char *path = write_file("origin.yaml", text);
+  rh_scenario sc;
+  assert_int_equal(rh_scenario_load(path, &sc, err, sizeof err), RH_ERR_INVALID);
+  snprintf(want, sizeof want, "%s:2: model.heads: in preset %s:5: 4 heads do not divide hidden 66",
+           path, preset);
+  if (!strstr(err, want)) fail_msg("got \"%s\", expected \"%s\"", err, want);
+
+  snprintf(text, sizeof text, "name: sc\nmodel: {family: cnn}\n%s", rest);
+  path = write_file("origin.yaml", text);
+  assert_int_equal(rh_scenario_load(path, &sc, err, sizeof err), RH_ERR_INVALID);
+  assert_non_null(strstr(err, ":2: model.name: missing: family cnn needs the network's name (one "
+                              "of resnet50, "));
+
+  snprintf(text, sizeof text, "name: sc\nmodel: {preset: gpt2}\n%s", rest);
+  path = write_file("origin.yaml", text);
+  static const char *const sets[] = {"model.family=cnn"};
+  rh_scenario_opts o = {.sets = sets, .nsets = 1};
+  assert_int_equal(rh_scenario_load_opts(path, &o, &sc, err, sizeof err), RH_ERR_INVALID);
+  snprintf(want, sizeof want, "gpt2.yaml:%d gives: model.layers is a transformer key",
+           line_of_key("presets/model/gpt2.yaml", "layers"));
+  if (!strstr(err, "--set model.family=cnn: model.family: conflicts with model.layers, which the "
+                   "preset ") || !strstr(err, want))
+    fail_msg("got \"%s\"", err);
+  free(preset);
+}
+
 /* ZeRO (Rajbhandari et al. 2020, section 3): mixed-precision Adam holds 16 bytes a parameter (2
  * weights, 2 gradients, 4 master weights, 8 Adam moments); fp32 SGD with momentum 12. */
 static void test_memory(void **state) {
@@ -341,7 +393,8 @@ int main(void) {
   if (rh_test_mkdtemp(tmpdir, "families") != 0) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transformers), cmocka_unit_test(test_cnns),
-      cmocka_unit_test(test_bad_models),   cmocka_unit_test(test_memory),
+      cmocka_unit_test(test_bad_models),
+      cmocka_unit_test(test_bad_model_origins),   cmocka_unit_test(test_memory),
       cmocka_unit_test(test_ddp_buckets),  cmocka_unit_test(test_accumulation_and_precision),
       cmocka_unit_test(test_rates),        cmocka_unit_test(test_does_not_fit),
       cmocka_unit_test(test_unshaped_memory),

@@ -561,7 +561,13 @@ typedef struct walker {
   size_t errlen;
   bool failed;
   /* keys a preset gave (dotted names), so that the scenario need not repeat required ones */
-  struct provided { int n; char names[96][160]; } *provided;
+  struct provided {
+    int n, nfiles;
+    char names[96][160];
+    int line[96];            /* where the preset gives names[i] */
+    signed char file[96];    /* its file: files[file[i]], or -1 past the table */
+    char files[16][512];
+  } *provided;
   int depth;              /* presets within presets */
   const char *const *sets; /* the command line's overrides, for their errors */
   bool cluster_only;      /* model, data and recipe are not required */
@@ -584,6 +590,31 @@ static bool was_provided(const walker *w, const char *name) {
 }
 
 static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
+
+/* Notes that the preset being walked gives key `name` at key node k, for a later cross-field
+ * error to name the preset's file and line. */
+static void note_provided(walker *w, const char *name, const yaml_node_t *k) {
+  struct provided *p = w->provided;
+  if (!p || p->n >= 96) return;
+  int f = p->nfiles - 1;
+  if (f < 0 || strcmp(p->files[f], w->path) != 0) {
+    f = p->nfiles < 16 ? p->nfiles++ : -1;
+    if (f >= 0) snprintf(p->files[f], sizeof p->files[f], "%s", w->path);
+  }
+  snprintf(p->names[p->n], sizeof p->names[0], "%s", name);
+  p->line[p->n] = line_of(k);
+  p->file[p->n++] = (signed char)f;
+}
+
+/* The preset file and line that last gave key `name`, or NULL. */
+static const char *provided_at(const walker *w, const char *name, int *line) {
+  for (int i = w->provided ? w->provided->n : 0; i-- > 0;)
+    if (strcmp(w->provided->names[i], name) == 0 && w->provided->file[i] >= 0) {
+      *line = w->provided->line[i];
+      return w->provided->files[w->provided->file[i]];
+    }
+  return NULL;
+}
 
 static void fail(walker *w, const yaml_node_t *n, const char *where, const char *fmt, ...) {
   if (w->failed) return;
@@ -1275,8 +1306,7 @@ static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map
       seen[i] = true;
       w->key = k;
       walk_value(w, v, &fields[i], name);
-      if (w->depth > 0 && w->provided && w->provided->n < 96)
-        snprintf(w->provided->names[w->provided->n++], sizeof w->provided->names[0], "%s", name);
+      if (w->depth > 0) note_provided(w, name, k);
     }
   /* a preset is a part: what it lacks, the scenario gives */
   for (size_t i = 0; i < nf && !w->failed && w->depth == 0; i++) {
@@ -1397,13 +1427,13 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
 
 /* ---- whole-scenario checks ---------------------------------------------------------------- */
 
-/* Finds the node of a dotted path (for the line of a cross-field error); the root if absent. */
 /* Finds the key node of a dotted path (for the line of a cross-field error); the deepest key
- * found, or the root. */
-static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
+ * found, or the root.  *exact: whether the whole path was found (may be NULL). */
+static const yaml_node_t *key_at(yaml_document_t *doc, const char *path, bool *exact) {
   const yaml_node_t *n = yaml_document_get_root_node(doc), *at = n;
   char buf[160];
   snprintf(buf, sizeof buf, "%s", path);
+  if (exact) *exact = false;
   for (char *tok = strtok(buf, "."); tok && n; tok = strtok(NULL, ".")) {
     if (n->type != YAML_MAPPING_NODE) return at;
     const yaml_node_t *next = NULL;
@@ -1417,7 +1447,12 @@ static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
     if (!next) return at;
     n = next;
   }
+  if (exact) *exact = true;
   return at;
+}
+
+static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
+  return key_at(doc, path, NULL);
 }
 
 /* The key node of `field` in item `index` of the list at `path` (or the item, or the list's key):
@@ -1566,13 +1601,27 @@ static void check_elastic(walker *w) {
   }
 }
 
-/* A timing model's layers: a family's built (model.c), a list's sums checked. */
+/* A timing model's layers: a family's built (model.c), a list's sums checked.  An error about a
+ * key a preset gave names the preset's file and line; one where a preset's key conflicts with a
+ * key written in the scenario or on the command line is said at the latter, naming both. */
 static bool finish_model(walker *w) {
   rh_scenario *sc = w->sc;
   if (sc->model.kind != 0) return true;
-  const char *at = NULL, *why = rh__scenario_model_finish(sc, &at);
-  if (why) fail(w, node_at(w->doc, at), at, "%s", why);
-  return !w->failed;
+  const char *at = NULL, *other = NULL, *why = rh__scenario_model_finish(sc, &at, &other);
+  if (!why) return true;
+  bool here = false, other_here = false;
+  const yaml_node_t *k = key_at(w->doc, at, &here);
+  const yaml_node_t *ko = other ? key_at(w->doc, other, &other_here) : NULL;
+  int line = 0;
+  const char *preset = here ? NULL : provided_at(w, at, &line);
+  if (preset && other_here)
+    fail(w, ko, other, "conflicts with %s, which the preset %s:%d gives: %s %s", at, preset, line,
+         at, why);
+  else if (preset)
+    fail(w, k, at, "in preset %s:%d: %s", preset, line, why);
+  else
+    fail(w, k, at, "%s", why);
+  return false;
 }
 
 static bool check_model_layers(walker *w) {
