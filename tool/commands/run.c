@@ -341,7 +341,7 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     rh_dataset_normalize(&in->train, sc->data.norm_mean, sc->data.norm_std);
     rh_dataset_normalize(&in->validation, sc->data.norm_mean, sc->data.norm_std);
   }
-  int classes = sc->data.source == 0 ? sc->data.classes : in->train.classes;
+  int classes = sc->data.classes > 0 ? sc->data.classes : in->train.classes; /* 0: the labels' */
   if (in->validation.classes > classes) classes = in->validation.classes;
   if (sc->model.kind == RH_KIND_NET) {
     /* images as the data give them; synthetic features as the network's channels of a square */

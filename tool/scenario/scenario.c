@@ -6,6 +6,7 @@
  */
 #include "scenario.h"
 #include "recipe.h"
+#include "data.h"
 #include "net/net.h"
 #include "schema.h"
 
@@ -263,7 +264,8 @@ static const field data_fields[] = {
     INT("inputs", false, 1, 1 << 24, data.inputs,
         "synthetic: features per sample"),
     INT("classes", false, 2, 1 << 16, data.classes,
-        "classes of the labels"),
+        "classes of the labels; idx: every label must be below it (absent: the largest label + 1); "
+        "cifar10: 10"),
     NUM("noise", false, 0, false, 1e6, 1, data.noise,
         "synthetic: class overlap; unset: 0.28 sqrt(inputs) (about 93% for an MLP)"),
     COUNT("seed", false, 0, 1e15, data.seed,
@@ -1685,6 +1687,39 @@ static const char *from_variable(const rh_scenario *sc, rh_setting_id id) {
   return text;
 }
 
+/* IDX labels checked before anything runs, each error at its own field: the label files against
+ * their images' count and, where the scenario gives data.classes, every label below it (absent,
+ * the labels give the classes: data.classes becomes 0).  CIFAR-10 has its 10. */
+static bool check_data_files(walker *w) {
+  rh_scenario *sc = w->sc;
+  bool given = false;
+  key_at(w->doc, "data.classes", &given);
+  if (sc->data.source == RH_DATA_CIFAR10 && given && sc->data.classes != 10) {
+    fail(w, node_at(w->doc, "data.classes"), "data.classes", "CIFAR-10 has 10 classes, not %d",
+         sc->data.classes);
+    return false;
+  }
+  if (!given) sc->data.classes = 0;
+  if (sc->data.source != RH_DATA_IDX) return true;
+  static const char *const fields[2][2] = {{"data.train_images", "data.train_labels"},
+                                           {"data.validation_images", "data.validation_labels"}};
+  const char *files[2][2] = {{sc->data.train_images, sc->data.train_labels},
+                             {sc->data.validation_images, sc->data.validation_labels}};
+  const char *slash = strrchr(w->path, '/');
+  for (int i = 0; i < 2 && files[i][0]; i++) {
+    char path[2][1100], err[1400];
+    for (int k = 0; k < 2; k++) /* relative to the scenario file, as the run reads them */
+      if (files[i][k][0] == '/' || !slash) snprintf(path[k], sizeof path[k], "%s", files[i][k]);
+      else snprintf(path[k], sizeof path[k], "%.*s/%s", (int)(slash - w->path), w->path, files[i][k]);
+    int which;
+    if (rh_idx_check_labels(path[0], path[1], sc->data.classes, &which, err, sizeof err) != RH_OK) {
+      fail(w, node_at(w->doc, fields[i][which]), fields[i][which], "%s", err);
+      return false;
+    }
+  }
+  return true;
+}
+
 static void check_whole(walker *w) {
   rh_scenario *sc = w->sc;
   if (w->model_only) { /* `rehearsal model`: the model alone */
@@ -1849,6 +1884,7 @@ static void check_whole(walker *w) {
            "missing: validation images and labels come together");
       return;
     }
+    if (!check_data_files(w)) return;
   }
   if (!check_model_layers(w)) return;
   /* gradient accumulation: a step's batch is its micro-batches' */
