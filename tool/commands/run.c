@@ -1000,6 +1000,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
       snprintf(stale, sizeof stale, "%s/params.bin", out);
       unlink(stale);
     }
+    rh_remove_stale_samples(out, fl->samples ? cfg->max_size : 0); /* an earlier run's record */
     if (steps && rows < res.recorded)
       json_object_set_new(root, "steps_csv", json_pack("{s:I, s:I}", "rows", (json_int_t)rows,
                                                        "steps", (json_int_t)res.recorded));
