@@ -278,6 +278,10 @@ typedef struct rh_settings {
   /* RH_SOURCE_ENVIRONMENT: the variable that gave the value (the setting's RH_* one, or Horovod's
    * or NCCL's: HOROVOD_FUSION_THRESHOLD, NCCL_PROTO...), a static string; else NULL */
   const char *variable[RH_SETTING_COUNT];
+  /* The variable (as in `variable`) that gave setting i a value the scenario or the command line
+   * then replaced, later in the precedence: it is named as overridden, not dropped unseen; NULL
+   * where none did */
+  const char *overridden[RH_SETTING_COUNT];
   /* NCCL variables that gave a setting the scenario cannot use (NCCL_ALGO=Tree without
    * network_model: nccl): the setting went back to its default, and they are named as ignored */
   const char *unused[2];

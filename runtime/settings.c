@@ -204,20 +204,46 @@ static const struct foreign_var {
   const char *env;
   rh_setting_id id;
   foreign_read (*read)(const char *text, double *out);
+  const char *accepts; /* what a bad value's message says is taken */
 } foreign_vars[] = {
-    {"HOROVOD_FUSION_THRESHOLD", RH_SETTING_FUSION_THRESHOLD, read_fusion_threshold},
-    {"HOROVOD_CYCLE_TIME", RH_SETTING_CYCLE_TIME, read_cycle_time},
-    {"HOROVOD_HIERARCHICAL_ALLREDUCE", RH_SETTING_ALGORITHM, read_hierarchical},
-    {"NCCL_ALGO", RH_SETTING_ALGORITHM, read_nccl_algo},
-    {"NCCL_PROTO", RH_SETTING_PROTOCOL, read_nccl_proto},
+    {"HOROVOD_FUSION_THRESHOLD", RH_SETTING_FUSION_THRESHOLD, read_fusion_threshold,
+     "a whole number of bytes in digits alone, 0 to 1099511627776 (1 TiB), no unit"},
+    {"HOROVOD_CYCLE_TIME", RH_SETTING_CYCLE_TIME, read_cycle_time,
+     "a number of milliseconds, 0 to 3600000 (1 hour), no unit (5 or 3.5)"},
+    {"HOROVOD_HIERARCHICAL_ALLREDUCE", RH_SETTING_ALGORITHM, read_hierarchical,
+     "a whole number in digits: 0 off, above 0 on"},
+    {"NCCL_ALGO", RH_SETTING_ALGORITHM, read_nccl_algo,
+     "NCCL's names Ring, Tree, NVLS, NVLSTree, CollNet, CollNetDirect, CollNetChain, PAT in any "
+     "case, one or a list with commas, ^ first to exclude"},
+    {"NCCL_PROTO", RH_SETTING_PROTOCOL, read_nccl_proto,
+     "NCCL's names LL, LL128, Simple in any case, one or a list with commas, ^ first to exclude"},
 };
 #define FOREIGN_COUNT (sizeof foreign_vars / sizeof foreign_vars[0])
+
+/* What setting id's RH_* variable takes, for a bad value's message: its choices, or its unit and
+ * range. */
+static const char *accepted(rh_setting_id id, char *buf, size_t len) {
+  const rh_setting_def *d = &rh__setting_defs[id];
+  if (d->kind == RH_KIND_ENUM) {
+    int n = snprintf(buf, len, "one of");
+    for (int i = 0; d->choices[i] && n > 0 && (size_t)n < len; i++)
+      n += snprintf(buf + n, len - (size_t)n, "%s %s", i ? "," : "", d->choices[i]);
+    return buf;
+  }
+  bool bytes = d->kind == RH_KIND_BYTES;
+  snprintf(buf, len, "%s %s, up to %.15g %s", d->zero_ok ? "a non-negative" : "a positive",
+           bytes ? "whole size in bytes (units B, KiB, MiB, GiB, KB, MB, GB)"
+                 : "duration in seconds (units s, ms, us)",
+           d->max, bytes ? "B" : "s");
+  return buf;
+}
 
 rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen) {
   for (int i = 0; i < RH_SETTING_COUNT; i++) {
     s->value[i] = rh__setting_defs[i].default_value;
     s->source[i] = RH_SOURCE_DEFAULT;
     s->variable[i] = NULL;
+    s->overridden[i] = NULL;
   }
   s->unused[0] = s->unused[1] = NULL;
   /* Horovod's and NCCL's first, the earlier row last so that it wins; the RH_* ones over them */
@@ -228,7 +254,8 @@ rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen) {
     double x;
     foreign_read r = f->read(v, &x);
     if (r == READ_BAD) {
-      snprintf(err, errlen, "environment variable %s: cannot use \"%s\"", f->env, v);
+      snprintf(err, errlen, "environment variable %s: cannot use \"%s\": expected %s", f->env, v,
+               f->accepts);
       return RH_ERR_INVALID;
     }
     if (r != READ_VALUE) continue;
@@ -240,8 +267,9 @@ rh_status rh_settings_init(rh_settings *s, char *err, size_t errlen) {
     const char *v = getenv(rh__setting_defs[i].env);
     if (!v || !*v) continue;
     if (rh_settings_parse((rh_setting_id)i, v, &s->value[i]) != RH_OK) {
-      snprintf(err, errlen, "environment variable %s: cannot use \"%s\"", rh__setting_defs[i].env,
-               v);
+      char want[200];
+      snprintf(err, errlen, "environment variable %s: cannot use \"%s\": expected %s",
+               rh__setting_defs[i].env, v, accepted((rh_setting_id)i, want, sizeof want));
       return RH_ERR_INVALID;
     }
     s->source[i] = RH_SOURCE_ENVIRONMENT;

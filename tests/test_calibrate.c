@@ -444,6 +444,27 @@ static void test_outputs_from_8_bytes(void **state) {
   assert_true(file_says("zeros", "err", "every row's busbw is 0.00 GB/s"));
 }
 
+/* A table of one row (1 MiB of the 2-H100 table) still fits, but the fit rests on one size, and
+ * stderr says so naming the file; the whole table (sizes up to 1 GiB) gives no such warning. */
+static void test_few_sizes_warned(void **state) {
+  (void)state;
+  char *fitted;
+  char *two = scenario("few", "  node: dgx-h100\n  nodes: 1\n  gpus_per_node: 2\n"
+                              "  network_model: nccl\n");
+  char *one = strdup(path("one-row.txt"));
+  write_file(one, "     1048576        262144     float     sum      -1    11.50   91.22   91.22"
+                  "       0    11.50   91.22   91.22       0\n");
+  assert_int_equal(calibrate_table(two, one, "one-row", &fitted), 0);
+  char want[400];
+  snprintf(want, sizeof want, "warning: %s: the fit rests on 1 size (those within 64x of the "
+           "largest, 1048576 B)", one);
+  assert_true(file_says("one-row", "err", want));
+  assert_int_equal(calibrate_table(two, "tests/data/nccl-tests/h100-2gpu-from-8B.txt", "all-rows",
+                                   &fitted), 0);
+  assert_false(file_says("all-rows", "err", "the fit rests on"));
+  free(one);
+}
+
 /* Older nccl-tests print no `root` column and a float `error` for #wrong: the columns are where
  * the header line puts them, or, without a header, where the row's shape (12 fields, not 13) puts
  * them; a row of neither shape is refused, and so is a fit slower than any link (a misread table
@@ -503,6 +524,7 @@ int main(void) {
       cmocka_unit_test(test_steps_spread),
       cmocka_unit_test(test_bad_measurements), cmocka_unit_test(test_h100_measurements),
       cmocka_unit_test(test_outputs_from_8_bytes), cmocka_unit_test(test_old_format_without_root),
+      cmocka_unit_test(test_few_sizes_warned),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

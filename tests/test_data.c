@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "data.h"
+#include "scenario.h"
 
 #include <zlib.h>
 
@@ -468,6 +469,58 @@ static void test_idx_write_invalid(void **state) {
   assert_int_equal(rh_idx_write_labels(nodir, b, 4), RH_ERR_IO);
 }
 
+/* A scenario's IDX labels are checked as it loads, each error at its own field and line: a label
+ * not below an explicit data.classes (the CIFAR-10 reader refuses the same), a labels file one
+ * short of its images or not IDX labels at all; the images' fault stays data.train_images. */
+static void test_idx_labels_in_scenario(void **state) {
+  const tmpdir *t = *state;
+  enum { N = 8 };
+  uint8_t pixels[N * 4] = {0}, good[N] = {0, 1, 2, 3, 4, 5, 6, 9}, bad[N] = {0, 1, 200, 3};
+  char path[5][200];
+  const char *names[5] = {"img", "good", "bad", "short", "d.yaml"};
+  for (int i = 0; i < 5; i++) snprintf(path[i], sizeof path[i], "%s/%s", t->path, names[i]);
+  assert_int_equal(rh_idx_write_images(path[0], pixels, N, 2, 2), RH_OK);
+  assert_int_equal(rh_idx_write_labels(path[1], good, N), RH_OK);
+  assert_int_equal(rh_idx_write_labels(path[2], bad, N), RH_OK);
+  assert_int_equal(rh_idx_write_labels(path[3], good, N - 1), RH_OK);
+  static const struct {
+    const char *train, *validation, *images, *field, *phrase;
+    int line;
+  } cases[] = {
+      {"bad", NULL, "img", "data.train_labels", "label 200 (of sample 2) is not below data.classes 10", 7},
+      {"short", NULL, "img", "data.train_labels", "7 labels, but", 7},
+      {"img", NULL, "img", "data.train_labels", "(expected 1 for labels)", 7},
+      {"good", "bad", "img", "data.validation_labels", "label 200", 9},
+      {"good", NULL, "good", "data.train_images", "(expected 3 for images)", 6},
+      {"good", NULL, "img", NULL, NULL, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    FILE *f = fopen(path[4], "w");
+    assert_non_null(f);
+    fprintf(f, "name: d\ncluster: {nodes: 1, gpus_per_node: 1, gpu: {tflops: 1}, intra: "
+               "{bandwidth_GBps: 50}}\nmodel: {kind: softmax}\ndata:\n  source: idx\n"
+               "  train_images: %s\n  train_labels: %s\n  classes: 10\n",
+            cases[i].images, cases[i].train);
+    if (cases[i].validation)
+      fprintf(f, "  validation_labels: %s\n  validation_images: img\n", cases[i].validation);
+    fprintf(f, "recipe: {batch_per_worker: 1, epochs: 1}\n");
+    fclose(f);
+    rh_scenario sc;
+    char err[1024], want[400];
+    rh_status st = rh_scenario_load(path[4], &sc, err, sizeof err);
+    if (!cases[i].field) {
+      assert_int_equal(st, RH_OK);
+      assert_int_equal(sc.data.classes, 10);
+      rh_scenario_free(&sc);
+      continue;
+    }
+    assert_int_equal(st, RH_ERR_INVALID);
+    snprintf(want, sizeof want, "%s:%d: %s: ", path[4], cases[i].line, cases[i].field);
+    if (!strstr(err, want) || !strstr(err, cases[i].phrase))
+      fail_msg("case %zu: \"%s\", expected \"%s...%s\"", i, err, want, cases[i].phrase);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_synthetic_deterministic),
@@ -479,6 +532,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_idx_write_invalid, make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_idx_gzip, make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_cifar10, make_tmpdir, remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_idx_labels_in_scenario, make_tmpdir, remove_tmpdir),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,6 +178,58 @@ static void test_bad_models(void **state) {
   }
 }
 
+/* The line of `key:` at the start of a line in a file, counted here, or 0. */
+static int line_of_key(const char *path, const char *key) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[512];
+  int n = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ':') found = n;
+  }
+  fclose(f);
+  return found;
+}
+
+/* Errors about keys a preset gives: the preset's file and line; a family with no network: the
+ * key is required and the networks listed; a family set on the command line that the preset's
+ * keys conflict with: said at the --set, naming the preset's key, file and line. */
+static void test_bad_model_origins(void **state) {
+  (void)state;
+  char *preset = strdup(write_file("v.yaml", "name: v\nfamily: transformer\nlayers: 2\nhidden: 66\n"
+                                             "heads: 4\nffn: 256\nvocab: 100\nseq_len: 16\n"));
+  static const char rest[] =
+      "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+      "data: {train_samples: 64}\nrecipe: {batch_per_worker: 8, epochs: 1}\n";
+  char text[2048], err[1024], want[1024];
+  snprintf(text, sizeof text, "name: sc\nmodel: %s\n%s", preset, rest);
+  char *path = write_file("origin.yaml", text);
+  rh_scenario sc;
+  assert_int_equal(rh_scenario_load(path, &sc, err, sizeof err), RH_ERR_INVALID);
+  snprintf(want, sizeof want, "%s:2: model.heads: in preset %s:5: 4 heads do not divide hidden 66",
+           path, preset);
+  if (!strstr(err, want)) fail_msg("got \"%s\", expected \"%s\"", err, want);
+
+  snprintf(text, sizeof text, "name: sc\nmodel: {family: cnn}\n%s", rest);
+  path = write_file("origin.yaml", text);
+  assert_int_equal(rh_scenario_load(path, &sc, err, sizeof err), RH_ERR_INVALID);
+  assert_non_null(strstr(err, ":2: model.name: missing: family cnn needs the network's name (one "
+                              "of resnet50, "));
+
+  snprintf(text, sizeof text, "name: sc\nmodel: {preset: gpt2}\n%s", rest);
+  path = write_file("origin.yaml", text);
+  static const char *const sets[] = {"model.family=cnn"};
+  rh_scenario_opts o = {.sets = sets, .nsets = 1};
+  assert_int_equal(rh_scenario_load_opts(path, &o, &sc, err, sizeof err), RH_ERR_INVALID);
+  snprintf(want, sizeof want, "gpt2.yaml:%d gives: model.layers is a transformer key",
+           line_of_key("presets/model/gpt2.yaml", "layers"));
+  if (!strstr(err, "--set model.family=cnn: model.family: conflicts with model.layers, which the "
+                   "preset ") || !strstr(err, want))
+    fail_msg("got \"%s\"", err);
+  free(preset);
+}
+
 /* ZeRO (Rajbhandari et al. 2020, section 3): mixed-precision Adam holds 16 bytes a parameter (2
  * weights, 2 gradients, 4 master weights, 8 Adam moments); fp32 SGD with momentum 12. */
 static void test_memory(void **state) {
@@ -285,6 +337,40 @@ static void test_does_not_fit(void **state) {
   free(text);
 }
 
+/* A model given by its parameters alone has no activations to count; what is known still fails
+ * fits_memory: 1e11 fp32 parameters with SGD are 4e11 bytes of weights and 4e11 of gradients,
+ * 800 GB before anything else, on an 80 GB GPU.  A small one is not judged rather than passed. */
+static void test_unshaped_memory(void **state) {
+  (void)state;
+  char *file = write_file("unshaped.yaml",
+                          "name: unshaped\n"
+                          "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+                          "model: {name: huge, parameters: 1e11, forward_gflops_per_sample: 0.1}\n"
+                          "data: {train_samples: 4}\n"
+                          "recipe: {batch_per_worker: 1, epochs: 1}\n");
+  char *out = rh_test_path(tmpdir, "unshaped");
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
+  char *log = rh_test_path(tmpdir, "unshaped.txt");
+  assert_int_equal(rh_test_spawn(argv, log, NULL), 1);
+  char *text = rh_test_slurp(log);
+  assert_non_null(strstr(text, "FAIL  fits_memory"));
+  assert_non_null(strstr(text, "weights 400.00"));
+  free(text);
+  file = write_file("small.yaml",
+                    "name: small\n"
+                    "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+                    "model: {name: small, parameters: 1e6, forward_gflops_per_sample: 0.1}\n"
+                    "data: {train_samples: 4}\n"
+                    "recipe: {batch_per_worker: 1, epochs: 1}\n");
+  json_t *root = rh_test_run_summary(file, rh_test_path(tmpdir, "small"));
+  json_t *chk = json_object_get(json_object_get(root, "checks"), "fits_memory");
+  assert_non_null(chk);
+  assert_false(json_is_true(json_object_get(chk, "ran")));
+  assert_false(json_is_true(json_object_get(chk, "applicable")));
+  assert_non_null(strstr(json_string_value(json_object_get(chk, "detail")), "not judged"));
+  json_decref(root);
+}
+
 /* A sustained rate measured on another model is named as such. */
 static void test_sustained_named(void **state) {
   (void)state;
@@ -307,9 +393,11 @@ int main(void) {
   if (rh_test_mkdtemp(tmpdir, "families") != 0) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transformers), cmocka_unit_test(test_cnns),
-      cmocka_unit_test(test_bad_models),   cmocka_unit_test(test_memory),
+      cmocka_unit_test(test_bad_models),
+      cmocka_unit_test(test_bad_model_origins),   cmocka_unit_test(test_memory),
       cmocka_unit_test(test_ddp_buckets),  cmocka_unit_test(test_accumulation_and_precision),
       cmocka_unit_test(test_rates),        cmocka_unit_test(test_does_not_fit),
+      cmocka_unit_test(test_unshaped_memory),
       cmocka_unit_test(test_sustained_named),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -241,6 +241,56 @@ static void test_out_where_nothing_can_be_made(void **state) {
   free(err);
 }
 
+/* An empty --out and one that is a symbolic link to nothing are bad input too: exit 2 before the
+ * work, for run, collective and sweep, and nothing made where the link points. */
+static void test_empty_and_dangling_out(void **state) {
+  (void)state;
+  char *link = strdup(rh_test_path(tmpdir, "dangling")), *target = strdup(rh_test_path(tmpdir, "nowhere"));
+  assert_int_equal(symlink(target, link), 0);
+  char *std = strdup(rh_test_path(tmpdir, "std.txt")), *err = strdup(rh_test_path(tmpdir, "err.txt"));
+  static const char *const cmds[] = {"run", "collective", "sweep"};
+  for (int i = 0; i < 6; i++) {
+    const char *out = i < 3 ? "" : link;
+    assert_int_equal(rh_test_spawn((char *const[]){RH_BINARY, (char *)cmds[i % 3],
+                                                   "scenarios/default.yaml", "--out", (char *)out,
+                                                   NULL},
+                                   std, err),
+                     2);
+    char *o = rh_test_slurp(std), *e = rh_test_slurp(err);
+    assert_string_equal(o, "");
+    assert_non_null(strstr(e, i < 3 ? "the output directory is an empty name"
+                                    : "is a symbolic link to"));
+    free(o);
+    free(e);
+  }
+  assert_false(exists(target, NULL));
+  unlink(link);
+  free(link);
+  free(target);
+  free(std);
+  free(err);
+}
+
+/* A run into a folder an earlier run used removes that run's samples-rank<R>.csv (this one records
+ * none), as it does its params.bin; a file of any other name stays. */
+static void test_earlier_samples_removed(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "again"));
+  assert_int_equal(mkdir(out, 0777), 0);
+  static const char *const old[] = {"samples-rank0.csv", "samples-rank12.csv"};
+  static const char *const kept[] = {"samples-rank0.csv.bak", "samples-rankX.csv", "notes.txt"};
+  for (int i = 0; i < 2; i++) fclose(fopen(rh_test_path(out, old[i]), "w"));
+  for (int i = 0; i < 3; i++) fclose(fopen(rh_test_path(out, kept[i]), "w"));
+  assert_int_equal(rh_test_spawn((char *const[]){RH_BINARY, "run", "scenarios/default.yaml",
+                                                 "--no-what-if", "--out", out, NULL},
+                                 "/dev/null", "/dev/null"),
+                   0);
+  assert_true(exists(out, "summary.json"));
+  for (int i = 0; i < 2; i++) assert_false(exists(out, old[i]));
+  for (int i = 0; i < 3; i++) assert_true(exists(out, kept[i]));
+  free(out);
+}
+
 /* summary.json names the network model that timed the run, as the console does: it said "exact"
  * for the nccl model, and `rehearsal plot` titles its figures from it. */
 static void test_summary_names_network_model(void **state) {
@@ -338,6 +388,8 @@ int main(void) {
       cmocka_unit_test(test_summary_names_any_path),
       cmocka_unit_test(test_unwritable_out_checked_first),
       cmocka_unit_test(test_out_where_nothing_can_be_made),
+      cmocka_unit_test(test_empty_and_dangling_out),
+      cmocka_unit_test(test_earlier_samples_removed),
       cmocka_unit_test(test_summary_names_network_model),
       cmocka_unit_test(test_steps_csv_of_a_long_run),
   };

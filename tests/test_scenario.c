@@ -668,28 +668,41 @@ static void test_horovod_nccl_variables(void **state) {
  * variable and the value; the scenario loader passes the message on. */
 static void test_horovod_nccl_bad_values(void **state) {
   (void)state;
-  static const char *const bad[][2] = {
-      {"HOROVOD_FUSION_THRESHOLD", "abc"},  {"HOROVOD_FUSION_THRESHOLD", "64MiB"},
-      {"HOROVOD_FUSION_THRESHOLD", "-1"},   {"HOROVOD_FUSION_THRESHOLD", "2199023255552"},
-      {"HOROVOD_CYCLE_TIME", "soon"},       {"HOROVOD_CYCLE_TIME", "5ms"},
-      {"HOROVOD_CYCLE_TIME", "-5"},         {"HOROVOD_CYCLE_TIME", "3600001"},
-      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "yes"}, {"NCCL_ALGO", "Trie"},
-      {"NCCL_ALGO", "Tree,Rung"},           {"NCCL_ALGO", "^"},
-      {"NCCL_PROTO", "LL256"},              {"NCCL_PROTO", ","}};
+  /* each with what its message must say is accepted: 1 TiB is 2^40 bytes, an hour 3600000 ms */
+  static const char *const bad[][3] = {
+      {"HOROVOD_FUSION_THRESHOLD", "abc", "0 to 1099511627776 (1 TiB), no unit"},
+      {"HOROVOD_FUSION_THRESHOLD", "64MiB", "a whole number of bytes in digits alone"},
+      {"HOROVOD_FUSION_THRESHOLD", "-1", "0 to 1099511627776"},
+      {"HOROVOD_FUSION_THRESHOLD", "2199023255552", "0 to 1099511627776"},
+      {"HOROVOD_CYCLE_TIME", "soon", "a number of milliseconds, 0 to 3600000"},
+      {"HOROVOD_CYCLE_TIME", "5ms", "milliseconds"},
+      {"HOROVOD_CYCLE_TIME", "-5", "0 to 3600000"},
+      {"HOROVOD_CYCLE_TIME", "3600001", "0 to 3600000"},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "yes", "0 off, above 0 on"},
+      {"NCCL_ALGO", "Trie", "Ring, Tree, NVLS"},
+      {"NCCL_ALGO", "Tree,Rung", "a list with commas"},
+      {"NCCL_ALGO", "^", "^ first to exclude"},
+      {"NCCL_PROTO", "LL256", "LL, LL128, Simple"},
+      {"NCCL_PROTO", ",", "LL, LL128, Simple"},
+      {"RH_ALGORITHM", "rung", "one of auto, ring, hierarchical, tree, nvls"},
+      {"RH_FUSION_THRESHOLD", "64 furlongs", "units B, KiB, MiB, GiB, KB, MB, GB), up to "
+                                             "1099511627776 B"},
+      {"RH_CYCLE_TIME", "5 min", "units s, ms, us), up to 3600 s"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     clear_horovod_nccl(NULL);
     setenv(bad[i][0], bad[i][1], 1);
     rh_settings s;
     char err[512], want[256];
     assert_int_equal(init_settings(&s, err, sizeof err), RH_ERR_INVALID);
-    snprintf(want, sizeof want, "environment variable %s: cannot use \"%s\"", bad[i][0],
+    snprintf(want, sizeof want, "environment variable %s: cannot use \"%s\": expected ", bad[i][0],
              bad[i][1]);
-    if (strcmp(err, want) != 0)
-      fail_msg("%s=%s: \"%s\", expected \"%s\"", bad[i][0], bad[i][1], err, want);
+    if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, bad[i][2]))
+      fail_msg("%s=%s: \"%s\", expected \"%s...%s\"", bad[i][0], bad[i][1], err, want, bad[i][2]);
     rh_scenario sc;
     assert_int_equal(rh_scenario_load(GOOD_DIR "/uneven_hosts.yaml", &sc, err, sizeof err),
                      RH_ERR_INVALID);
     assert_non_null(strstr(err, want));
+    unsetenv(bad[i][0]);
   }
   clear_horovod_nccl(NULL);
 }
@@ -789,6 +802,25 @@ static void test_presets(void **state) {
   rh_scenario_free(&sc);
 }
 
+/* --set checks its KEY for an empty step ("a..b"); its VALUE may hold "..", as a relative path
+ * such as ../data/x does. */
+static void test_set_value_with_dots(void **state) {
+  (void)state;
+  static const char *const sets[] = {"name=../runs/a..b"};
+  rh_scenario_opts opts = {.sets = sets, .nsets = 1};
+  rh_scenario sc;
+  char err[512];
+  assert_int_equal(rh_scenario_load_opts("scenarios/default.yaml", &opts, &sc, err, sizeof err),
+                   RH_OK);
+  assert_string_equal(sc.name, "../runs/a..b");
+  rh_scenario_free(&sc);
+  static const char *const bad[] = {"cluster..nodes=2"};
+  opts.sets = bad;
+  assert_int_equal(rh_scenario_load_opts("scenarios/default.yaml", &opts, &sc, err, sizeof err),
+                   RH_ERR_INVALID);
+  assert_non_null(strstr(err, "--set cluster..nodes=2: expected KEY=VALUE"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_scenarios_rejected),
@@ -804,6 +836,7 @@ int main(void) {
       cmocka_unit_test(test_uneven_hosts),
       cmocka_unit_test(test_layers_realistic),
       cmocka_unit_test(test_presets),
+      cmocka_unit_test(test_set_value_with_dots),
       cmocka_unit_test(test_environment_then_scenario),
       cmocka_unit_test_teardown(test_horovod_nccl_variables, clear_horovod_nccl),
       cmocka_unit_test_teardown(test_horovod_nccl_bad_values, clear_horovod_nccl),

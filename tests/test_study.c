@@ -327,10 +327,18 @@ static void test_horovod_nccl_variables(void **state) {
       assert_string_equal(json_string_value(json_object_get(s, "value")), want[i].value);
     else assert_rel(num(s, "value"), want[i].number, 1e-12);
   }
+  /* the two without a counterpart, then the one the scenario overrode, each with its reason */
   json_t *ignored = json_object_get(root, "ignored_variables");
-  assert_int_equal(json_array_size(ignored), 2);
-  assert_string_equal(json_string_value(json_array_get(ignored, 0)), "NCCL_ALGO");
-  assert_string_equal(json_string_value(json_array_get(ignored, 1)), "NCCL_DEBUG");
+  assert_int_equal(json_array_size(ignored), 3);
+  static const char *const names[] = {"NCCL_ALGO", "NCCL_DEBUG", "HOROVOD_FUSION_THRESHOLD"};
+  for (size_t i = 0; i < 3; i++) {
+    json_t *e = json_array_get(ignored, i);
+    assert_string_equal(json_string_value(json_object_get(e, "variable")), names[i]);
+    assert_non_null(strstr(json_string_value(json_object_get(e, "reason")),
+                           i < 2 ? "no counterpart" : "overridden by the scenario"));
+  }
+  assert_string_equal(json_string_value(json_object_get(json_array_get(ignored, 2), "value")),
+                      "16777216");
   json_decref(root);
   struct stat st;
   assert_int_equal(stat(trace, &st), 0);
@@ -338,6 +346,8 @@ static void test_horovod_nccl_variables(void **state) {
   assert_non_null(text);
   assert_non_null(strstr(text, "cycle_time 0.005 s (environment: HOROVOD_CYCLE_TIME)"));
   assert_non_null(strstr(text, "protocol ll128 (environment: NCCL_PROTO)"));
+  assert_non_null(strstr(text, "fusion_threshold 64 MiB (scenario; HOROVOD_FUSION_THRESHOLD=16777216 "
+                               "set, overridden by the scenario)"));
   assert_non_null(strstr(text, "(environment: HOROVOD_TIMELINE)"));
   assert_non_null(strstr(text, "NCCL_ALGO and NCCL_DEBUG are set but have no counterpart here"));
   assert_int_equal(occurrences(text, "NCCL_DEBUG"), 1); /* the note, once */

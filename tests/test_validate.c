@@ -57,6 +57,19 @@ static const bad_suite bad[] = {
      2, "name", "a folder's name"},
     {"not-yaml.yaml", "series: [\n", 2, NULL, "not YAML"},
     {"empty.yaml", "series: []\n", 1, "series", "expected a list of series"},
+    {"huge-bound.yaml", "series:\n  - name: a\n    scenario: x.yaml\n    source: s\n    bound: 1e308\n"
+                        "    efficiency: {8: 90}\n", 5, "bound", "at most 100, got 1e308"},
+    {"huge-efficiency.yaml", "series:\n  - name: a\n    scenario: x.yaml\n    source: s\n"
+                             "    bound: 3\n    efficiency: {2: 1e9}\n", 6, "efficiency",
+     "at most 110, got 1e9"},
+    /* every key is good but the scenario is not there: refused before any sweep runs */
+    {"no-scenario.yaml", "series:\n  - name: a\n    scenario: nothere.yaml\n    source: s\n"
+                         "    bound: 12\n    efficiency: {2: 90}\n", 3, "scenario",
+     "nothere.yaml: No such file or directory (series a)"},
+    /* the scenario is there but does not load: its own error, after the suite's line */
+    {"bad-scenario.yaml", "series:\n  - name: a\n    scenario: bad-scenario.yaml\n    source: s\n"
+                          "    bound: 12\n    efficiency: {2: 90}\n", 3, "scenario",
+     "series a: "},
 };
 
 static void test_bad_suites(void **state) {

@@ -125,6 +125,26 @@ static double large_ratio(const rh_nccl_row *m, const double *model, int n) {
   return med;
 }
 
+/* The fit scales a bandwidth by the measurements within 64x of the largest size: from fewer than
+ * 3 distinct sizes there, one latency-bound row can set it (a lone 1 MiB row gave 2140 GB/s where
+ * the whole table gives 314), so the fit is said to rest on little, naming the file. */
+enum { FIT_MIN_SIZES = 3 };
+static void warn_few_sizes(const char *path, const rh_nccl_row *m, int n) {
+  double big = 0;
+  for (int i = 0; i < n; i++) big = fmax(big, m[i].bytes);
+  int distinct = 0;
+  for (int i = 0; i < n; i++) {
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) seen = m[j].bytes == m[i].bytes;
+    distinct += !seen && m[i].bytes >= big / 64;
+  }
+  if (distinct < FIT_MIN_SIZES)
+    fprintf(stderr, "rehearsal calibrate: warning: %s: the fit rests on %d size%s (those within 64x "
+            "of the largest, %.0f B); a bandwidth needs %d or more large sizes to be fitted "
+            "meaningfully (nccl-tests -b 8 -e 8G -f 2 measures them)\n", path, distinct,
+            distinct == 1 ? "" : "s", big, FIT_MIN_SIZES);
+}
+
 /* Scales what bounds the plan's bandwidth on this cluster by `ratio`; says what it scaled. */
 static const char *scale_bottleneck(rh_cluster *cl, const rh_plan *plan, int ranks, double ratio) {
   rh_fabric *f = &cl->fabric;
@@ -197,6 +217,7 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
     free(after);
     return 1;
   }
+  warn_few_sizes(path, m, n);
   rh_plan plan;
   predict(&v, kinds[which], m, n, before, &plan);
   const char *what = "";

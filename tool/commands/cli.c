@@ -172,11 +172,18 @@ static char **ignored_variables(const rh_scenario *sc) {
   return rh_settings_ignored(&sc->settings, rh_cli_timeline_env() ? timeline : NULL);
 }
 
-/* "environment: HOROVOD_FUSION_THRESHOLD", "scenario"...: where setting i came from. */
+/* "environment: HOROVOD_FUSION_THRESHOLD", "scenario"...: where setting i came from; with the
+ * variable that the scenario or the command line overrode: "scenario; HOROVOD_FUSION_THRESHOLD=
+ * 33554432 set, overridden by the scenario". */
 static const char *source_text(const rh_scenario *sc, int i, char *buf, size_t len) {
   const char *source = rh_setting_source_names[sc->settings.source[i]];
-  if (sc->settings.source[i] != RH_SOURCE_ENVIRONMENT || !sc->settings.variable[i]) return source;
-  snprintf(buf, len, "%s: %s", source, sc->settings.variable[i]);
+  const char *over = sc->settings.overridden[i], *value = over ? getenv(over) : NULL;
+  if (over && value)
+    snprintf(buf, len, "%s; %s=%.24s%s set, overridden by the %s", source, over, value,
+             strlen(value) > 24 ? "..." : "", source);
+  else if (sc->settings.source[i] == RH_SOURCE_ENVIRONMENT && sc->settings.variable[i])
+    snprintf(buf, len, "%s: %s", source, sc->settings.variable[i]);
+  else return source;
   return buf;
 }
 
@@ -187,7 +194,7 @@ void rh_cli_print_settings(FILE *f, const rh_scenario *sc, const char *timeline,
   for (int i = 0; i < RH_SETTING_COUNT; i++) {
     const rh_setting_def *d = &rh__setting_defs[i];
     double v = sc->settings.value[i];
-    char text[64], source[96], item[200];
+    char text[64], source[160], item[260];
     if (d->kind == RH_KIND_ENUM) snprintf(text, sizeof text, "%s", d->choices[(int)v]);
     else if (d->kind == RH_KIND_BYTES) snprintf(text, sizeof text, "%.6g MiB", v / 1048576);
     else snprintf(text, sizeof text, "%.6g s", v);
@@ -271,8 +278,20 @@ json_t *rh_cli_settings_json(const rh_scenario *sc, const char *timeline, bool t
 json_t *rh_cli_ignored_json(const rh_scenario *sc) {
   json_t *a = json_array();
   char **ignored = ignored_variables(sc);
-  for (int i = 0; ignored && ignored[i]; i++) json_array_append_new(a, json_string(ignored[i]));
+  for (int i = 0; ignored && ignored[i]; i++)
+    json_array_append_new(a, json_pack("{s:s, s:s}", "variable", ignored[i], "reason",
+                                       "no counterpart here"));
   free(ignored);
+  for (int i = 0; i < RH_SETTING_COUNT; i++) {
+    const char *over = sc->settings.overridden[i];
+    if (!over || !getenv(over)) continue;
+    char reason[160];
+    snprintf(reason, sizeof reason, "overridden by the %s (collective.%s), which comes after the "
+             "environment", rh_setting_source_names[sc->settings.source[i]], rh__setting_defs[i].name);
+    json_t *o = json_pack("{s:s, s:s, s:s}", "variable", over, "value", getenv(over), "reason",
+                         reason);
+    json_array_append_new(a, o);
+  }
   return a;
 }
 

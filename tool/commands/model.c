@@ -121,8 +121,9 @@ int rh_cmd_model(int argc, char **argv) {
   if (st != RH_OK) {
     /* a preset's errors name the preset's file; the scenario written here is no one's to fix */
     const char *shown = err;
-    if (path == tmp && !strncmp(err, tmp, strlen(tmp))) shown = strchr(err + strlen(tmp) + 1, ' ');
-    fprintf(stderr, "rehearsal model: %s%s%s\n", path == tmp ? arg : "", path == tmp ? ":" : "",
+    bool ours = path == tmp && !strncmp(err, tmp, strlen(tmp));
+    if (ours) shown = strchr(err + strlen(tmp) + 1, ' ');
+    fprintf(stderr, "rehearsal model: %s%s%s\n", ours ? arg : "", ours ? ":" : "",
             shown ? shown : err);
     return 2;
   }

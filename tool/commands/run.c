@@ -137,7 +137,7 @@ static int prepare_failures(const rh_scenario *sc, run_inputs *in) {
       [RH_CHECK_NOTICED] = judged,
       [RH_CHECK_INTERVAL] = (in->launch.plan.gpu_mtbf > 0 || in->launch.plan.node_mtbf > 0) &&
                             (in->launch.has_elastic || in->launch.has_restart),
-      [RH_CHECK_FITS_MEMORY] = sc->model.kind == 0 && sc->compute.capacity > 0 && sc->model.shaped};
+      [RH_CHECK_FITS_MEMORY] = sc->model.kind == 0 && sc->compute.capacity > 0};
   for (int i = RH_CHECK_WORK_LOST; i < RH_CHECK_COUNT; i++) {
     int e = sc->checks.enabled[i];
     c->check[i] = e < 0 ? on[i] : e == 1;
@@ -288,7 +288,7 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     rh_dataset_normalize(&in->train, sc->data.norm_mean, sc->data.norm_std);
     rh_dataset_normalize(&in->validation, sc->data.norm_mean, sc->data.norm_std);
   }
-  int classes = sc->data.source == 0 ? sc->data.classes : in->train.classes;
+  int classes = sc->data.classes > 0 ? sc->data.classes : in->train.classes; /* 0: the labels' */
   if (in->validation.classes > classes) classes = in->validation.classes;
   if (sc->model.kind == RH_KIND_NET) {
     /* images as the data give them; synthetic features as the network's channels of a square */

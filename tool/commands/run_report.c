@@ -694,6 +694,7 @@ static int write_files(report *r, int rc) {
     snprintf(stale, sizeof stale, "%s/params.bin", out);
     unlink(stale);
   }
+  rh_remove_stale_samples(out, r->j->fl->samples ? r->cfg->max_size : 0); /* an earlier run's record */
   if (steps && rows < res->recorded)
     json_object_set_new(r->root, "steps_csv", json_pack("{s:I, s:I}", "rows", (json_int_t)rows,
                                                         "steps", (json_int_t)res->recorded));

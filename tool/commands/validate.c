@@ -122,6 +122,25 @@ static double throughput_at(json_t *root, int gpus, const char *key) {
   return NAN;
 }
 
+/* Loads each picked series' scenario with the --set overrides, before anything runs or is
+ * written: a bad one is bad input (exit 2), named by the suite's line and the scenario's error. */
+static int check_scenarios(const char *file, const rh_suite *suite, const validate_flags *f,
+                           const rh_scenario_opts *opts) {
+  for (int s = 0; s < suite->nseries; s++) {
+    const rh_suite_series *se = &suite->series[s];
+    if (!picked(f, se->name)) continue;
+    rh_scenario sc;
+    char err[1024];
+    if (rh_scenario_load_opts(se->scenario, opts, &sc, err, sizeof err) != RH_OK) {
+      fprintf(stderr, "rehearsal validate: %s:%d: scenario: series %s: %s\n", file,
+              se->scenario_line, se->name, err);
+      return 2;
+    }
+    rh_scenario_free(&sc);
+  }
+  return 0;
+}
+
 int rh_cmd_validate(int argc, char **argv) {
   static const struct option longopts[] = {{"out", required_argument, NULL, 'o'},
                                            {"series", required_argument, NULL, 's'},
@@ -154,10 +173,12 @@ int rh_cmd_validate(int argc, char **argv) {
       return rh_cli_error("validate", "--series %s: no such series in %s", flags.picks[i], file);
     }
   }
-  if (rh_make_dirs(flags.out) != 0) {
+  rc = check_scenarios(file, &suite, &flags, &opts);
+  if (rc == 0 && rh_make_dirs(flags.out) != 0) rc = 1;
+  if (rc != 0) {
     rh_suite_free(&suite);
     rh_cli_opts_free(&opts);
-    return 1;
+    return rc;
   }
   json_t *jroot = json_object(), *jpoints = json_array();
   json_object_set_new(jroot, "suite", json_string(file));
@@ -220,8 +241,11 @@ int rh_cmd_validate(int argc, char **argv) {
     json_decref(root);
   }
   double mean = npoints ? sum / npoints : NAN;
-  printf("\nmean absolute error %.2f points over %d points (%d above, %d below); largest %.1f "
-         "(%s at %d GPUs)\n", mean, npoints, above, below, worst, worst_at, worst_gpus);
+  if (npoints)
+    printf("\nmean absolute error %.2f points over %d points (%d above, %d below); largest %.1f "
+           "(%s at %d GPUs)\n", mean, npoints, above, below, worst, worst_at, worst_gpus);
+  else
+    printf("\nno point was predicted: every sweep failed (their logs are named above)\n");
   if (outside || failed)
     printf("%d point%s outside %s bound%s%s\n", outside, outside == 1 ? "" : "s",
            outside == 1 ? "its" : "their", failed ? ", " : "", failed ? "some sweeps failed" : "");

@@ -181,6 +181,10 @@ static int probe(const char *dir, const char *path) {
 
 int rh_output_dir_ok(const char *dir) {
   char path[4096];
+  if (!*dir) {
+    fprintf(stderr, "rehearsal: the output directory is an empty name: give a directory\n");
+    return 1;
+  }
   if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
     fprintf(stderr, "rehearsal: %s: the path is too long\n", dir);
     return 1;
@@ -203,6 +207,14 @@ int rh_output_dir_ok(const char *dir) {
       fprintf(stderr, "rehearsal: cannot write into %s: %s: %s\n", dir, path, strerror(errno));
       return 1;
     }
+    char target[4096];
+    ssize_t len = readlink(path, target, sizeof target - 1);
+    if (len >= 0) { /* a link to nothing: mkdir would not follow it, and nothing is made there */
+      target[len] = 0;
+      fprintf(stderr, "rehearsal: cannot write into %s: %s is a symbolic link to %s, which does "
+              "not exist\n", dir, path, target);
+      return 1;
+    }
     char *slash = strrchr(path, '/');
     while (slash && slash > path && slash[1] == 0) { /* trailing slashes */
       *slash = 0;
@@ -212,4 +224,19 @@ int rh_output_dir_ok(const char *dir) {
     else if (slash == path) path[1] = 0;
     else *slash = 0;
   }
+}
+
+void rh_remove_stale_samples(const char *dir, int ranks) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));) {
+    int rank, end = 0;
+    /* exactly samples-rank<R>.csv, as the run names them: nothing else of the folder is touched */
+    if (sscanf(e->d_name, "samples-rank%d.csv%n", &rank, &end) != 1 || end == 0 ||
+        e->d_name[end] != 0 || rank < ranks)
+      continue;
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path) unlink(path);
+  }
+  closedir(d);
 }

@@ -23,6 +23,9 @@ int rh_write_outputs_sized(const char *dir, int n, const char *const *names,
  * results go there, so that a long run does not end on an unwritable --out.  0, or prints the
  * reason and returns 1. */
 int rh_output_dir_ok(const char *dir);
+/* Removes DIR/samples-rank<R>.csv for every R >= ranks (0: all of them), an earlier run's record
+ * that this one did not write over; no other file is touched. */
+void rh_remove_stale_samples(const char *dir, int ranks);
 /* Creates DIR and its missing parents (mkdir -p).  0, or prints the reason and returns 1. */
 int rh_make_dirs(const char *dir);
 /* Removes PATH and, when it is a folder, everything under it (rm -rf, with no shell: a name may

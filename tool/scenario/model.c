@@ -37,13 +37,15 @@ static const char *transformer_key_given(const rh_scenario *sc) {
   return NULL;
 }
 
-static const char *build_transformer(rh_scenario *sc, rh_layers *out, const char **at) {
+static const char *build_transformer(rh_scenario *sc, rh_layers *out, const char **at,
+                                     const char **other) {
   static char why[256];
   rh_transformer t = sc->model.tf;
   t.hidden = sc->model.hidden;
   if (sc->model.image_size || sc->model.channels || sc->model.classes) {
     *at = sc->model.image_size ? "model.image_size"
              : sc->model.channels ? "model.channels" : "model.classes";
+    *other = "model.family";
     return "is a cnn key; a transformer has vocab and seq_len";
   }
   if (!t.kv_heads) t.kv_heads = t.heads;
@@ -54,6 +56,8 @@ static const char *build_transformer(rh_scenario *sc, rh_layers *out, const char
     static char f[64];
     snprintf(f, sizeof f, "model.%s", key);
     *at = f;
+    *other = !strcmp(key, "heads") ? "model.hidden" : !strcmp(key, "kv_heads") ? "model.heads"
+             : !strcmp(key, "seq_len") && t.seq_len > 0 ? "model.positions" : NULL;
     bool missing = (!strcmp(key, "layers") && !t.layers) || (!strcmp(key, "heads") && !t.heads) ||
                    (!strcmp(key, "vocab") && !t.vocab) || (!strcmp(key, "seq_len") && !t.seq_len);
     if (missing) snprintf(why, sizeof why, "missing (required for family transformer)");
@@ -65,11 +69,13 @@ static const char *build_transformer(rh_scenario *sc, rh_layers *out, const char
   return NULL;
 }
 
-static const char *build_cnn(rh_scenario *sc, rh_layers *out, const char **at) {
+static const char *build_cnn(rh_scenario *sc, rh_layers *out, const char **at,
+                             const char **other) {
   static char why[512];
   const char *given = transformer_key_given(sc);
   if (given) {
     *at = given;
+    *other = "model.family";
     return "is a transformer key; a cnn is named (model.name) and sized by image_size";
   }
   int which = -1;
@@ -77,9 +83,10 @@ static const char *build_cnn(rh_scenario *sc, rh_layers *out, const char **at) {
     if (sc->model.name && !strcmp(sc->model.name, rh_cnn_names[i])) which = i;
   if (which < 0) {
     *at = "model.name";
-    int n = snprintf(why, sizeof why, "%s%s%s is not a network of family cnn (one of",
-                     sc->model.name ? "\"" : "", sc->model.name ? sc->model.name : "missing",
-                     sc->model.name ? "\"" : "");
+    int n = sc->model.name
+                ? snprintf(why, sizeof why, "\"%s\" is not a network of family cnn (one of",
+                           sc->model.name)
+                : snprintf(why, sizeof why, "missing: family cnn needs the network's name (one of");
     for (int i = 0; rh_cnn_names[i] && n > 0 && (size_t)n < sizeof why; i++)
       n += snprintf(why + n, sizeof why - (size_t)n, "%s %s", i ? "," : "", rh_cnn_names[i]);
     if (n > 0 && (size_t)n < sizeof why) snprintf(why + n, sizeof why - (size_t)n, ")");
@@ -100,15 +107,18 @@ static const char *build_cnn(rh_scenario *sc, rh_layers *out, const char **at) {
   return NULL;
 }
 
-const char *rh__scenario_model_finish(rh_scenario *sc, const char **at) {
+const char *rh__scenario_model_finish(rh_scenario *sc, const char **at, const char **other) {
+  *other = NULL;
   if (sc->model.family == RH_FAMILY_CUSTOM) {
     const char *given = transformer_key_given(sc);
     if (given && !strcmp(given, "model.layers") && sc->model.nlayers == 0) {
       *at = given;
+      *other = "model.family";
       return "a number of blocks is for family transformer; a custom model lists its layers";
     }
     if (given && strcmp(given, "model.layers") != 0) {
       *at = given;
+      *other = "model.family";
       return "is a key of family transformer (model.family: transformer)";
     }
     bool traffic = false;
@@ -116,6 +126,7 @@ const char *rh__scenario_model_finish(rh_scenario *sc, const char **at) {
       traffic |= sc->model.layers[i].traffic > 0 || sc->model.layers[i].activations > 0;
     sc->model.shaped = traffic;
   } else {
+    *other = "model.family";
     if (sc->model.nlayers > 0) {
       *at = "model.layers";
       return "a family builds its own layers (a transformer's layers is its number of blocks)";
@@ -125,8 +136,10 @@ const char *rh__scenario_model_finish(rh_scenario *sc, const char **at) {
       return "a family derives it from its layers";
     }
     rh_layers out = {0};
-    const char *why = sc->model.family == RH_FAMILY_TRANSFORMER ? build_transformer(sc, &out, at)
-                                                                 : build_cnn(sc, &out, at);
+    *other = NULL;
+    const char *why = sc->model.family == RH_FAMILY_TRANSFORMER
+                          ? build_transformer(sc, &out, at, other)
+                          : build_cnn(sc, &out, at, other);
     if (why || out.failed) {
       rh_layers_free(&out);
       if (!why) *at = "model";

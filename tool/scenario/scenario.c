@@ -6,6 +6,7 @@
  */
 #include "scenario.h"
 #include "recipe.h"
+#include "data.h"
 #include "net/net.h"
 #include "schema.h"
 
@@ -263,7 +264,8 @@ static const field data_fields[] = {
     INT("inputs", false, 1, 1 << 24, data.inputs,
         "synthetic: features per sample"),
     INT("classes", false, 2, 1 << 16, data.classes,
-        "classes of the labels"),
+        "classes of the labels; idx: every label must be below it (absent: the largest label + 1); "
+        "cifar10: 10"),
     NUM("noise", false, 0, false, 1e6, 1, data.noise,
         "synthetic: class overlap; unset: 0.28 sqrt(inputs) (about 93% for an MLP)"),
     COUNT("seed", false, 0, 1e15, data.seed,
@@ -561,7 +563,13 @@ typedef struct walker {
   size_t errlen;
   bool failed;
   /* keys a preset gave (dotted names), so that the scenario need not repeat required ones */
-  struct provided { int n; char names[96][160]; } *provided;
+  struct provided {
+    int n, nfiles;
+    char names[96][160];
+    int line[96];            /* where the preset gives names[i] */
+    signed char file[96];    /* its file: files[file[i]], or -1 past the table */
+    char files[16][512];
+  } *provided;
   int depth;              /* presets within presets */
   const char *const *sets; /* the command line's overrides, for their errors */
   bool cluster_only;      /* model, data and recipe are not required */
@@ -584,6 +592,31 @@ static bool was_provided(const walker *w, const char *name) {
 }
 
 static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
+
+/* Notes that the preset being walked gives key `name` at key node k, for a later cross-field
+ * error to name the preset's file and line. */
+static void note_provided(walker *w, const char *name, const yaml_node_t *k) {
+  struct provided *p = w->provided;
+  if (!p || p->n >= 96) return;
+  int f = p->nfiles - 1;
+  if (f < 0 || strcmp(p->files[f], w->path) != 0) {
+    f = p->nfiles < 16 ? p->nfiles++ : -1;
+    if (f >= 0) snprintf(p->files[f], sizeof p->files[f], "%s", w->path);
+  }
+  snprintf(p->names[p->n], sizeof p->names[0], "%s", name);
+  p->line[p->n] = line_of(k);
+  p->file[p->n++] = (signed char)f;
+}
+
+/* The preset file and line that last gave key `name`, or NULL. */
+static const char *provided_at(const walker *w, const char *name, int *line) {
+  for (int i = w->provided ? w->provided->n : 0; i-- > 0;)
+    if (strcmp(w->provided->names[i], name) == 0 && w->provided->file[i] >= 0) {
+      *line = w->provided->line[i];
+      return w->provided->files[w->provided->file[i]];
+    }
+  return NULL;
+}
 
 static void fail(walker *w, const yaml_node_t *n, const char *where, const char *fmt, ...) {
   if (w->failed) return;
@@ -1223,6 +1256,9 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
            n->type == YAML_SCALAR_NODE ? "\"" : "");
       return;
     }
+    rh_settings *st = &w->sc->settings;
+    if (st->source[f->setting] == RH_SOURCE_ENVIRONMENT) /* said with the settings, not lost */
+      st->overridden[f->setting] = st->variable[f->setting];
     w->sc->settings.value[f->setting] = v;
     w->sc->settings.source[f->setting] =
         n->start_mark.line >= SET_LINE ? RH_SOURCE_COMMAND_LINE : RH_SOURCE_SCENARIO;
@@ -1272,8 +1308,7 @@ static void walk_map(walker *w, const yaml_node_t *owner, const yaml_node_t *map
       seen[i] = true;
       w->key = k;
       walk_value(w, v, &fields[i], name);
-      if (w->depth > 0 && w->provided && w->provided->n < 96)
-        snprintf(w->provided->names[w->provided->n++], sizeof w->provided->names[0], "%s", name);
+      if (w->depth > 0) note_provided(w, name, k);
     }
   /* a preset is a part: what it lacks, the scenario gives */
   for (size_t i = 0; i < nf && !w->failed && w->depth == 0; i++) {
@@ -1394,13 +1429,13 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
 
 /* ---- whole-scenario checks ---------------------------------------------------------------- */
 
-/* Finds the node of a dotted path (for the line of a cross-field error); the root if absent. */
 /* Finds the key node of a dotted path (for the line of a cross-field error); the deepest key
- * found, or the root. */
-static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
+ * found, or the root.  *exact: whether the whole path was found (may be NULL). */
+static const yaml_node_t *key_at(yaml_document_t *doc, const char *path, bool *exact) {
   const yaml_node_t *n = yaml_document_get_root_node(doc), *at = n;
   char buf[160];
   snprintf(buf, sizeof buf, "%s", path);
+  if (exact) *exact = false;
   for (char *tok = strtok(buf, "."); tok && n; tok = strtok(NULL, ".")) {
     if (n->type != YAML_MAPPING_NODE) return at;
     const yaml_node_t *next = NULL;
@@ -1414,7 +1449,12 @@ static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
     if (!next) return at;
     n = next;
   }
+  if (exact) *exact = true;
   return at;
+}
+
+static const yaml_node_t *node_at(yaml_document_t *doc, const char *path) {
+  return key_at(doc, path, NULL);
 }
 
 /* The key node of `field` in item `index` of the list at `path` (or the item, or the list's key):
@@ -1563,13 +1603,27 @@ static void check_elastic(walker *w) {
   }
 }
 
-/* A timing model's layers: a family's built (model.c), a list's sums checked. */
+/* A timing model's layers: a family's built (model.c), a list's sums checked.  An error about a
+ * key a preset gave names the preset's file and line; one where a preset's key conflicts with a
+ * key written in the scenario or on the command line is said at the latter, naming both. */
 static bool finish_model(walker *w) {
   rh_scenario *sc = w->sc;
   if (sc->model.kind != 0) return true;
-  const char *at = NULL, *why = rh__scenario_model_finish(sc, &at);
-  if (why) fail(w, node_at(w->doc, at), at, "%s", why);
-  return !w->failed;
+  const char *at = NULL, *other = NULL, *why = rh__scenario_model_finish(sc, &at, &other);
+  if (!why) return true;
+  bool here = false, other_here = false;
+  const yaml_node_t *k = key_at(w->doc, at, &here);
+  const yaml_node_t *ko = other ? key_at(w->doc, other, &other_here) : NULL;
+  int line = 0;
+  const char *preset = here ? NULL : provided_at(w, at, &line);
+  if (preset && other_here)
+    fail(w, ko, other, "conflicts with %s, which the preset %s:%d gives: %s %s", at, preset, line,
+         at, why);
+  else if (preset)
+    fail(w, k, at, "in preset %s:%d: %s", preset, line, why);
+  else
+    fail(w, k, at, "%s", why);
+  return false;
 }
 
 static bool check_model_layers(walker *w) {
@@ -1631,6 +1685,39 @@ static const char *from_variable(const rh_scenario *sc, rh_setting_id id) {
   if (sc->settings.source[id] != RH_SOURCE_ENVIRONMENT || !sc->settings.variable[id]) return "";
   snprintf(text, sizeof text, " (environment variable %s)", sc->settings.variable[id]);
   return text;
+}
+
+/* IDX labels checked before anything runs, each error at its own field: the label files against
+ * their images' count and, where the scenario gives data.classes, every label below it (absent,
+ * the labels give the classes: data.classes becomes 0).  CIFAR-10 has its 10. */
+static bool check_data_files(walker *w) {
+  rh_scenario *sc = w->sc;
+  bool given = false;
+  key_at(w->doc, "data.classes", &given);
+  if (sc->data.source == RH_DATA_CIFAR10 && given && sc->data.classes != 10) {
+    fail(w, node_at(w->doc, "data.classes"), "data.classes", "CIFAR-10 has 10 classes, not %d",
+         sc->data.classes);
+    return false;
+  }
+  if (!given) sc->data.classes = 0;
+  if (sc->data.source != RH_DATA_IDX) return true;
+  static const char *const fields[2][2] = {{"data.train_images", "data.train_labels"},
+                                           {"data.validation_images", "data.validation_labels"}};
+  const char *files[2][2] = {{sc->data.train_images, sc->data.train_labels},
+                             {sc->data.validation_images, sc->data.validation_labels}};
+  const char *slash = strrchr(w->path, '/');
+  for (int i = 0; i < 2 && files[i][0]; i++) {
+    char path[2][1100], err[1400];
+    for (int k = 0; k < 2; k++) /* relative to the scenario file, as the run reads them */
+      if (files[i][k][0] == '/' || !slash) snprintf(path[k], sizeof path[k], "%s", files[i][k]);
+      else snprintf(path[k], sizeof path[k], "%.*s/%s", (int)(slash - w->path), w->path, files[i][k]);
+    int which;
+    if (rh_idx_check_labels(path[0], path[1], sc->data.classes, &which, err, sizeof err) != RH_OK) {
+      fail(w, node_at(w->doc, fields[i][which]), fields[i][which], "%s", err);
+      return false;
+    }
+  }
+  return true;
 }
 
 static void check_whole(walker *w) {
@@ -1797,6 +1884,7 @@ static void check_whole(walker *w) {
            "missing: validation images and labels come together");
       return;
     }
+    if (!check_data_files(w)) return;
   }
   if (!check_model_layers(w)) return;
   /* gradient accumulation: a step's batch is its micro-batches' */
@@ -1948,12 +2036,15 @@ static bool uses_alias(const char *text, size_t len) {
 static int apply_set(yaml_document_t *doc, const char *set, int index, char *err, size_t errlen) {
   const char *eq = strchr(set, '=');
   char key[200];
-  if (!eq || eq == set || (size_t)(eq - set) >= sizeof key || eq[-1] == '.' || set[0] == '.' ||
-      strstr(set, "..")) {
+  if (!eq || eq == set || (size_t)(eq - set) >= sizeof key || eq[-1] == '.' || set[0] == '.') {
     snprintf(err, errlen, "--set %s: expected KEY=VALUE, KEY a dotted path such as cluster.nodes", set);
     return -1;
   }
   snprintf(key, sizeof key, "%.*s", (int)(eq - set), set);
+  if (strstr(key, "..")) { /* an empty step in the KEY; the VALUE may hold "..", as in ../data */
+    snprintf(err, errlen, "--set %s: expected KEY=VALUE, KEY a dotted path such as cluster.nodes", set);
+    return -1;
+  }
   if (too_deep(eq + 1, strlen(eq + 1))) {
     snprintf(err, errlen, "--set %s: the value nests [ ] and { } more than %d levels", set,
              YAML_MAX_FLOW_DEPTH);

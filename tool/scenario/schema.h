@@ -58,8 +58,9 @@ void rh__scenario_defaults(rh_scenario *sc);
 
 /* model.c: after the walk, a timing model's layers: a family's built from its figures, the
  * precision's bytes added to each layer's memory traffic.  NULL, or what is wrong with *field
- * (a dotted key) the scenario's line is reported for. */
-const char *rh__scenario_model_finish(rh_scenario *sc, const char **field);
+ * (a dotted key) the scenario's line is reported for; *other: the key it conflicts with, or NULL
+ * (the family for a key of another family, hidden for heads that do not divide it...). */
+const char *rh__scenario_model_finish(rh_scenario *sc, const char **field, const char **other);
 /* model.c: how the layers are timed: on the roofline at the precision's peak (a shaped model on a
  * GPU with that peak, unless the scenario gives its own sustained tflops), or at the sustained
  * rate.  NULL, or an error as above. */

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct reader {
   const char *path;
@@ -48,13 +49,18 @@ static const char *scalar(const yaml_node_t *n) {
   return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
-static int number(reader *r, const yaml_node_t *n, const char *field, double lo, double *out) {
+static int number(reader *r, const yaml_node_t *n, const char *field, double lo, double hi,
+                  double *out) {
   const char *s = scalar(n);
   char *end;
   errno = 0;
   double v = s ? strtod(s, &end) : NAN;
-  if (!s || end == s || *end || errno || !isfinite(v) || v <= lo)
-    return fail(r, n, field, "expected a number above %g, got %s", lo, s ? s : "a collection");
+  if (!s || end == s || *end || errno || !isfinite(v) || v <= lo || v > hi) {
+    if (isinf(hi))
+      return fail(r, n, field, "expected a number above %g, got %s", lo, s ? s : "a collection");
+    return fail(r, n, field, "expected a number above %g and at most %g, got %s", lo, hi,
+                s ? s : "a collection");
+  }
   *out = v;
   return 0;
 }
@@ -84,7 +90,8 @@ static int points(reader *r, const yaml_node_t *n, const char *field, rh_suite_s
     if (s->ncounts == RH_SUITE_MAX_COUNTS)
       return fail(r, k, field, "at most %d GPU counts a series", RH_SUITE_MAX_COUNTS);
     double x;
-    if (number(r, v, field, 0, &x)) return 2;
+    if (number(r, v, field, 0, strcmp(field, "efficiency") ? INFINITY : RH_SUITE_MAX_EFFICIENCY, &x))
+      return 2;
     s->gpus[s->ncounts] = (int)g;
     s->published[s->ncounts++] = x;
   }
@@ -103,11 +110,12 @@ static int one_series(reader *r, const yaml_node_t *n, const char *dir, rh_suite
     else if (!strcmp(key, "name")) bad = text(r, v, "name", &s->name);
     else if (!strcmp(key, "source")) bad = text(r, v, "source", &s->source);
     else if (!strcmp(key, "setup")) bad = text(r, v, "setup", &s->setup);
-    else if (!strcmp(key, "bound")) bad = number(r, v, "bound", 0, &s->bound);
-    else if (!strcmp(key, "one_gpu")) bad = number(r, v, "one_gpu", 0, &s->one_gpu);
+    else if (!strcmp(key, "bound")) bad = number(r, v, "bound", 0, RH_SUITE_MAX_BOUND, &s->bound);
+    else if (!strcmp(key, "one_gpu")) bad = number(r, v, "one_gpu", 0, INFINITY, &s->one_gpu);
     else if (!strcmp(key, "scenario")) {
       char *file = NULL;
       bad = text(r, v, "scenario", &file);
+      s->scenario_line = (int)v->start_mark.line + 1;
       if (!bad) {
         size_t len = strlen(dir) + strlen(file) + 2;
         free(s->scenario);
@@ -141,6 +149,23 @@ static int one_series(reader *r, const yaml_node_t *n, const char *dir, rh_suite
       return fail(r, n, "name", "\"%s\": letters, digits, '-', '_' and '.' only (a folder's name)",
                   s->name);
   return 0;
+}
+
+/* A series' scenario is a file that opens, checked once the whole suite reads well: a series
+ * whose sweep could not start would otherwise be found only after the others ran. */
+static int scenario_readable(reader *r, const rh_suite_series *s) {
+  struct stat st;
+  errno = 0;
+  FILE *f = stat(s->scenario, &st) == 0 && S_ISREG(st.st_mode) ? fopen(s->scenario, "rb") : NULL;
+  if (f) {
+    fclose(f);
+    return 0;
+  }
+  const char *why = errno == 0 || (errno != ENOENT && errno != EACCES) ? "not a readable file"
+                                                                       : strerror(errno);
+  snprintf(r->err, r->errlen, "%s:%d: scenario: %s: %s (series %s)", r->path, s->scenario_line,
+           s->scenario, why, s->name);
+  return 2;
 }
 
 int rh_suite_load(const char *path, rh_suite *out, char *err, size_t errlen) {
@@ -199,6 +224,7 @@ int rh_suite_load(const char *path, rh_suite *out, char *err, size_t errlen) {
     }
   }
   yaml_document_delete(&doc);
+  for (int i = 0; i < out->nseries && !rc; i++) rc = scenario_readable(&r, &out->series[i]);
   if (rc) rh_suite_free(out);
   return rc;
 }

@@ -10,17 +10,24 @@
 #include <stddef.h>
 
 enum { RH_SUITE_MAX_COUNTS = 16 };
+/* The largest bound (points) and published efficiency (%) a suite may give: an error cannot pass
+ * 100 points, and a published efficiency a little above 100 is superlinear scaling (caches, a
+ * smaller per-GPU working set), far above it a typing mistake. */
+#define RH_SUITE_MAX_BOUND 100.0
+#define RH_SUITE_MAX_EFFICIENCY 110.0
 
 typedef struct rh_suite_series {
   char *name;      /* the series' id (the output folder's name) */
   char *scenario;  /* the scenario's path, resolved against the suite file's folder */
+  int scenario_line; /* where the suite file names it */
   char *source;    /* where the figures were published */
   char *setup;     /* hardware and software, in a few words */
-  double bound;    /* points of scaling efficiency a prediction may be off by */
+  double bound;    /* points of scaling efficiency a prediction may be off by (at most 100) */
   double one_gpu;  /* published samples/s on one GPU; 0 where only efficiencies were published */
   int ncounts;
   int gpus[RH_SUITE_MAX_COUNTS];
-  double published[RH_SUITE_MAX_COUNTS]; /* samples/s (one_gpu > 0), else efficiency in % */
+  double published[RH_SUITE_MAX_COUNTS]; /* samples/s (one_gpu > 0), else efficiency in %
+                                          * (at most RH_SUITE_MAX_EFFICIENCY) */
 } rh_suite_series;
 
 typedef struct rh_suite {
@@ -28,7 +35,8 @@ typedef struct rh_suite {
   int nseries;
 } rh_suite;
 
-/* Reads a suite file.  0, or 2 with "FILE:LINE: FIELD: why" written into err (nothing kept). */
+/* Reads a suite file; each series' scenario must be a readable file.  0, or 2 with
+ * "FILE:LINE: FIELD: why" written into err (nothing kept). */
 int rh_suite_load(const char *path, rh_suite *out, char *err, size_t errlen);
 void rh_suite_free(rh_suite *s);
 

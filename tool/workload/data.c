@@ -192,58 +192,53 @@ static rh_status open_data(const char *path, gzFile *gz, char *err, size_t errle
   return RH_OK;
 }
 
+/* Reads and checks the header of an IDX file open in gz whose magic must be `magic` (type byte
+ * 0x08, ndims in the low byte): f's dims and count. */
+static rh_status idx_head(gzFile gz, const char *path, uint32_t magic, const char *what,
+                         idx_file *f, char *err, size_t errlen) {
+  int ndims = (int)(magic & 0xffu);
+  unsigned char head[16];
+  size_t head_len = 4 + 4 * (size_t)ndims;
+  int got_head = gzread(gz, head, (unsigned)head_len);
+  if (got_head < 4)
+    return fail(err, errlen, RH_ERR_INVALID, path, "too short for an IDX header (%d bytes)",
+                got_head < 0 ? 0 : got_head);
+  uint32_t got = be32(head);
+  if ((got & 0xffffff00u) != (magic & 0xffffff00u))
+    return fail(err, errlen, RH_ERR_INVALID, path,
+                "bad magic number 0x%08x (expected 0x%08x for IDX %s of unsigned bytes)", got,
+                magic, what);
+  if ((got & 0xffu) != (uint32_t)ndims)
+    return fail(err, errlen, RH_ERR_INVALID, path,
+                "wrong number of dimensions %u in the magic number 0x%08x (expected %d for %s)",
+                got & 0xffu, got, ndims, what);
+  if ((size_t)got_head < head_len)
+    return fail(err, errlen, RH_ERR_INVALID, path,
+                "truncated header: %d bytes, expected at least %zu", got_head, head_len);
+  f->count = 1;
+  for (int i = 0; i < ndims; i++) {
+    f->dims[i] = be32(head + 4 + 4 * i);
+    if (f->dims[i] == 0) return fail(err, errlen, RH_ERR_INVALID, path, "dimension %d is 0", i + 1);
+    /* Each dimension is below 2^32, so the product of three stays below 2^96; check as it grows. */
+    if (f->count > UINT64_MAX / f->dims[i])
+      return fail(err, errlen, RH_ERR_INVALID, path, "dimensions too large");
+    f->count *= f->dims[i];
+  }
+  return RH_OK;
+}
+
 /* Reads and checks an IDX file whose magic must be `magic` (type byte 0x08, ndims in the low
  * byte), plain or gzip'd (zlib reads both).  The data must be exactly the product of the
  * dimensions: fewer bytes are a truncated file, more are trailing bytes. */
 static rh_status idx_read(const char *path, uint32_t magic, const char *what, idx_file *f,
                           char *err, size_t errlen) {
   *f = (idx_file){0};
-  int ndims = (int)(magic & 0xffu);
   gzFile gz;
   rh_status opened = open_data(path, &gz, err, errlen);
   if (opened != RH_OK) return opened;
 
-  rh_status st = RH_OK;
-  unsigned char head[16];
-  size_t head_len = 4 + 4 * (size_t)ndims;
-  int got_head = gzread(gz, head, (unsigned)head_len);
-  if (got_head < 4) {
-    st = fail(err, errlen, RH_ERR_INVALID, path, "too short for an IDX header (%d bytes)",
-              got_head < 0 ? 0 : got_head);
-    goto done;
-  }
-  uint32_t got = be32(head);
-  if ((got & 0xffffff00u) != (magic & 0xffffff00u)) {
-    st = fail(err, errlen, RH_ERR_INVALID, path,
-              "bad magic number 0x%08x (expected 0x%08x for IDX %s of unsigned bytes)", got, magic,
-              what);
-    goto done;
-  }
-  if ((got & 0xffu) != (uint32_t)ndims) {
-    st = fail(err, errlen, RH_ERR_INVALID, path,
-              "wrong number of dimensions %u in the magic number 0x%08x (expected %d for %s)",
-              got & 0xffu, got, ndims, what);
-    goto done;
-  }
-  if ((size_t)got_head < head_len) {
-    st = fail(err, errlen, RH_ERR_INVALID, path,
-              "truncated header: %d bytes, expected at least %zu", got_head, head_len);
-    goto done;
-  }
-  f->count = 1;
-  for (int i = 0; i < ndims; i++) {
-    f->dims[i] = be32(head + 4 + 4 * i);
-    if (f->dims[i] == 0) {
-      st = fail(err, errlen, RH_ERR_INVALID, path, "dimension %d is 0", i + 1);
-      goto done;
-    }
-    /* Each dimension is below 2^32, so the product of three stays below 2^96; check as it grows. */
-    if (f->count > UINT64_MAX / f->dims[i]) {
-      st = fail(err, errlen, RH_ERR_INVALID, path, "dimensions too large");
-      goto done;
-    }
-    f->count *= f->dims[i];
-  }
+  rh_status st = idx_head(gz, path, magic, what, f, err, errlen);
+  if (st != RH_OK) goto done;
   /* memory grows with the data that come, so that a header claiming more than the file holds
    * (a gzip'd file's size is not known before it is read) takes no more than the file's bytes */
   if (f->count > SIZE_MAX) {
@@ -299,6 +294,32 @@ done:
     free(f->data);
     *f = (idx_file){0};
   }
+  return st;
+}
+
+rh_status rh_idx_check_labels(const char *images, const char *labels, int classes, int *which,
+                              char *err, size_t errlen) {
+  if (err && errlen > 0) err[0] = '\0';
+  *which = 0;
+  gzFile gz;
+  idx_file im = {0}, lb;
+  rh_status st = open_data(images, &gz, err, errlen);
+  if (st != RH_OK) return st;
+  st = idx_head(gz, images, IDX_IMAGES, "images", &im, err, errlen);
+  gzclose(gz);
+  if (st != RH_OK) return st;
+  *which = 1;
+  st = idx_read(labels, IDX_LABELS, "labels", &lb, err, errlen);
+  if (st != RH_OK) return st;
+  if (lb.dims[0] != im.dims[0])
+    st = fail(err, errlen, RH_ERR_INVALID, labels, "%u labels, but %s holds %u images",
+              lb.dims[0], images, im.dims[0]);
+  for (uint64_t i = 0; st == RH_OK && classes > 0 && i < lb.count; i++)
+    if (lb.data[i] >= classes)
+      st = fail(err, errlen, RH_ERR_INVALID, labels,
+                "label %d (of sample %llu) is not below data.classes %d", lb.data[i],
+                (unsigned long long)i, classes);
+  free(lb.data);
   return st;
 }
 

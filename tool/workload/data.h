@@ -38,6 +38,12 @@ rh_status rh_dataset_synthetic(rh_dataset *d, long n, int inputs, int classes, u
 rh_status rh_dataset_load_idx(rh_dataset *d, const char *images, const char *labels, char *err,
                               size_t errlen);
 
+/* Checks IDX labels before a run: the images' header (their count), then the labels file whole,
+ * one label an image, each below `classes` (0: any).  RH_OK; else a message naming the file in
+ * err, and *which: 0 where the images are at fault, 1 where the labels are. */
+rh_status rh_idx_check_labels(const char *images, const char *labels, int classes, int *which,
+                              char *err, size_t errlen);
+
 /* Loads CIFAR-10's binary batches (data_batch_1.bin ...; plain or gzip'd): every file the glob
  * pattern matches, in sorted order, each a run of 3073-byte records (a label byte, then the
  * red, green and blue planes of 32 x 32).  Pixels are scaled to [0, 1], channels first.  A
