@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "output.h"
 #include "harness.h"
+#include "run_summary.h"
 
 #include <jansson.h>
 
@@ -300,11 +301,23 @@ static void test_steps_csv_of_a_long_run(void **state) {
   free(std);
 }
 
+/* summary.json names the model's total parameter count, as the console does: ResNet-50's
+ * 25,557,032 (torchvision's published count) for the default scenario. */
+static void test_summary_names_the_parameters(void **state) {
+  (void)state;
+  json_t *root = rh_test_run_summary("scenarios/default.yaml", rh_test_path(tmpdir, "params"));
+  json_t *model = json_object_get(root, "model");
+  assert_true(json_is_integer(json_object_get(model, "parameters")));
+  assert_int_equal(json_integer_value(json_object_get(model, "parameters")), 25557032);
+  json_decref(root);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_together_or_not_at_all),
       cmocka_unit_test(test_stale_temporaries_removed),
       cmocka_unit_test(test_json_text),
+      cmocka_unit_test(test_summary_names_the_parameters),
       cmocka_unit_test(test_summary_names_any_path),
       cmocka_unit_test(test_unwritable_out_checked_first),
       cmocka_unit_test(test_out_where_nothing_can_be_made),

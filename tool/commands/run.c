@@ -851,6 +851,7 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
                   "samples_per_s", thr, "ideal_samples_per_s", ideal, "scaling_efficiency",
                   thr / ideal, "buckets_per_step", res.buckets_per_step, "gradient_bytes",
                   cfg->parameters * (cfg->real ? 4 : rh_precision_grad_bytes(sc.model.precision)), "algorithm", algo, "predicted_allreduce_ms", predicted * 1e3));
+    json_object_set_new(root, "model", json_pack("{s:I}", "parameters", (json_int_t)cfg->parameters));
     json_t *js = json_object_get(root, "summary");
     json_t *rates = json_object_get(root, "rates");
     if (rates) {
