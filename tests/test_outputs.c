@@ -312,12 +312,37 @@ static void test_summary_names_the_parameters(void **state) {
   json_decref(root);
 }
 
+/* One of a thing is said in the singular: a one-epoch run on one GPU writes 1 checkpoint. */
+static void test_one_is_singular(void **state) {
+  (void)state;
+  char *scenario = strdup(rh_test_path(tmpdir, "one.yaml")), *std = strdup(rh_test_path(tmpdir, "one.txt"));
+  FILE *f = fopen(scenario, "w");
+  assert_non_null(f);
+  fputs("name: one\n"
+        "cluster: {nodes: 1, gpus_per_node: 1, gpu: {tflops: 14}, intra: {bandwidth_GBps: 50}}\n"
+        "model: {kind: softmax, forward_gflops_per_sample: 0.0008}\n"
+        "data: {train_samples: 512, validation_samples: 128, inputs: 16, classes: 4}\n"
+        "recipe: {batch_per_worker: 64, epochs: 1}\n", f);
+  assert_int_equal(fclose(f), 0);
+  char *argv[] = {RH_BINARY, "run", scenario, NULL};
+  assert_int_equal(rh_test_spawn(argv, std, "/dev/null"), 0);
+  char *text = rh_test_slurp(std);
+  assert_non_null(text);
+  const char *says[] = {"1 checkpoint, written by rank 0 alone", "# 1 GPU on 1 node,",
+                        "the mean over 1 rank\n", "on all 1 rank after"};
+  for (size_t i = 0; i < sizeof says / sizeof *says; i++)
+    if (!strstr(text, says[i])) fail_msg("does not say \"%s\":\n%s", says[i], text);
+  assert_null(strstr(text, "1 checkpoints"));
+  free(text), free(scenario), free(std);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_together_or_not_at_all),
       cmocka_unit_test(test_stale_temporaries_removed),
       cmocka_unit_test(test_json_text),
       cmocka_unit_test(test_summary_names_the_parameters),
+      cmocka_unit_test(test_one_is_singular),
       cmocka_unit_test(test_summary_names_any_path),
       cmocka_unit_test(test_unwritable_out_checked_first),
       cmocka_unit_test(test_out_where_nothing_can_be_made),

@@ -64,7 +64,7 @@ static void print_table(const rh_scenario *sc, const char *file) {
   printf("# %.0f parameters, %.6g GFLOP forward per sample", sc->model.parameters,
          sc->model.forward_flops / 1e9);
   if (sc->model.tokens_per_sample > 0) printf(", %.0f tokens per sample", sc->model.tokens_per_sample);
-  printf("; %d layers in forward order\n", sc->model.nlayers);
+  printf("; %d layer%s in forward order\n", sc->model.nlayers, sc->model.nlayers == 1 ? "" : "s");
   printf("#%-39s %14s %14s %16s %16s\n", "layer", "parameters", "fwd_gflop", "traffic", "activations");
   printf("#%-39s %14s %14s %16s %16s\n", "", "", "(/sample)", "(values/sample)", "(values/sample)");
   for (int i = 0; i < sc->model.nlayers; i++) {

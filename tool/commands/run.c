@@ -646,10 +646,10 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
              sc.compute.peak_from >= 0 ? rh_precision_names[sc.compute.peak_from] : "peak_tflops");
   else
     snprintf(rate, sizeof rate, "%.4g TFLOP/s", sc.cluster.gpu_flops / 1e12);
-  snprintf(header, sizeof header, "# rehearsal run: %s (%s)\n# %d GPUs on %d node%s, %s "
-           "each; batch %.0f per worker, %.0f global; %ld steps per epoch\n", sc.name, sc.path, size,
-           sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "", rate, batch, global,
-           res.steps_per_epoch);
+  snprintf(header, sizeof header, "# rehearsal run: %s (%s)\n# %d GPU%s on %d node%s, %s "
+           "each; batch %.0f per worker, %.0f global; %ld step%s per epoch\n", sc.name, sc.path,
+           size, size == 1 ? "" : "s", sc.cluster.nodes, sc.cluster.nodes > 1 ? "s" : "", rate,
+           batch, global, res.steps_per_epoch, res.steps_per_epoch == 1 ? "" : "s");
   fputs(header, stdout);
   if (res.start_epoch > 0) printf("# resumed after epoch %d from %s\n", res.start_epoch, cfg->checkpoint_dir);
   if (resume && res.error == RH_OK && res.start_epoch >= epochs_cap) {
