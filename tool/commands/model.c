@@ -36,15 +36,20 @@ static int model_option(int c, const char *value, void *arg) {
   return 0;
 }
 
-/* Whether a YAML file is a scenario (a top-level `model:` key) rather than a model's mapping. */
+/* Whether a YAML file is a scenario (a top-level `model:` key beside others) rather than a
+ * model's mapping or its section alone (`model:` its one key, as tools/torch_export.py writes). */
 static bool is_scenario(const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return true; /* the loader says why it cannot be read */
   char line[512];
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f)) found = !strncmp(line, "model:", 6);
+  bool model = false, other = false; /* top-level keys: a lone `model:` is a model's section */
+  while (fgets(line, sizeof line, f)) {
+    bool key = (line[0] >= 'a' && line[0] <= 'z') || (line[0] >= 'A' && line[0] <= 'Z');
+    if (!strncmp(line, "model:", 6)) model = true;
+    else other = other || key;
+  }
   fclose(f);
-  return found;
+  return model && other;
 }
 
 static json_t *layers_json(const rh_scenario *sc) {

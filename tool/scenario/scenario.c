@@ -1312,6 +1312,19 @@ static void preset_list(const char *dir, char *buf, size_t len) {
 
 /* Walks the preset `n` names (presets/<kind>/NAME.yaml, or a path ending in .yaml relative to
  * the file that names it) against `kids` under `prefix`; its errors name the preset's file. */
+/* A model preset written as a scenario's section, `model:` its one key (what
+ * tools/torch_export.py writes by default), is read as the mapping under that key. */
+static yaml_node_t *under_model_key(yaml_document_t *doc, yaml_node_t *top) {
+  if (!top || top->type != YAML_MAPPING_NODE ||
+      top->data.mapping.pairs.top - top->data.mapping.pairs.start != 1)
+    return top;
+  yaml_node_pair_t *pair = top->data.mapping.pairs.start;
+  yaml_node_t *key = yaml_document_get_node(doc, pair->key);
+  yaml_node_t *value = yaml_document_get_node(doc, pair->value);
+  bool model = key && key->type == YAML_SCALAR_NODE && !strcmp((const char *)key->data.scalar.value, "model");
+  return model && value && value->type == YAML_MAPPING_NODE ? value : top;
+}
+
 static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, const char *prefix,
                         const char *name, const char *kind) {
   const char *want = scalar(n);
@@ -1371,6 +1384,7 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
   sub.errlen = sizeof inner;
   sub.depth = w->depth + 1;
   yaml_node_t *top = yaml_document_get_root_node(&doc);
+  if (!strcmp(kind, "model")) top = under_model_key(&doc, top);
   if (!top || top->type != YAML_MAPPING_NODE)
     fail(&sub, top, prefix, "a preset is a mapping of %s keys", prefix);
   else
