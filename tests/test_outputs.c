@@ -336,6 +336,44 @@ static void test_one_is_singular(void **state) {
   free(text), free(scenario), free(std);
 }
 
+/* The order under shuffle: torch is DistributedSampler(dataset, num_replicas, rank)'s, as Horovod's
+ * scripts build it: from the sampler's default seed 0, not recipe.seed (42, torch.manual_seed's).
+ * The expected shards are PyTorch 1.13's:
+ *   s = DistributedSampler(list(range(20)), num_replicas=2, rank=r); s.set_epoch(1); list(s) */
+static void test_torch_order_from_sampler_seed_0(void **state) {
+  (void)state;
+  static const long want[2][10] = {{5, 2, 19, 1, 4, 0, 16, 15, 6, 12},
+                                   {13, 11, 18, 9, 7, 14, 10, 3, 17, 8}};
+  char *scenario = strdup(rh_test_path(tmpdir, "order.yaml"));
+  char *out = strdup(rh_test_path(tmpdir, "order"));
+  FILE *f = fopen(scenario, "w");
+  assert_non_null(f);
+  fputs("name: order\n"
+        "cluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 14}, intra: {bandwidth_GBps: 50}}\n"
+        "model: {kind: softmax, forward_gflops_per_sample: 0.0008}\n"
+        "data: {train_samples: 20, validation_samples: 4, inputs: 4, classes: 2}\n"
+        "recipe: {batch_per_worker: 10, epochs: 1, seed: 42, shuffle: torch, first_epoch: 1}\n", f);
+  assert_int_equal(fclose(f), 0);
+  char *argv[] = {RH_BINARY, "run", scenario, "--record-samples", "--out", out, NULL};
+  assert_int_equal(rh_test_spawn(argv, "/dev/null", "/dev/null"), 0);
+  for (int r = 0; r < 2; r++) {
+    char name[32];
+    snprintf(name, sizeof name, "samples-rank%d.csv", r);
+    FILE *csv = fopen(rh_test_path(out, name), "r");
+    assert_non_null(csv);
+    char line[128];
+    assert_non_null(fgets(line, sizeof line, csv)); /* the header */
+    for (int i = 0; i < 10; i++) {
+      long epoch, step, rank, sample;
+      assert_non_null(fgets(line, sizeof line, csv));
+      assert_int_equal(sscanf(line, "%ld,%ld,%ld,%ld", &epoch, &step, &rank, &sample), 4);
+      if (sample != want[r][i]) fail_msg("rank %d, draw %d: sample %ld, PyTorch's %ld", r, i, sample, want[r][i]);
+    }
+    fclose(csv);
+  }
+  free(scenario), free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_together_or_not_at_all),
@@ -343,6 +381,7 @@ int main(void) {
       cmocka_unit_test(test_json_text),
       cmocka_unit_test(test_summary_names_the_parameters),
       cmocka_unit_test(test_one_is_singular),
+      cmocka_unit_test(test_torch_order_from_sampler_seed_0),
       cmocka_unit_test(test_summary_names_any_path),
       cmocka_unit_test(test_unwritable_out_checked_first),
       cmocka_unit_test(test_out_where_nothing_can_be_made),

@@ -792,6 +792,17 @@ static void test_presets(void **state) {
   rh_scenario_free(&sc);
 }
 
+/* The seed-001 replay: recipe.seed 42 is the script's torch.manual_seed(args.seed); its
+ * DistributedSampler(dataset, num_replicas, rank) shuffles from torch's default seed, 0. */
+static void test_sampler_seed(void **state) {
+  (void)state;
+  rh_scenario sc;
+  load_ok("scenarios/seeds/oci-pytorch-elastic-mnist.yaml", &sc);
+  assert_close(sc.recipe.seed, 42);
+  assert_true(sc.recipe.sampler_seed == 0);
+  rh_scenario_free(&sc);
+}
+
 /* ---- FLOPs, not multiply-adds --------------------------------------------------------------- */
 
 /* torchvision's published forward counts at their image size, in G multiply-adds (its docs'
@@ -863,6 +874,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_nccl_variables_without_nccl_model, clear_horovod_nccl),
       cmocka_unit_test(test_failure_sections),
       cmocka_unit_test(test_shipped_flops_are_flops),
+      cmocka_unit_test(test_sampler_seed),
   };
   return cmocka_run_group_tests(tests, clear_environment, NULL);
 }

@@ -320,7 +320,12 @@ static const field recipe_fields[] = {
     COUNT("stop_at_step", false, 0, 1e15, recipe.stop_at_step,
         "TensorFlow's StopAtStepHook: stop at step S // size; 0: no stop"),
     COUNT("seed", false, 0, 1e15, recipe.seed,
-        "the shuffle and the initial weights are drawn from it"),
+        "the initial weights and dropout are drawn from it (torch.manual_seed(args.seed)), and "
+        "the order of shuffle: true unless sampler_seed is given"),
+    COUNT("sampler_seed", false, 0, 1e15, recipe.sampler_seed,
+        "the sampler's seed: DistributedSampler(seed=...), torch's default 0 under shuffle: torch "
+        "(as DistributedSampler(dataset, num_replicas, rank) builds it); with shuffle: true, "
+        "seed when unset"),
     ENUM("shuffle", shuffles, recipe.shuffle,
         "shuffle the samples each epoch: true (rehearsal's generator), or torch (torch.randperm "
         "seeded seed + epoch, DistributedSampler's order: the samples PyTorch's ranks see)"),
@@ -519,6 +524,7 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->recipe.eps = 1e-8;
   sc->recipe.rho = 0.9;
   sc->recipe.seed = 42;
+  sc->recipe.sampler_seed = -1; /* unset: 0 under shuffle: torch, else recipe.seed */
   sc->recipe.shuffle = 1;
   sc->recipe.checkpoint_every = 1;
   sc->failures.seed = 1;
@@ -1813,6 +1819,8 @@ static void check_whole(walker *w) {
     }
   }
   if (!check_model_layers(w)) return;
+  if (sc->recipe.sampler_seed < 0) /* DistributedSampler's default seed is 0 */
+    sc->recipe.sampler_seed = sc->recipe.shuffle == RH_SHUFFLE_TORCH ? 0 : sc->recipe.seed;
   /* gradient accumulation: a step's batch is its micro-batches' */
   sc->recipe.micro_batch = sc->recipe.batch;
   if (sc->recipe.accumulation > 1) {

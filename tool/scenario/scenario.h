@@ -140,6 +140,7 @@ typedef struct rh_scenario {
     int val_rule;         /* rh_val_rule */
     double stop_at_step;
     double seed;
+    double sampler_seed;  /* DistributedSampler's seed; unset (< 0): 0 under torch, else seed */
     int shuffle;          /* rh_shuffle: false, true (rehearsal's generator), torch */
     double first_epoch;   /* the epoch number set_epoch gets first (torch's order) */
     int checkpoint_every;

@@ -91,7 +91,8 @@ typedef struct rh_train_config {
   rh_steps_rule steps_rule;
   rh_val_rule val_rule;
   long stop_at_step;
-  uint64_t seed;
+  uint64_t seed;             /* initial parameters and dropout */
+  uint64_t sampler_seed;     /* the sampler's order (DistributedSampler's seed) */
   const float *init_params; /* model.init_from: the initial parameters (NULL: from the seed) */
   const char *samples_dir;  /* --record-samples: each rank writes samples-rank<R>.csv here */
   int shuffle;                /* rh_shuffle */
