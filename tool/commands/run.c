@@ -887,10 +887,10 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     double acc = res.epochs > 0 ? res.epochs_stats[res.epochs - 1].val_accuracy : NAN;
     char given[1024], source[1200];
     if (sc.checks.accuracy_baseline) data_path(&sc, sc.checks.accuracy_baseline, given, sizeof given);
-    double base = isnan(acc) ? NAN
-                             : rh_accuracy_baseline(file, opts, sc.checks.accuracy_baseline ? given : NULL,
-                                                    out, source, sizeof source);
-    rh_train_verdict_accuracy(&res, acc, base, sc.checks.accuracy_within, source);
+    double base[100];
+    int nbase = isnan(acc) ? 0 : rh_accuracy_baseline(file, opts, sc.checks.accuracy_baseline ? given : NULL,
+                                                      out, sc.checks.accuracy_seeds, base, source, sizeof source);
+    rh_train_verdict_accuracy(&res, acc, base, nbase, sc.checks.accuracy_within, source);
   }
   if (cfg->check[RH_CHECK_FITS_MEMORY]) {
     rh_memory_use mem;

@@ -433,7 +433,7 @@ static const field restart_fields[] = {
     INT("max_restarts", false, 0, 1 << 20, restart.max_restarts,
         "relaunches before the job is given up"),
     END};
-static field check_fields[RH_CHECK_COUNT + 7]; /* one switch per check, then the options */
+static field check_fields[RH_CHECK_COUNT + 8]; /* one switch per check, then the options */
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
 static const field top_fields[] = {
     STR("name", true, name,
@@ -494,7 +494,11 @@ static void init_collective_fields(void) {
                  "accuracy_parity: a one-worker run's summary.json to compare with (relative to "
                  "the scenario); absent: the recipe runs on one GPU beside the job, kept in --out "
                  "DIR/baseline and reused while the scenario and the program are the same");
-  check_fields[RH_CHECK_COUNT + 6] = (field)END;
+  check_fields[RH_CHECK_COUNT + 6] =
+      (field)INT("accuracy_baseline_seeds", false, 1, 100, checks.accuracy_seeds,
+                 "accuracy_parity: one-GPU baseline runs, each with its own recipe.seed and "
+                 "sampler_seed; their spread widens the bound to t sd sqrt(1 + 1/n) (docs/commands.md)");
+  check_fields[RH_CHECK_COUNT + 7] = (field)END;
 }
 
 /* ---- defaults and the schema, for the reference ------------------------------------------- */
@@ -530,6 +534,7 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->failures.seed = 1;
   sc->checks.interval_tolerance = 0.01; /* one point of the job's time */
   sc->checks.accuracy_within = 1;       /* one point of accuracy */
+  sc->checks.accuracy_seeds = 5;        /* baseline runs: enough for a spread */
   sc->elastic.commit_every = 1;         /* the OCI recipe commits every batch */
   sc->elastic.rendezvous_s = 1;         /* discovery polled every second */
   sc->elastic.rendezvous_timeout_s = 30; /* HOROVOD_GLOO_TIMEOUT_SECONDS */

@@ -162,6 +162,7 @@ typedef struct rh_scenario {
     unsigned expect_fail;        /* bit per rh_check_id */
     double interval_tolerance;   /* commit_interval: the loss beyond Young's allowed (fraction) */
     double accuracy_within;      /* accuracy_parity: points below one worker's that pass */
+    int accuracy_seeds;          /* accuracy_parity: baseline runs, each its own seed */
     char *accuracy_baseline;     /* accuracy_parity: a one-worker run's summary.json (owned) */
   } checks;
   unsigned mistakes;             /* rh_mistake bits */
