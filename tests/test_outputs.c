@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "output.h"
 #include "harness.h"
+#include "run_summary.h"
 
 #include <jansson.h>
 
@@ -379,12 +380,88 @@ static void test_steps_csv_of_a_long_run(void **state) {
   free(std);
 }
 
+/* summary.json names the model's total parameter count, as the console does: ResNet-50's
+ * 25,557,032 (torchvision's published count) for the default scenario. */
+static void test_summary_names_the_parameters(void **state) {
+  (void)state;
+  json_t *root = rh_test_run_summary("scenarios/default.yaml", rh_test_path(tmpdir, "params"));
+  json_t *model = json_object_get(root, "model");
+  assert_true(json_is_integer(json_object_get(model, "parameters")));
+  assert_int_equal(json_integer_value(json_object_get(model, "parameters")), 25557032);
+  json_decref(root);
+}
+
+/* One of a thing is said in the singular: a one-epoch run on one GPU writes 1 checkpoint. */
+static void test_one_is_singular(void **state) {
+  (void)state;
+  char *scenario = strdup(rh_test_path(tmpdir, "one.yaml")), *std = strdup(rh_test_path(tmpdir, "one.txt"));
+  FILE *f = fopen(scenario, "w");
+  assert_non_null(f);
+  fputs("name: one\n"
+        "cluster: {nodes: 1, gpus_per_node: 1, gpu: {tflops: 14}, intra: {bandwidth_GBps: 50}}\n"
+        "model: {kind: softmax, forward_gflops_per_sample: 0.0008}\n"
+        "data: {train_samples: 512, validation_samples: 128, inputs: 16, classes: 4}\n"
+        "recipe: {batch_per_worker: 64, epochs: 1}\n", f);
+  assert_int_equal(fclose(f), 0);
+  char *argv[] = {RH_BINARY, "run", scenario, NULL};
+  assert_int_equal(rh_test_spawn(argv, std, "/dev/null"), 0);
+  char *text = rh_test_slurp(std);
+  assert_non_null(text);
+  const char *says[] = {"1 checkpoint, written by rank 0 alone", "# 1 GPU on 1 node,",
+                        "the mean over 1 rank\n", "on all 1 rank after"};
+  for (size_t i = 0; i < sizeof says / sizeof *says; i++)
+    if (!strstr(text, says[i])) fail_msg("does not say \"%s\":\n%s", says[i], text);
+  assert_null(strstr(text, "1 checkpoints"));
+  free(text), free(scenario), free(std);
+}
+
+/* The order under shuffle: torch is DistributedSampler(dataset, num_replicas, rank)'s, as Horovod's
+ * scripts build it: from the sampler's default seed 0, not recipe.seed (42, torch.manual_seed's).
+ * The expected shards are PyTorch 1.13's:
+ *   s = DistributedSampler(list(range(20)), num_replicas=2, rank=r); s.set_epoch(1); list(s) */
+static void test_torch_order_from_sampler_seed_0(void **state) {
+  (void)state;
+  static const long want[2][10] = {{5, 2, 19, 1, 4, 0, 16, 15, 6, 12},
+                                   {13, 11, 18, 9, 7, 14, 10, 3, 17, 8}};
+  char *scenario = strdup(rh_test_path(tmpdir, "order.yaml"));
+  char *out = strdup(rh_test_path(tmpdir, "order"));
+  FILE *f = fopen(scenario, "w");
+  assert_non_null(f);
+  fputs("name: order\n"
+        "cluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 14}, intra: {bandwidth_GBps: 50}}\n"
+        "model: {kind: softmax, forward_gflops_per_sample: 0.0008}\n"
+        "data: {train_samples: 20, validation_samples: 4, inputs: 4, classes: 2}\n"
+        "recipe: {batch_per_worker: 10, epochs: 1, seed: 42, shuffle: torch, first_epoch: 1}\n", f);
+  assert_int_equal(fclose(f), 0);
+  char *argv[] = {RH_BINARY, "run", scenario, "--record-samples", "--out", out, NULL};
+  assert_int_equal(rh_test_spawn(argv, "/dev/null", "/dev/null"), 0);
+  for (int r = 0; r < 2; r++) {
+    char name[32];
+    snprintf(name, sizeof name, "samples-rank%d.csv", r);
+    FILE *csv = fopen(rh_test_path(out, name), "r");
+    assert_non_null(csv);
+    char line[128];
+    assert_non_null(fgets(line, sizeof line, csv)); /* the header */
+    for (int i = 0; i < 10; i++) {
+      long epoch, step, rank, sample;
+      assert_non_null(fgets(line, sizeof line, csv));
+      assert_int_equal(sscanf(line, "%ld,%ld,%ld,%ld", &epoch, &step, &rank, &sample), 4);
+      if (sample != want[r][i]) fail_msg("rank %d, draw %d: sample %ld, PyTorch's %ld", r, i, sample, want[r][i]);
+    }
+    fclose(csv);
+  }
+  free(scenario), free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_together_or_not_at_all),
       cmocka_unit_test(test_stale_temporaries_removed),
       cmocka_unit_test(test_json_text),
       cmocka_unit_test(test_remove_tree),
+      cmocka_unit_test(test_summary_names_the_parameters),
+      cmocka_unit_test(test_one_is_singular),
+      cmocka_unit_test(test_torch_order_from_sampler_seed_0),
       cmocka_unit_test(test_summary_names_any_path),
       cmocka_unit_test(test_unwritable_out_checked_first),
       cmocka_unit_test(test_out_where_nothing_can_be_made),

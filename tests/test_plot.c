@@ -288,6 +288,26 @@ static void test_keys_match_their_lines(void **state) {
   free(d);
 }
 
+/* A sweep of a model timed on the roofline (ResNet-50 in amp_fp16 on an A100): the subtitle names
+ * the rate its points were timed at, the A100 datasheet's dense fp16 peak of 312 TFLOP/s, not the
+ * preset's sustained 32 TFLOP/s that only a model without shapes runs at. */
+static void test_sweep_names_the_roofline(void **state) {
+  (void)state;
+  char *d = strdup(rh_test_path(tmpdir, "roofline"));
+  char *argv[] = {RH_BINARY, "sweep", "scenarios/models/resnet50-1gpu-a100.yaml", "--axis",
+                  "cluster.gpus_per_node=1,2", "--out", d, NULL};
+  assert_int_equal(rh_test_spawn(argv, "/dev/null", "/dev/null"), 0);
+  assert_int_equal(plot(d, NULL), 0);
+  char plots[400];
+  snprintf(plots, sizeof plots, "%s/plots", d);
+  char *gp = rh_test_slurp(rh_test_path(plots, "sweep-throughput.gp"));
+  assert_non_null(gp);
+  assert_non_null(strstr(gp, "roofline of 312 TFLOP/s amp_fp16"));
+  assert_null(strstr(gp, "(32 TFLOP/s)"));
+  free(gp);
+  free(d);
+}
+
 /* A failure that made one epoch's steps a hundred times longer: the epochs are drawn on a log
  * axis, so that the normal epochs still show. */
 static void test_failure_epochs_on_a_log_axis(void **state) {
@@ -380,6 +400,7 @@ int main(void) {
       cmocka_unit_test(test_run),
       cmocka_unit_test(test_sweep),
       cmocka_unit_test(test_keys_match_their_lines),
+      cmocka_unit_test(test_sweep_names_the_roofline),
       cmocka_unit_test(test_failure_epochs_on_a_log_axis),
       cmocka_unit_test(test_nothing_to_draw),
       cmocka_unit_test(test_gnuplot_missing_or_failing),

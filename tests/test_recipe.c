@@ -217,6 +217,65 @@ static void test_horovod_callbacks_by_hand(void **state) {
   assert_true(fabs(train__horovod_lr(&h, 6, 2) - 0.003) < 1e-15);
 }
 
+/* ---- accuracy_parity's bound ---------------------------------------------------------------- */
+
+static uint64_t mix_state = 12345;
+static double uniform01(void) { /* splitmix64: a fixed stream, so the rates below are exact */
+  uint64_t z = (mix_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return ((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+static double normal(double sd) { /* Box-Muller */
+  double u = uniform01(), v = uniform01();
+  return sd * sqrt(-2 * log(u > 0 ? u : 1e-300)) * cos(2 * M_PI * v);
+}
+
+/* Five baselines 90..94%: mean 92%, sd sqrt(sum of squares 10 / 4) = 1.5811 points, and
+ * t(0.975, 4) = 2.776 (the t table), so the bound is 2.776 x 1.5811 x sqrt(1 + 1/5) = 4.808. */
+static void test_accuracy_bound_by_hand(void **s) {
+  (void)s;
+  double b[5] = {0.90, 0.91, 0.92, 0.93, 0.94}, mean, sd;
+  double bound = rh_accuracy_bound(b, 5, 1, &mean, &sd);
+  assert_true(fabs(mean - 0.92) < 1e-12);
+  assert_true(fabs(100 * sd - sqrt(10.0 / 4)) < 1e-9);
+  assert_true(fabs(bound - 2.776 * sqrt(10.0 / 4) * sqrt(1.2)) < 1e-9);
+  assert_true(rh_accuracy_bound(b, 5, 6, &mean, &sd) == 6); /* the configured points, wider */
+  assert_true(rh_accuracy_bound(b, 1, 1, &mean, &sd) == 1); /* one seed: no spread to measure */
+}
+
+/* The check's false alarms on runs that differ only in seed.  Model: each run's final accuracy is
+ * the recipe's mean plus normal noise of sd sigma, measured 0.8 to 1.4 points for the seed-001
+ * recipe at 2 epochs.  A trial draws 5 baselines (the default) and one run from the same
+ * distribution and raises an alarm when the run is more than the bound below the baselines' mean.
+ * (mean - run) / (sd sqrt(1 + 1/n)) follows Student's t with n - 1 degrees of freedom, so the
+ * prediction bound alone alarms 2.5% of the time, and max(1 point, it) less; the old check (one
+ * baseline, 1 point) alarms when a normal of sd sigma sqrt(2) exceeds 1 point: 31% at 1.4, 21% at
+ * 0.8.  200,000 trials: a rate's standard error is about 0.035 points of percent. */
+static void test_accuracy_false_alarms(void **s) {
+  (void)s;
+  const double sigmas[] = {0.008, 0.014};
+  for (int k = 0; k < 2; k++) {
+    double sigma = sigmas[k];
+    long trials = 200000, alarms = 0, old = 0;
+    for (long t = 0; t < trials; t++) {
+      double b[5], mean, sd;
+      for (int i = 0; i < 5; i++) b[i] = 0.85 + normal(sigma);
+      double run = 0.85 + normal(sigma);
+      double bound = rh_accuracy_bound(b, 5, 1, &mean, &sd);
+      alarms += 100 * (mean - run) > bound;
+      old += 100 * (b[0] - run) > 1;
+    }
+    double rate = (double)alarms / trials, old_rate = (double)old / trials;
+    double expect_old = 0.5 * erfc(1 / (100 * sigma * sqrt(2)) / sqrt(2));
+    print_message("sd %.1f points: false alarms %.2f%% (one baseline at 1 point: %.1f%%)\n",
+                  100 * sigma, 100 * rate, 100 * old_rate);
+    assert_true(rate < 0.05);
+    assert_true(rate <= 0.025 + 0.002); /* at most the prediction bound's own 2.5% */
+    assert_true(fabs(old_rate - expect_old) < 0.005); /* the model is the one derived above */
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lr_scaling),      cmocka_unit_test(test_steps_per_epoch),
@@ -224,6 +283,7 @@ int main(void) {
       cmocka_unit_test(test_warmup),          cmocka_unit_test(test_step_decay),
       cmocka_unit_test(test_sampler_shards),  cmocka_unit_test(test_horovod_callbacks_by_hand),
       cmocka_unit_test(test_torch_order),
+      cmocka_unit_test(test_accuracy_bound_by_hand), cmocka_unit_test(test_accuracy_false_alarms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  * shipped scenarios/default.yaml must load with their values converted to SI units.
  * Runs from the project root, so the paths are relative to it.
  */
+#define _XOPEN_SOURCE 700
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,7 +14,9 @@
 
 #include "scenario.h"
 
+#include <ctype.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,7 +378,7 @@ static void test_default_scenario(void **state) {
   assert_int_equal(sc.cluster.gpus_per_node[0], 4);
   assert_int_equal(sc.cluster.gpus_per_node[1], 4);
   assert_int_equal(rh_scenario_size(&sc), 8);
-  assert_close(sc.cluster.gpu_flops, 2.93e12);
+  assert_close(sc.cluster.gpu_flops, 5.86e12);
   assert_close(sc.cluster.intra_bw, 20e9);
   assert_close(sc.cluster.intra_lat, 0.7e-6);
   assert_int_equal(sc.cluster.nics_per_node, 1);
@@ -385,13 +388,13 @@ static void test_default_scenario(void **state) {
   assert_true(sc.cluster.exact_network);
   assert_string_equal(sc.model.name, "resnet50");
   assert_close(sc.model.parameters, 25557032);
-  assert_close(sc.model.forward_flops, 4.1e9);
+  assert_close(sc.model.forward_flops, 8.2e9); /* 2 FLOPs for each of its 4.1 G multiply-adds */
   /* ResNet-50 by stages: their parameters add up to the model's, their FLOPs make its FLOPs */
   assert_int_equal(sc.model.nlayers, 6);
   assert_string_equal(sc.model.layers[0].name, "conv1");
   assert_string_equal(sc.model.layers[5].name, "fc");
   assert_close(sc.model.layers[4].parameters, 14964736);
-  assert_close(sc.model.layers[2].forward_flops, 1.03e9);
+  assert_close(sc.model.layers[2].forward_flops, 2.06e9);
   rh_scenario one;
   char err1[512];
   assert_int_equal(rh_scenario_load("tests/scenarios/good/one_tensor.yaml", &one, err1, sizeof err1), RH_OK);
@@ -821,6 +824,66 @@ static void test_set_value_with_dots(void **state) {
   assert_non_null(strstr(err, "--set cluster..nodes=2: expected KEY=VALUE"));
 }
 
+/* The seed-001 replay: recipe.seed 42 is the script's torch.manual_seed(args.seed); its
+ * DistributedSampler(dataset, num_replicas, rank) shuffles from torch's default seed, 0. */
+static void test_sampler_seed(void **state) {
+  (void)state;
+  rh_scenario sc;
+  load_ok("scenarios/seeds/oci-pytorch-elastic-mnist.yaml", &sc);
+  assert_close(sc.recipe.seed, 42);
+  assert_true(sc.recipe.sampler_seed == 0);
+  rh_scenario_free(&sc);
+}
+
+/* ---- FLOPs, not multiply-adds --------------------------------------------------------------- */
+
+/* torchvision's published forward counts at their image size, in G multiply-adds (its docs'
+ * "GFLOPS" column counts one per multiply-add); the tool counts 2 FLOPs a multiply-add. */
+static const struct {
+  const char *name; /* model.name with everything but letters and digits dropped */
+  double gmacs;
+} known_models[] = {
+    {"resnet50", 4.09},  {"resnet101", 7.80},   {"resnet152", 11.51},
+    {"vgg16", 15.47},    {"inceptionv3", 5.71}, {"inception3", 5.71},
+};
+static int flops_checked, flops_wrong;
+
+static int check_flops(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st, (void)ftw;
+  size_t len = strlen(path);
+  if (type != FTW_F || len < 5 || strcmp(path + len - 5, ".yaml")) return 0;
+  rh_scenario sc;
+  char err[512];
+  if (rh_scenario_load(path, &sc, err, sizeof err) != RH_OK) return 0; /* not one scenario */
+  char name[64] = "";
+  size_t n = 0;
+  for (const char *c = sc.model.name ? sc.model.name : ""; *c && n + 1 < sizeof name; c++)
+    if (isalnum((unsigned char)*c)) name[n++] = (char)tolower((unsigned char)*c);
+  name[n] = 0;
+  for (size_t i = 0; i < sizeof known_models / sizeof *known_models; i++) {
+    if (strcmp(name, known_models[i].name) || !(sc.model.forward_flops > 0)) continue;
+    double want = 2 * known_models[i].gmacs * 1e9, got = sc.model.forward_flops;
+    flops_checked++;
+    if (fabs(got - want) > 0.05 * want) {
+      print_error("%s: %s: %.4g GFLOP forward, expected 2 x %.4g G multiply-adds = %.4g\n", path,
+                  sc.model.name, got / 1e9, known_models[i].gmacs, want / 1e9);
+      flops_wrong++;
+    }
+  }
+  rh_scenario_free(&sc);
+  return 0;
+}
+
+/* Every shipped scenario that gives a known CNN's forward cost counts FLOPs, not multiply-adds:
+ * within 5% of twice torchvision's published multiply-adds (a GMAC count is half of it). */
+static void test_shipped_flops_are_flops(void **state) {
+  (void)state;
+  flops_checked = flops_wrong = 0;
+  assert_int_equal(nftw("scenarios", check_flops, 16, FTW_PHYS), 0);
+  assert_true(flops_checked >= 10); /* the ResNets, VGG-16 and Inception of scenarios/ */
+  assert_int_equal(flops_wrong, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_scenarios_rejected),
@@ -843,6 +906,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_horovod_nccl_ignored, clear_horovod_nccl),
       cmocka_unit_test_teardown(test_nccl_variables_without_nccl_model, clear_horovod_nccl),
       cmocka_unit_test(test_failure_sections),
+      cmocka_unit_test(test_shipped_flops_are_flops),
+      cmocka_unit_test(test_sampler_seed),
   };
   return cmocka_run_group_tests(tests, clear_environment, NULL);
 }

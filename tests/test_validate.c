@@ -13,12 +13,14 @@
 
 #include "harness.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char tmpdir[64];
 
@@ -212,10 +214,51 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* Without --out nothing lands in the current folder: the sweeps and validate.json go to a new
+ * directory under $TMPDIR, which the last line names. */
+static void test_default_out_under_tmpdir(void **state) {
+  (void)state;
+  char text[1024];
+  snprintf(text, sizeof text,
+           "series:\n  - name: r50\n    scenario: %s/scenarios/papers/dlperf-resnet50-fp32.yaml\n"
+           "    source: DLPerf\n    bound: 50\n    one_gpu: 367.29\n    samples_per_s: {8: 2887.65}\n",
+           RH_SOURCE_DIR);
+  char *path = write_suite("default-out.yaml", text);
+  char *cwd = strdup(rh_test_path(tmpdir, "cwd")), *tmp = strdup(rh_test_path(tmpdir, "tmp"));
+  char *table = strdup(rh_test_path(tmpdir, "default-out.txt"));
+  assert_int_equal(mkdir(cwd, 0777), 0);
+  assert_int_equal(mkdir(tmp, 0777), 0);
+  char *here = getcwd(NULL, 0), *saved = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+  setenv("TMPDIR", tmp, 1);
+  assert_int_equal(chdir(cwd), 0);
+  char *argv[] = {RH_BINARY, "validate", path, NULL};
+  int rc = rh_test_spawn(argv, table, "/dev/null");
+  assert_int_equal(chdir(here), 0);
+  if (saved) setenv("TMPDIR", saved, 1);
+  else unsetenv("TMPDIR");
+  assert_int_equal(rc, 0);
+  DIR *d = opendir(cwd);
+  assert_non_null(d);
+  int entries = 0;
+  for (struct dirent *e; (e = readdir(d));) entries += e->d_name[0] != '.';
+  closedir(d);
+  assert_int_equal(entries, 0); /* no out/validate in the current folder */
+  char *printed = rh_test_slurp(table), want[600];
+  snprintf(want, sizeof want, "wrote %s/rehearsal-validate-", tmp);
+  char *at = strstr(printed, want);
+  assert_non_null(at);
+  char file[700];
+  assert_int_equal(sscanf(at, "wrote %600s", file), 1);
+  struct stat st;
+  assert_int_equal(stat(file, &st), 0); /* DIR/validate.json is there */
+  free(printed), free(here), free(saved), free(table), free(tmp), free(cwd), free(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_suites),
       cmocka_unit_test(test_small_suite),
+      cmocka_unit_test(test_default_out_under_tmpdir),
       cmocka_unit_test(test_shipped_one_gpu),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -156,6 +156,46 @@ YAML_LAYER_KEYS = {"name", "parameters", "forward_gflops_per_sample", "traffic_p
 
 # --------------------------------------------------------------------------- tests
 
+# A user's file for the cases below: a module of nn.MultiheadAttention with a residual add in the
+# wrapper's own forward, and modules whose constructor or forward calls sys.exit(0).
+USER_MODELS = """
+import sys
+import torch.nn as nn
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x)[0] + x
+
+class ExitInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        sys.exit(0)
+
+class ExitInConstructor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        sys.exit(0)
+"""
+
+
+def user_models():
+    """The path of USER_MODELS written to a file (removed at exit)."""
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "test_torch_export_user_%d.py" % os.getpid())
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(USER_MODELS)
+        import atexit
+        atexit.register(os.remove, path)
+    return path
+
+
 class PublishedFigures(unittest.TestCase):
     def test_parameters(self):
         for spec, published in PUBLISHED_PARAMETERS.items():
@@ -306,6 +346,32 @@ class Outputs(unittest.TestCase):
         want = [l[2:] if l.startswith("  ") else l for l in scenario.splitlines() if l != "model:"]
         self.assertEqual(preset.splitlines(), want)
 
+    def test_forward_or_constructor_that_exits(self):
+        # sys.exit(0) in the model's code is no export: exit 2 with one line, nothing written
+        for name, where in (("ExitInForward", "forward"), ("ExitInConstructor", "constructor")):
+            with self.subTest(name):
+                out = os.path.join(os.environ.get("TMPDIR", "/tmp"), "test_torch_export_exit_%d.yaml"
+                                   % os.getpid())
+                r = run_cli(user_models() + ":" + name, "--input-shape", "4", "-o", out)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertFalse(os.path.exists(out))
+                lines = r.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertIn("the model's %s exited" % where, lines[0])
+
+    def test_multihead_attention(self):
+        # MultiheadAttention hands out_proj.weight to F.multi_head_attention_forward without
+        # calling out_proj: its 16 x 16 + 16 parameters still get their gradient, so no note says
+        # otherwise; the wrapper's own residual add is no layer of its own (it owns no parameters)
+        doc, details = exported(user_models() + ":Attention", input_shape=(8, 16))
+        names = [l["name"] for l in doc["layers"]]
+        self.assertEqual(sorted(names), ["mha", "mha.out_proj"])
+        self.assertEqual(doc["parameters"], (3 * 16 * 16 + 3 * 16) + (16 * 16 + 16))
+        self.assertFalse([n for n in details["notes"] if "never ran" in n], details["notes"])
+        # all the FLOPs: the q, k, v and out projections (2 x 8 x 16 x 16 each) and the two
+        # attention matmuls of 2 heads (2 x 2 x 8 x 8 x 8 each)
+        self.assertEqual(doc["forward_flops_per_sample"], 4 * 2 * 8 * 16 * 16 + 2 * 2 * 2 * 8 * 8 * 8)
+
     def test_bad_input(self):
         for args, words in ((["torchvision:nosuchmodel"], "nosuchmodel"),
                             (["no/such/file.py:Net"], "no/such/file.py"),
@@ -384,6 +450,34 @@ class Rehearsal(unittest.TestCase):
         self.assertEqual(len(got["layers"]), len(doc["layers"]))
         want = doc["forward_flops_per_sample"]
         self.assertLess(abs(got["forward_flops_per_sample"] - want) / want, 1e-8)
+
+    def test_default_output_as_the_docs_use_it(self):
+        # docs/models.md: `torch_export.py MODEL -o FILE.yaml`, then `model: {preset: FILE.yaml}`
+        # in a scenario, or `rehearsal model FILE.yaml`
+        program = os.environ.get("REHEARSAL")
+        if not program:
+            return
+        tmp = os.environ.get("TMPDIR", "/tmp")
+        model = os.path.join(tmp, "test_torch_export_model_%d.yaml" % os.getpid())
+        scenario = os.path.join(tmp, "test_torch_export_scenario_%d.yaml" % os.getpid())
+        try:
+            r = run_cli(user_models() + ":Attention", "--input-shape", "8,16", "-o", model)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(scenario, "w") as f:
+                f.write("name: exported\n"
+                        "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm, intra: {bandwidth_GBps: 450}}\n"
+                        "model: {preset: %s}\n"
+                        "data: {train_samples: 1000}\n"
+                        "recipe: {batch_per_worker: 10, epochs: 1}\n" % os.path.basename(model))
+            for arg in (scenario, model):
+                got, why = self.rehearsal_model(program, arg)
+                self.assertIsNotNone(got, "%s model --json %s: %s" % (program, arg, why))
+                self.assertEqual(got["parameters"], 1088)
+                self.assertEqual(len(got["layers"]), 2)
+        finally:
+            for p in (model, scenario):
+                if os.path.exists(p):
+                    os.remove(p)
 
 
 if __name__ == "__main__":

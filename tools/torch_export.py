@@ -29,8 +29,11 @@ VGG-16, Inception-v3, BERT-base and GPT-2).  torch 1.13 lacks meta kernels for a
 ops (convolution_backward, _adaptive_avg_pool2d_backward): this adds them, shapes only.
 
 Output: YAML, the `model:` section of a scenario; --preset: the same mapping at the top level,
-a model preset's file (presets/model/NAME.yaml); --json: JSON, FLOPs rather than GFLOPs.
-Errors: one line on stderr, exit 2.  The check is tools/test_torch_export.py.
+a model preset's file (presets/model/NAME.yaml); --json: JSON, FLOPs rather than GFLOPs.  A
+scenario reads either YAML file as `model: {preset: FILE.yaml}`, and `rehearsal model FILE.yaml`
+expands either.
+Errors (a model that raises, or calls sys.exit(), while imported, built or run included): one line
+on stderr, exit 2.  The check is tools/test_torch_export.py.
 """
 
 import argparse
@@ -86,6 +89,8 @@ def _import_file(path):
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         spec.loader.exec_module(module)
+    except SystemExit as e:  # sys.exit() at import: not a clean exit of the exporter
+        raise ExportError("cannot import %s: it exited (sys.exit(%r))" % (path, e.code))
     except Exception as e:  # a user's file may raise anything
         raise ExportError("cannot import %s: %s: %s" % (path, type(e).__name__, _first_line(e)))
     finally:
@@ -176,6 +181,9 @@ class Source:
                 model = builder()
         except ExportError:
             raise
+        except SystemExit as e:
+            raise ExportError("cannot build %s: the model's constructor exited (sys.exit(%r))"
+                              % (self.spec, e.code))
         except Exception as e:
             raise ExportError("cannot build %s%s: %s: %s" % (self.spec, " on the meta device" if meta
                                                              else "", type(e).__name__, _first_line(e)))
@@ -315,6 +323,15 @@ def _batch_of_one_batchnorm():
         F._verify_batch_size = saved
 
 
+def _charge(into, work):
+    """Adds `work`'s FLOPs, traffic and activations to `into` (which ran then if not before)."""
+    into.flops += work.flops
+    into.traffic += work.traffic
+    into.activations += work.activations
+    if into.first_op is None or work.first_op < into.first_op:
+        into.first_op = work.first_op
+
+
 def measure(model, inputs, meta):
     """Run one forward (counting) and one backward (gradient order) of `model` on `inputs`.
 
@@ -349,8 +366,15 @@ def measure(model, inputs, meta):
             s.parameters += p.numel()
             s.params.append(p)
 
+    # a parameter a parent's forward uses itself (MultiheadAttention passes out_proj.weight to
+    # F.multi_head_attention_forward, never calling out_proj): its owner ran when it was used
+    param_stat = {id(p): stats[m] for p, m in owner.items()}
     stack = [model]
     counter = [0]
+    # the root's own ops (a residual add around its children) when it owns no parameters: a layer
+    # of no parameters named after no module; they go to the module that ran last (or next)
+    root_bare = stat(model).parameters == 0
+    last, pending = [None], LayerStats(model, root_name)
 
     def pre_hook(m, inp):
         stack.append(m)
@@ -358,10 +382,15 @@ def measure(model, inputs, meta):
         if s.first_call is None:
             counter[0] += 1
             s.first_call = counter[0]
+        if m is not model and pending.first_op is not None:
+            _charge(s, pending)
+            pending.__init__(model, root_name)
 
     def post_hook(m, inp, out):
         if stack and stack[-1] is m:
             stack.pop()
+        if m is not model:
+            last[0] = m
 
     class Counter(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -380,7 +409,13 @@ def measure(model, inputs, meta):
             _tensors(kwargs, ins)
             outs = _tensors(out, [])
             s = stat(stack[-1])
+            if root_bare and stack[-1] is model:
+                s = stat(last[0]) if last[0] is not None else pending
             counter[0] += 1
+            for t in ins:
+                used = param_stat.get(id(t))
+                if used is not None and used.first_op is None and used.first_call is None:
+                    used.first_op = counter[0]
             if s.first_op is None:
                 s.first_op = counter[0]
             s.flops += _op_flops(name, args, out if isinstance(out, torch.Tensor) else None)
@@ -406,6 +441,8 @@ def measure(model, inputs, meta):
         for h in handles:
             h.remove()
 
+    if pending.first_op is not None:  # no module ran after the root's own ops: they stay its
+        _charge(stat(model), pending)
     # layers in forward order: by the first op charged to them, else by their first call
     layers = [s for s in stats.values()
               if s.parameters or s.flops or s.traffic]
@@ -502,6 +539,9 @@ def _run_once(src, meta, input_shape, seq_len):
         layers, grad_order, notes, _ = measure(model, inputs, meta)
     except ExportError:
         raise
+    except SystemExit as e:  # not an answer: no file would be written and the exit code be 0
+        raise ExportError("%s: the model's forward exited (sys.exit(%r)) on one sample of %s"
+                          % (src.spec, e.code, shape_text))
     except Exception as e:
         raise ExportError("%s fails on one sample of %s%s: %s: %s"
                           % (src.spec, shape_text, " on the meta device" if meta else "",

@@ -5,7 +5,7 @@
 
 The recipe (scenarios/seeds/lenet5-mnist-pytorch.yaml, Horovod's pytorch_mnist.py as seeds 001 and
 004 run it): the Net, SGD with lr 0.01 x size and momentum 0.5, batch 64 per worker, 10 epochs,
-DistributedSampler with set_epoch from 1, the test set of 10,000 for validation, images normalised
+DistributedSampler (its default seed 0, as the script builds it) with set_epoch from 1, the test set of 10,000 for validation, images normalised
 with the script's MNIST constants.  PyTorch runs it as the script does: its own nn.Dropout2d and
 F.dropout, DistributedDataParallel over gloo for 4 workers.  rehearsal replays the same scenario
 from the same initial weights on 1 and 4 simulated GPUs.  Each final accuracy must be within 1
@@ -66,8 +66,8 @@ def worker(rank, world, init_path, out_path, port):
     net = DDP(model) if world > 1 else model
     x, y = normalised(True)
     data = torch.utils.data.TensorDataset(x, y)
-    sampler = torch.utils.data.distributed.DistributedSampler(data, num_replicas=world, rank=rank,
-                                                              shuffle=True, seed=SEED)
+    # as the script: no seed given, so DistributedSampler's own 0 (SEED is torch.manual_seed's)
+    sampler = torch.utils.data.distributed.DistributedSampler(data, num_replicas=world, rank=rank)
     loader = torch.utils.data.DataLoader(data, batch_size=BATCH, sampler=sampler)
     opt = torch.optim.SGD(net.parameters(), lr=LR * world, momentum=MOMENTUM)
     for epoch in range(1, EPOCHS + 1):

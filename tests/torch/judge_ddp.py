@@ -3,7 +3,8 @@
     REHEARSAL=build/tool/rehearsal /usr/bin/python3 tests/torch/judge_ddp.py
 
 Seed 001 (Horovod's elastic PyTorch MNIST, as OCI runs it): the Net, SGD with lr 0.01 x size and
-momentum 0.5, batch 64 per worker, DistributedSampler (shuffle, seed 42, set_epoch from 1), the
+momentum 0.5, batch 64 per worker, DistributedSampler(dataset, num_replicas, rank) as the script
+builds it (shuffled from its default seed 0, not args.seed 42; set_epoch from 1), the
 loader's ceil(shard / 64) steps an epoch.  Here on 6,000 Fashion-MNIST images for 2 epochs and 4
 ranks.  PyTorch runs it for real: 4 processes of torch.distributed (gloo), DistributedSampler,
 DataLoader and DDP, from weights it draws itself.  rehearsal replays the same recipe on 4 simulated
@@ -61,8 +62,8 @@ def worker(rank, init_path, out_path, port, jitter):
     ddp = DDP(model)
     x, y = judge.load_fmnist(True, N)
     data = torch.utils.data.TensorDataset(x, y)
-    sampler = torch.utils.data.distributed.DistributedSampler(data, num_replicas=WORLD,
-                                                              rank=rank, shuffle=True, seed=SEED)
+    # as the script: no seed given, so DistributedSampler's own 0 (SEED is torch.manual_seed's)
+    sampler = torch.utils.data.distributed.DistributedSampler(data, num_replicas=WORLD, rank=rank)
     loader = torch.utils.data.DataLoader(data, batch_size=BATCH, sampler=sampler)
     opt = torch.optim.SGD(ddp.parameters(), lr=LR * WORLD, momentum=MOMENTUM)
     order = list(range(N))  # the dataset's own indices come back through the sampler

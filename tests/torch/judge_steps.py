@@ -42,11 +42,11 @@ recipe: {{batch_per_worker: {batch}, base_lr: {lr}, lr_scaling: size, optimizer:
 
 
 def batches_of(x, y):
-    """The recipe's batches: DistributedSampler (one replica, shuffled from SEED, epoch 0) and a
-    DataLoader of BATCH, taken once and replayed by every run."""
+    """The recipe's batches: DistributedSampler (one replica, shuffled from its default seed 0,
+    as the scripts build it, epoch 0) and a DataLoader of BATCH, taken once and replayed by every
+    run."""
     data = torch.utils.data.TensorDataset(x, y)
-    sampler = torch.utils.data.distributed.DistributedSampler(data, num_replicas=1, rank=0,
-                                                              shuffle=True, seed=SEED)
+    sampler = torch.utils.data.distributed.DistributedSampler(data, num_replicas=1, rank=0)
     sampler.set_epoch(0)
     return list(torch.utils.data.DataLoader(data, batch_size=BATCH, sampler=sampler))
 

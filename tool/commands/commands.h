@@ -26,12 +26,13 @@ int rh_cmd_elastic_rank(int argc, char **argv); /* one process under it */
  * target that ran it.  False, with the reason printed, when the file has none. */
 bool rh_summary_step(const char *path, double *step_ms, char *target, size_t len);
 
-/* accuracy_parity's one-worker baseline: the final validation accuracy of `given` (a
- * summary.json), else of the scenario (with opts' overrides) on one GPU, run by the simulator
- * into out/baseline (reused while the scenario, the overrides and the program are the same) or a
- * temporary folder.  NAN when there is none; `source` says where it came from, or why not. */
+/* accuracy_parity's one-worker baselines: the final validation accuracy of `given` (a
+ * summary.json; one), else of the scenario (with opts' overrides) on one GPU from `seeds` seeds
+ * (at most 100), run by the simulator into out/baseline/seed-K (reused while the scenario, the
+ * overrides and the program are the same) or a temporary folder.  Writes them into acc; returns
+ * how many (0 when there are none); `source` says where they came from, or why not. */
 struct rh_scenario_opts;
-double rh_accuracy_baseline(const char *file, const struct rh_scenario_opts *opts,
-                            const char *given, const char *out, char *source, size_t len);
+int rh_accuracy_baseline(const char *file, const struct rh_scenario_opts *opts, const char *given,
+                         const char *out, int seeds, double *acc, char *source, size_t len);
 
 #endif

@@ -36,15 +36,20 @@ static int model_option(int c, const char *value, void *arg) {
   return 0;
 }
 
-/* Whether a YAML file is a scenario (a top-level `model:` key) rather than a model's mapping. */
+/* Whether a YAML file is a scenario (a top-level `model:` key beside others) rather than a
+ * model's mapping or its section alone (`model:` its one key, as tools/torch_export.py writes). */
 static bool is_scenario(const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return true; /* the loader says why it cannot be read */
   char line[512];
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f)) found = !strncmp(line, "model:", 6);
+  bool model = false, other = false; /* top-level keys: a lone `model:` is a model's section */
+  while (fgets(line, sizeof line, f)) {
+    bool key = (line[0] >= 'a' && line[0] <= 'z') || (line[0] >= 'A' && line[0] <= 'Z');
+    if (!strncmp(line, "model:", 6)) model = true;
+    else other = other || key;
+  }
   fclose(f);
-  return found;
+  return model && other;
 }
 
 static json_t *layers_json(const rh_scenario *sc) {
@@ -64,7 +69,7 @@ static void print_table(const rh_scenario *sc, const char *file) {
   printf("# %.0f parameters, %.6g GFLOP forward per sample", sc->model.parameters,
          sc->model.forward_flops / 1e9);
   if (sc->model.tokens_per_sample > 0) printf(", %.0f tokens per sample", sc->model.tokens_per_sample);
-  printf("; %d layers in forward order\n", sc->model.nlayers);
+  printf("; %d layer%s in forward order\n", sc->model.nlayers, sc->model.nlayers == 1 ? "" : "s");
   printf("#%-39s %14s %14s %16s %16s\n", "layer", "parameters", "fwd_gflop", "traffic", "activations");
   printf("#%-39s %14s %14s %16s %16s\n", "", "", "(/sample)", "(values/sample)", "(values/sample)");
   for (int i = 0; i < sc->model.nlayers; i++) {

@@ -249,10 +249,11 @@ static void report_header(report *r) {
              sc->compute.peak_from >= 0 ? rh_precision_names[sc->compute.peak_from] : "peak_tflops");
   else
     snprintf(rate, sizeof rate, "%.4g TFLOP/s", sc->cluster.gpu_flops / 1e12);
-  snprintf(r->header, sizeof r->header, "# rehearsal run: %s (%s)\n# %d GPUs on %d node%s, %s "
-           "each; batch %.0f per worker, %.0f global; %ld steps per epoch\n", sc->name, sc->path,
-           r->size, sc->cluster.nodes, sc->cluster.nodes > 1 ? "s" : "", rate, r->batch,
-           r->batch * r->size, r->j->res.steps_per_epoch);
+  long spe = r->j->res.steps_per_epoch;
+  snprintf(r->header, sizeof r->header, "# rehearsal run: %s (%s)\n# %d GPU%s on %d node%s, %s "
+           "each; batch %.0f per worker, %.0f global; %ld step%s per epoch\n", sc->name, sc->path,
+           r->size, r->size == 1 ? "" : "s", sc->cluster.nodes, sc->cluster.nodes > 1 ? "s" : "",
+           rate, r->batch, r->batch * r->size, spe, spe == 1 ? "" : "s");
   fputs(r->header, stdout);
   if (r->j->res.start_epoch > 0)
     printf("# resumed after epoch %d from %s\n", r->j->res.start_epoch, r->cfg->checkpoint_dir);
@@ -553,10 +554,11 @@ static void report_late_checks(report *r) {
     char given[1024], source[1200];
     const char *base_file = j->sc.checks.accuracy_baseline;
     if (base_file) run__data_path(&j->sc, base_file, given, sizeof given);
-    double base = isnan(acc) ? NAN
-                             : rh_accuracy_baseline(j->file, j->opts, base_file ? given : NULL,
-                                                    j->fl->out, source, sizeof source);
-    rh_train_verdict_accuracy(res, acc, base, j->sc.checks.accuracy_within, source);
+    double base[100];
+    int nbase = isnan(acc) ? 0 : rh_accuracy_baseline(j->file, j->opts, base_file ? given : NULL,
+                                                      j->fl->out, j->sc.checks.accuracy_seeds, base,
+                                                      source, sizeof source);
+    rh_train_verdict_accuracy(res, acc, base, nbase, j->sc.checks.accuracy_within, source);
   }
   if (cfg->check[RH_CHECK_FITS_MEMORY]) {
     rh_memory_use mem;
@@ -727,7 +729,7 @@ static int write_files(report *r, int rc) {
 }
 
 /* summary.json's first objects: the scenario and its cluster. */
-static json_t *report_root(const rh_scenario *sc, int size) {
+static json_t *report_root(const rh_scenario *sc, const rh_train_config *cfg, int size) {
   json_t *root = json_object();
   json_object_set_new(root, "scenario", json_string(sc->name));
   json_object_set_new(root, "file", rh_json_text(sc->path));
@@ -742,6 +744,7 @@ static json_t *report_root(const rh_scenario *sc, int size) {
                                 sc->cluster.nics_per_node, "nic_Gbps", sc->cluster.nic_bw * 8 / 1e9,
                                 "nic_latency_us", sc->cluster.nic_lat * 1e6, "network_model",
                                 rh_net_model_names[sc->cluster.net_model]));
+  json_object_set_new(root, "model", json_pack("{s:I}", "parameters", (json_int_t)cfg->parameters));
   return root;
 }
 
@@ -767,7 +770,7 @@ int run__report(run_job *j) {
            r.cfg->checkpoint_dir, epochs_cap);
     return 0; /* the finished run's summary.json stays as it was */
   }
-  r.root = report_root(&j->sc, r.size);
+  r.root = report_root(&j->sc, r.cfg, r.size);
   if (report_epochs(&r) != 0) {
     json_decref(r.root);
     return 1;

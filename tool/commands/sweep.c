@@ -420,8 +420,15 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
            : by_gpus  ? snprintf(cluster, sizeof cluster, "%d node%s", cl->nodes, cl->nodes == 1 ? "" : "s")
                       : snprintf(cluster, sizeof cluster, "%d node%s x %d GPUs", cl->nodes,
                                  cl->nodes == 1 ? "" : "s", cl->gpus_per_node[0]);
-  at += snprintf(cluster + at, sizeof cluster - (size_t)at, " (%.4g TFLOP/s), %.4g GB/s intra-node",
-                 cl->gpu_flops / 1e12, cl->intra_bw / 1e9);
+  /* the rate the points were timed at, as `run` names it: a roofline's peak, or the sustained rate
+   * (a roofline's sustained rate is only what a model without shapes would run at) */
+  if (sc->compute.roofline)
+    at += snprintf(cluster + at, sizeof cluster - (size_t)at, " (roofline of %.4g TFLOP/s %s)",
+                   sc->compute.peak / 1e12, sc->compute.peak_from >= 0
+                   ? rh_precision_names[sc->compute.peak_from] : "peak");
+  else
+    at += snprintf(cluster + at, sizeof cluster - (size_t)at, " (%.4g TFLOP/s)", cl->gpu_flops / 1e12);
+  at += snprintf(cluster + at, sizeof cluster - (size_t)at, ", %.4g GB/s intra-node", cl->intra_bw / 1e9);
   if (!by_nic)
     snprintf(cluster + at, sizeof cluster - (size_t)at, ", %d x %.4g Gb/s NIC", cl->nics_per_node,
              cl->nic_bw * 8 / 1e9);

@@ -13,6 +13,7 @@
 #include "output.h"
 #include "suite.h"
 
+#include <errno.h>
 #include <jansson.h>
 
 #include <math.h>
@@ -35,7 +36,8 @@ static const char usage_text[] =
     "scenarios/papers/suite.yaml): each series' scenario swept over its GPU counts, and per point\n"
     "the published and the predicted scaling efficiency (against one GPU without communication),\n"
     "the error in points and its bound; then the mean and the largest absolute error.\n"
-    "  --out DIR      where each series' sweep and validate.json go (default out/validate)\n"
+    "  --out DIR      where each series' sweep and validate.json go (default: a new directory\n"
+    "                 $TMPDIR/rehearsal-validate-XXXXXX, kept and named at the end)\n"
     "  --series NAME  only this series (repeatable)\n"
     "  --set K=V      an override for every series (recipe.reducer_ms_per_GB=0: one loss off)\n"
     "      --help, --version\n"
@@ -141,12 +143,22 @@ static int check_scenarios(const char *file, const rh_suite *suite, const valida
   return 0;
 }
 
+/* Without --out: a new directory under $TMPDIR (or /tmp), never one in the current folder; it is
+ * kept, for the sweeps' logs, and its name printed with validate.json's.  NULL if none could be made. */
+static const char *temporary_out(char *buf, size_t len) {
+  const char *t = getenv("TMPDIR");
+  snprintf(buf, len, "%s/rehearsal-validate-XXXXXX", t && *t ? t : "/tmp");
+  if (mkdtemp(buf)) return buf;
+  fprintf(stderr, "rehearsal validate: cannot create %s: %s\n", buf, strerror(errno));
+  return NULL;
+}
+
 int rh_cmd_validate(int argc, char **argv) {
   static const struct option longopts[] = {{"out", required_argument, NULL, 'o'},
                                            {"series", required_argument, NULL, 's'},
                                            RH_CLI_COMMON_OPTIONS,
                                            {NULL, 0, NULL, 0}};
-  validate_flags flags = {.out = "out/validate"};
+  validate_flags flags = {0};
   rh_scenario_opts opts = {0};
   int first;
   int rc = rh_cli_parse("validate", usage_text, argc, argv, "o:s:", longopts, validate_option,
@@ -174,6 +186,8 @@ int rh_cmd_validate(int argc, char **argv) {
     }
   }
   rc = check_scenarios(file, &suite, &flags, &opts);
+  char tmp[4096];
+  if (rc == 0 && !flags.out && !(flags.out = temporary_out(tmp, sizeof tmp))) rc = 1;
   if (rc == 0 && rh_make_dirs(flags.out) != 0) rc = 1;
   if (rc != 0) {
     rh_suite_free(&suite);

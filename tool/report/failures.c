@@ -574,7 +574,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan,
     if (c->how == HOW_ELASTIC || c->how == HOW_HOSTS) {
       double work = c->at - c->from, rdv = c->world_at - c->noticed, sync = c->synced - c->world_at;
       if (o) {
-        fprintf(o, "     elastic reset: %d -> %d ranks, %s%s\n", c->before, c->after, c->world,
+        fprintf(o, "     elastic reset: %d -> %d rank%s, %s%s\n", c->before, c->after,
+                c->after == 1 ? "" : "s", c->world,
                 c->attempts ? " (formed again: a failure hit the recovery)" : "");
         if (c->how == HOW_ELASTIC)
           fprintf(o, "     cost %.6f s = redone %.6f s (%ld step%s begun since the last commit) + "
@@ -593,8 +594,8 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan,
     } else if (c->how == HOW_RELAUNCH) {
       double work = c->at - c->from, relaunch = c->world_at - c->noticed, restore = c->to - c->world_at;
       if (o) {
-        fprintf(o, "     relaunched at %.6f s on %d ranks (%s) from the checkpoint of %.6f s\n",
-                c->world_at, c->after, c->world, c->from);
+        fprintf(o, "     relaunched at %.6f s on %d rank%s (%s) from the checkpoint of %.6f s\n",
+                c->world_at, c->after, c->after == 1 ? "" : "s", c->world, c->from);
         fprintf(o, "     cost %.6f s = redone %.6f s since the checkpoint + detection %.6f s + "
                      "relaunch %.6f s + restart and restore %.6f s\n",
                 cost, work, c->noticed - c->at, relaunch, restore);

@@ -142,19 +142,19 @@ void rh_interval_study_report(FILE *out, json_t *failures, const rh_replay_job *
   double mtbf = job->rate > 0 ? 1 / job->rate : INFINITY;
   if (out) {
     fprintf(out,
-            "  interval     a %s every %ld steps (%.4g s; a %s %.4g s, a recovery %.4g s): "
+            "  interval     a %s every %ld step%s (%.4g s; a %s %.4g s, a recovery %.4g s): "
             "expected goodput %s%.2f%% over %d draws of failures at the job's MTBF of %.4g h "
             "(this run's %d failure%s replayed: %s%.2f%%; the simulation: %.2f%%)\n",
-            what, s->chosen, chosen_s, what, job->cost, job->recovery,
+            what, s->chosen, s->chosen == 1 ? "" : "s", chosen_s, what, job->cost, job->recovery,
             s->chosen_goodput > 0 ? "" : "under ", s->chosen_goodput > 0 ? 100 * s->chosen_goodput : 100.0 / HOPELESS,
             RH_INTERVAL_TRIALS, mtbf / 3600, job->nfailures, job->nfailures == 1 ? "" : "s",
             s->replayed_goodput > 0 ? "" : "under ",
             s->replayed_goodput > 0 ? 100 * s->replayed_goodput : 100.0 / HOPELESS, 100 * simulated);
     fprintf(out,
-            "               best of %d intervals: every %ld steps (%.4g s), expected goodput "
+            "               best of %d intervals: every %ld step%s (%.4g s), expected goodput "
             "%.2f%%; Young's sqrt(2 C M) = %.4g s (%.2f%%), Daly's %.4g s: the best is %+.0f%% "
             "from Young's\n",
-            s->scanned, s->best, best_s, 100 * s->best_goodput, s->young, 100 * s->young_goodput,
+            s->scanned, s->best, s->best == 1 ? "" : "s", best_s, 100 * s->best_goodput, s->young, 100 * s->young_goodput,
             s->daly, 100 * (best_s - s->young) / s->young);
   }
   if (failures)

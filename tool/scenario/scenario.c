@@ -322,7 +322,12 @@ static const field recipe_fields[] = {
     COUNT("stop_at_step", false, 0, 1e15, recipe.stop_at_step,
         "TensorFlow's StopAtStepHook: stop at step S // size; 0: no stop"),
     COUNT("seed", false, 0, 1e15, recipe.seed,
-        "the shuffle and the initial weights are drawn from it"),
+        "the initial weights and dropout are drawn from it (torch.manual_seed(args.seed)), and "
+        "the order of shuffle: true unless sampler_seed is given"),
+    COUNT("sampler_seed", false, 0, 1e15, recipe.sampler_seed,
+        "the sampler's seed: DistributedSampler(seed=...), torch's default 0 under shuffle: torch "
+        "(as DistributedSampler(dataset, num_replicas, rank) builds it); with shuffle: true, "
+        "seed when unset"),
     ENUM("shuffle", shuffles, recipe.shuffle,
         "shuffle the samples each epoch: true (rehearsal's generator), or torch (torch.randperm "
         "seeded seed + epoch, DistributedSampler's order: the samples PyTorch's ranks see)"),
@@ -430,7 +435,7 @@ static const field restart_fields[] = {
     INT("max_restarts", false, 0, 1 << 20, restart.max_restarts,
         "relaunches before the job is given up"),
     END};
-static field check_fields[RH_CHECK_COUNT + 7]; /* one switch per check, then the options */
+static field check_fields[RH_CHECK_COUNT + 8]; /* one switch per check, then the options */
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
 static const field top_fields[] = {
     STR("name", true, name,
@@ -491,7 +496,11 @@ static void init_collective_fields(void) {
                  "accuracy_parity: a one-worker run's summary.json to compare with (relative to "
                  "the scenario); absent: the recipe runs on one GPU beside the job, kept in --out "
                  "DIR/baseline and reused while the scenario and the program are the same");
-  check_fields[RH_CHECK_COUNT + 6] = (field)END;
+  check_fields[RH_CHECK_COUNT + 6] =
+      (field)INT("accuracy_baseline_seeds", false, 1, 100, checks.accuracy_seeds,
+                 "accuracy_parity: one-GPU baseline runs, each with its own recipe.seed and "
+                 "sampler_seed; their spread widens the bound to t sd sqrt(1 + 1/n) (docs/commands.md)");
+  check_fields[RH_CHECK_COUNT + 7] = (field)END;
 }
 
 /* ---- defaults and the schema, for the reference ------------------------------------------- */
@@ -521,11 +530,13 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->recipe.eps = 1e-8;
   sc->recipe.rho = 0.9;
   sc->recipe.seed = 42;
+  sc->recipe.sampler_seed = -1; /* unset: 0 under shuffle: torch, else recipe.seed */
   sc->recipe.shuffle = 1;
   sc->recipe.checkpoint_every = 1;
   sc->failures.seed = 1;
   sc->checks.interval_tolerance = 0.01; /* one point of the job's time */
   sc->checks.accuracy_within = 1;       /* one point of accuracy */
+  sc->checks.accuracy_seeds = 5;        /* baseline runs: enough for a spread */
   sc->elastic.commit_every = 1;         /* the OCI recipe commits every batch */
   sc->elastic.rendezvous_s = 1;         /* discovery polled every second */
   sc->elastic.rendezvous_timeout_s = 30; /* HOROVOD_GLOO_TIMEOUT_SECONDS */
@@ -1347,6 +1358,19 @@ static void preset_list(const char *dir, char *buf, size_t len) {
 
 /* Walks the preset `n` names (presets/<kind>/NAME.yaml, or a path ending in .yaml relative to
  * the file that names it) against `kids` under `prefix`; its errors name the preset's file. */
+/* A model preset written as a scenario's section, `model:` its one key (what
+ * tools/torch_export.py writes by default), is read as the mapping under that key. */
+static yaml_node_t *under_model_key(yaml_document_t *doc, yaml_node_t *top) {
+  if (!top || top->type != YAML_MAPPING_NODE ||
+      top->data.mapping.pairs.top - top->data.mapping.pairs.start != 1)
+    return top;
+  yaml_node_pair_t *pair = top->data.mapping.pairs.start;
+  yaml_node_t *key = yaml_document_get_node(doc, pair->key);
+  yaml_node_t *value = yaml_document_get_node(doc, pair->value);
+  bool model = key && key->type == YAML_SCALAR_NODE && !strcmp((const char *)key->data.scalar.value, "model");
+  return model && value && value->type == YAML_MAPPING_NODE ? value : top;
+}
+
 static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, const char *prefix,
                         const char *name, const char *kind) {
   const char *want = scalar(n);
@@ -1406,6 +1430,7 @@ static void walk_preset(walker *w, const yaml_node_t *n, const field *kids, cons
   sub.errlen = sizeof inner;
   sub.depth = w->depth + 1;
   yaml_node_t *top = yaml_document_get_root_node(&doc);
+  if (!strcmp(kind, "model")) top = under_model_key(&doc, top);
   if (!top || top->type != YAML_MAPPING_NODE)
     fail(&sub, top, prefix, "a preset is a mapping of %s keys", prefix);
   else
@@ -1887,6 +1912,8 @@ static void check_whole(walker *w) {
     if (!check_data_files(w)) return;
   }
   if (!check_model_layers(w)) return;
+  if (sc->recipe.sampler_seed < 0) /* DistributedSampler's default seed is 0 */
+    sc->recipe.sampler_seed = sc->recipe.shuffle == RH_SHUFFLE_TORCH ? 0 : sc->recipe.seed;
   /* gradient accumulation: a step's batch is its micro-batches' */
   sc->recipe.micro_batch = sc->recipe.batch;
   if (sc->recipe.accumulation > 1) {

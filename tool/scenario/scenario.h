@@ -140,6 +140,7 @@ typedef struct rh_scenario {
     int val_rule;         /* rh_val_rule */
     double stop_at_step;
     double seed;
+    double sampler_seed;  /* DistributedSampler's seed; unset (< 0): 0 under torch, else seed */
     int shuffle;          /* rh_shuffle: false, true (rehearsal's generator), torch */
     double first_epoch;   /* the epoch number set_epoch gets first (torch's order) */
     int checkpoint_every;
@@ -161,6 +162,7 @@ typedef struct rh_scenario {
     unsigned expect_fail;        /* bit per rh_check_id */
     double interval_tolerance;   /* commit_interval: the loss beyond Young's allowed (fraction) */
     double accuracy_within;      /* accuracy_parity: points below one worker's that pass */
+    int accuracy_seeds;          /* accuracy_parity: baseline runs, each its own seed */
     char *accuracy_baseline;     /* accuracy_parity: a one-worker run's summary.json (owned) */
   } checks;
   unsigned mistakes;             /* rh_mistake bits */

@@ -173,11 +173,11 @@ static rh_status cut_shard(rank_state *s, int e) {
     int rc = 0;
     if (!cfg->real) {
     } else if (unsharded || cfg->replicated) {
-      uint64_t seed = cfg->seed + (unsharded ? 0 : 1000003ull * (uint64_t)(s->rank + 1));
+      uint64_t seed = cfg->sampler_seed + (unsharded ? 0 : 1000003ull * (uint64_t)(s->rank + 1));
       rc = rh_sampler_indices(N, 1, 0, seed, e + cfg->first_epoch, cfg->shuffle, s->shard);
       s->shard_n = N;
     } else {
-      rc = rh_sampler_remaining(N, done, s->size, s->rank, cfg->seed, e + cfg->first_epoch,
+      rc = rh_sampler_remaining(N, done, s->size, s->rank, cfg->sampler_seed, e + cfg->first_epoch,
                                 cfg->shuffle, s->shard);
       s->shard_n = rh_sampler_shard_size(N - done, s->size);
     }

@@ -91,7 +91,8 @@ typedef struct rh_train_config {
   rh_steps_rule steps_rule;
   rh_val_rule val_rule;
   long stop_at_step;
-  uint64_t seed;
+  uint64_t seed;             /* initial parameters and dropout */
+  uint64_t sampler_seed;     /* the sampler's order (DistributedSampler's seed) */
   const float *init_params; /* model.init_from: the initial parameters (NULL: from the seed) */
   const char *samples_dir;  /* --record-samples: each rank writes samples-rank<R>.csv here */
   int shuffle;                /* rh_shuffle */
@@ -254,10 +255,15 @@ double rh_interval_waste(double interval, double cost, double mtbf);
  * Young's would. */
 void rh_train_verdict_interval(rh_train_result *r, const rh_interval_figures *f, double tolerance);
 
-/* accuracy_parity: the run's final validation accuracy (a fraction) is at most within_points
- * points below the one-worker baseline's; `source` says where the baseline came from (or, with a
- * NaN baseline, why there is none: the check is then skipped). */
-void rh_train_verdict_accuracy(rh_train_result *r, double accuracy, double baseline,
+/* accuracy_parity's bound in points for n baseline accuracies (fractions): within_points, or
+ * where wider the one-sided 97.5% prediction bound t(0.975, n - 1) sd sqrt(1 + 1/n) of one more
+ * run from their spread (n >= 2).  Their mean and sd (fractions; sd NaN below 2) in *mean, *sd. */
+double rh_accuracy_bound(const double *baseline, int n, double within_points, double *mean,
+                         double *sd);
+/* accuracy_parity: the run's final validation accuracy (a fraction) is at most the bound below
+ * the mean of the n one-worker baselines; `source` says where they came from (or, with n 0, why
+ * there are none: the check is then skipped). */
+void rh_train_verdict_accuracy(rh_train_result *r, double accuracy, const double *baseline, int n,
                                double within_points, const char *source);
 
 /* fits_memory: the estimate of one GPU's memory (parts in bytes, memory.h) is at most the GPU's

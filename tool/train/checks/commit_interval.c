@@ -31,11 +31,12 @@ void rh_train_verdict_interval(rh_train_result *r, const rh_interval_figures *f,
   double least = rh_interval_waste(best, f->cost, f->mtbf);
   bool ok = lose - least <= tolerance;
   *c = (rh_check_result){.ran = true, .passed = ok};
+  char every[48];
   snprintf(c->detail, sizeof c->detail,
-           "a %s every %ld steps (%.4g s, each %.4g s) against a job MTBF of %.4g h: it loses "
+           "a %s %s (%.4g s, each %.4g s) against a job MTBF of %.4g h: it loses "
            "%.3g%% of the time to %ss and redone work, Young's interval sqrt(2 C M) = %.4g s "
            "loses %.3g%%%s",
-           what, f->steps, f->interval, f->cost, f->mtbf / 3600, 100 * lose, what, best,
+           what, train__every(f->steps, every, sizeof every), f->interval, f->cost, f->mtbf / 3600, 100 * lose, what, best,
            100 * least, ok ? "" : ": the interval is too far from it for this failure rate");
 }
 

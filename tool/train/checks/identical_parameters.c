@@ -25,8 +25,9 @@ static rh_status after_step(rank_state *s, int epoch, long step, double lr) {
 static void finish(rank_state *s) {
   if (s->cfg->real && !s->ev.identical_failed)
     train__verdict(s, RH_CHECK_IDENTICAL, true,
-                   "parameters identical, bit for bit, on all %d ranks after each of %ld steps",
-                   s->size, s->ev.identical_steps);
+                   "parameters identical, bit for bit, on all %d rank%s after each of %ld step%s",
+                   s->size, s->size == 1 ? "" : "s", s->ev.identical_steps,
+                   s->ev.identical_steps == 1 ? "" : "s");
 }
 
 const train_check train__check_identical = {

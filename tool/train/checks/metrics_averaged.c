@@ -37,8 +37,8 @@ static rh_status after_metric(rank_state *s, double local, double logged, const 
 static void finish(rank_state *s) {
   if (!s->cfg->real) return;
   if (s->ev.validated)
-    train__verdict(s, RH_CHECK_METRICS, true, "validation loss and accuracy are the mean over %d ranks",
-                   s->size);
+    train__verdict(s, RH_CHECK_METRICS, true, "validation loss and accuracy are the mean over %d rank%s",
+                   s->size, s->size == 1 ? "" : "s");
   else
     train__skip(s, RH_CHECK_METRICS, "no validation ran: no metric to average");
 }

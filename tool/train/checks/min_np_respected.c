@@ -8,8 +8,8 @@
 static rh_status after_reset(rank_state *s) {
   if (s->size < s->cfg->min_np)
     train__verdict(s, RH_CHECK_MIN_NP, false,
-                   "after reset %d the job went on with %d workers, fewer than min_np %d",
-                   s->ev.world_resets, s->size, s->cfg->min_np);
+                   "after reset %d the job went on with %d worker%s, fewer than min_np %d",
+                   s->ev.world_resets, s->size, s->size == 1 ? "" : "s", s->cfg->min_np);
   return RH_OK;
 }
 

@@ -35,15 +35,16 @@ static rh_status after_reset(rank_state *s) {
   s->ev.now.rolled_back += at - restored;
   if (restored < expect)
     train__verdict(s, RH_CHECK_WORK_LOST, false,
-                   "the failure after %ld steps rolled back to step %ld, where the recipe's last "
-                   "commit was at step %ld (%s and at each epoch's end): %ld steps of "
+                   "the failure after %ld step%s rolled back to step %ld, where the recipe's last "
+                   "commit was at step %ld (%s and at each epoch's end): %ld step%s of "
                    "committed work lost%s",
-                   at, restored, expect, train__every(every, text, sizeof text), expect - restored,
+                   at, at == 1 ? "" : "s", restored, expect, train__every(every, text, sizeof text),
+                   expect - restored, expect - restored == 1 ? "" : "s",
                    restored == 0 ? " (nothing was ever committed)" : "");
   else if (restored > expect || !same_params)
     train__verdict(s, RH_CHECK_WORK_LOST, false,
-                   "the failure after %ld steps restored step %ld but not the parameters "
-                   "committed there", at, restored);
+                   "the failure after %ld step%s restored step %ld but not the parameters "
+                   "committed there", at, at == 1 ? "" : "s", restored);
   return RH_OK;
 }
 

@@ -15,8 +15,8 @@ static rh_status after_checkpoint(rank_state *s, int epoch, bool wrote) {
   if (st == RH_OK && (writers != 1 || !all[0])) {
     char ranks[256];
     train__rank_list(all, s->size, ranks, sizeof ranks);
-    train__verdict(s, RH_CHECK_CHECKPOINT, false, "checkpoint-%d.bin was written by %d ranks (%s)",
-                   epoch + 1, writers, ranks);
+    train__verdict(s, RH_CHECK_CHECKPOINT, false, "checkpoint-%d.bin was written by %d rank%s (%s)",
+                   epoch + 1, writers, writers == 1 ? "" : "s", ranks);
   }
   free(all);
   return st;
@@ -25,8 +25,8 @@ static rh_status after_checkpoint(rank_state *s, int epoch, bool wrote) {
 static void finish(rank_state *s) {
   if (!s->cfg->real) return;
   if (s->ev.checkpoint_writes > 0)
-    train__verdict(s, RH_CHECK_CHECKPOINT, true, "%d checkpoints, each written by rank 0 alone",
-                   s->ev.checkpoint_writes);
+    train__verdict(s, RH_CHECK_CHECKPOINT, true, "%d checkpoint%s written by rank 0 alone", s->ev.checkpoint_writes,
+                   s->ev.checkpoint_writes == 1 ? "," : "s, each");
   else
     train__skip(s, RH_CHECK_CHECKPOINT, "no checkpoint was due in the epochs that ran");
 }

@@ -14,8 +14,8 @@ static rh_status after_run(rank_state *s, int epochs) {
   if (!train__checking(s, RH_CHECK_RESUME)) return RH_OK;
   if (k < 1 || k >= epochs) {
     char why[160];
-    snprintf(why, sizeof why, "resume_from_epoch %d leaves nothing to replay: %d epochs ran", k,
-             epochs);
+    snprintf(why, sizeof why, "resume_from_epoch %d leaves nothing to replay: %d epoch%s ran", k,
+             epochs, epochs == 1 ? "" : "s");
     train__skip(s, RH_CHECK_RESUME, why);
     return RH_OK;
   }

@@ -76,13 +76,13 @@ static rh_status after_epoch(rank_state *s, int epoch, long steps_run) {
   else if (whole && distinct < N)
     train__verdict(s, RH_CHECK_SAMPLES, false,
                    "epoch %d: %ld of %ld samples were never drawn (%ld distinct in %ld draws, the "
-                   "last %ld over %d ranks): the shards did not cover what was left of the epoch",
-                   epoch + 1, N - distinct, N, distinct, total, s->ev.seg_draws, n);
+                   "last %ld over %d rank%s): the shards did not cover what was left of the epoch",
+                   epoch + 1, N - distinct, N, distinct, total, s->ev.seg_draws, n, n == 1 ? "" : "s");
   else
     train__verdict(s, RH_CHECK_SAMPLES, true,
-                   "each epoch (the last: %ld draws over %d ranks, %ld distinct samples of %ld, "
+                   "each epoch (the last: %ld draws over %d rank%s, %ld distinct samples of %ld, "
                    "%ld repeated by the sampler's padding)",
-                   total, n, distinct, N, repeats);
+                   total, n, n == 1 ? "" : "s", distinct, N, repeats);
   return RH_OK;
 }
 

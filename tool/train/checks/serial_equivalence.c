@@ -67,9 +67,9 @@ static void finish(rank_state *s) {
   bool fp16 = (int)rh_setting(s->ctx, RH_SETTING_COMPRESSION) == 1;
   double tolerance = fp16 ? SERIAL_TOLERANCE_FP16 : SERIAL_TOLERANCE;
   train__verdict(s, RH_CHECK_SERIAL, s->ev.serial_max_diff <= tolerance,
-                 "%ld steps, each against serial SGD with batch %ld from the same parameters: "
+                 "%ld step%s, each against serial SGD with batch %ld from the same parameters: "
                  "largest difference %.3g of the largest parameter (tolerance %g: %s)",
-                 s->ev.serial_steps, s->ev.serial_batch, s->ev.serial_max_diff, tolerance,
+                 s->ev.serial_steps, s->ev.serial_steps == 1 ? "" : "s", s->ev.serial_batch, s->ev.serial_max_diff, tolerance,
                  fp16 ? "gradients travel as fp16" : "fp32 sums in another order");
 }
 
