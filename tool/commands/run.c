@@ -451,7 +451,7 @@ static void interval_study(const rh_scenario_launch *launch, const rh_train_conf
                        .horizon = end, .rate = rate, .seed = plan->seed};
   rh_interval_study study;
   rh_interval_study_run(&job, every, &study);
-  rh_interval_study_report(stdout, failures, &job, &study, what, ft->goodput);
+  rh_interval_study_report(stdout, failures, &job, &study, what, ft->time_goodput);
 }
 
 static int run_scenario(const char *file, const run_flags *fl, const rh_scenario_opts *opts);
@@ -979,7 +979,9 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   }
   json_object_set_new(root, "end_time_s", json_real(ft.none_left ? ft.end : lres.end_time));
   json_object_set_new(root, "target", json_string(lres.target ? lres.target : "simulator"));
-  if (cfg->real && res.error == RH_OK) {
+  if (cfg->real && res.error == RH_OK && res.ended != RH_OK) /* no world holds parameters */
+    printf("\nfinal parameters: none, the job ended below min_np\n");
+  else if (cfg->real && res.error == RH_OK) {
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)res.params_hash);
     json_object_set_new(root, "final_parameters_fnv1a", json_string(hex));
