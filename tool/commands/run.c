@@ -11,6 +11,7 @@
 #include "failures.h"
 #include "interval_replay.h"
 #include "progress.h"
+#include "trust.h"
 #include "scenario.h"
 #include "workload.h"
 #include "train/train.h"
@@ -824,9 +825,12 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
     else if (rest > 1e-9 * step_s) /* real models: validation and checkpoints between steps */
       printf(" + validation and checkpoints %.4f ms", 1e3 * rest);
     printf("\n");
+    char trust[400];
     printf("  throughput   %.1f samples/s; %d GPUs without communication: %.1f; scaling "
-           "efficiency %.2f%%\n",
-           thr, size, ideal, 100 * thr / ideal);
+           "efficiency %.2f%% %s\n",
+           thr, size, ideal, 100 * thr / ideal,
+           rh_trust_note(&sc, RH_TRUST_THROUGHPUT, trust, sizeof trust));
+    json_object_set_new(root, "trust", rh_trust_json(&sc));
     if (!cfg->real) rh_workload_report(stdout, root, &sc, thr, size);
     rh_cli_print_settings(stdout, &sc, fl->timeline, fl->timeline_env);
     for (int i = 0; i < opts->nsets; i++) printf("  --set        %s\n", opts->sets[i]);
