@@ -8,7 +8,9 @@
  * - a degradation that is in fact a dead component is refused at load;
  * - an event given with --set is named by the override, not by a line of the file;
  * - a job that cannot allocate what it trains with says how many steps an epoch has, and what it
- *   could not allocate.
+ *   could not allocate;
+ * - a job that ended below min_np judges the commits it measured and prints no final parameters;
+ * - goodput is of the GPU-time held, a failed node's GPUs included.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -370,6 +372,69 @@ static void test_out_of_memory_said(void **state) {
   }
 }
 
+/* One of three nodes crashes in the only epoch and min_np 5 cannot be met: the job ended, all of
+ * its work lost, yet the steps before the crash ran at their pace.  Its commits were measured
+ * (the report prints their seconds), so commit_interval judges them instead of saying that none
+ * was; and no final parameters exist to print a hash of. */
+static void test_below_min_np_reported(void **state) {
+  (void)state;
+  char yaml[2048], file[300], out[300], *text;
+  snprintf(yaml, sizeof yaml, "%s"
+           "    - {kind: host_crash, node: 1, epoch: 1, step: 20}\n"
+           "  gpu_mtbf_hours: 100000\n"
+           "elastic: {min_np: 5, commit_every_steps: 5, timeout_s: 10}\n", small_mlp);
+  snprintf(file, sizeof file, "%s", write_scenario("below-min-np.yaml", yaml));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "below-min-np"));
+  json_t *root;
+  char *one_epoch[] = {"--set", "recipe.epochs=1", NULL}; /* no checkpoint: everything is lost */
+  run(file, out, one_epoch, &text, &root);
+  assert_non_null(root);
+  assert_string_equal(json_string_value(json_object_get(root, "ended")),
+                      "fewer workers than min_np remain");
+  double commit = json_real_value(json_object_get(json_object_get(root, "failures"), "commit_s"));
+  if (!(commit > 0)) fail_msg("no commit time in summary.json:\n%s", text);
+  if (strstr(text, "no commit was measured"))
+    fail_msg("commits of %g s, yet \"no commit was measured\":\n%s", commit, text);
+  if (!strstr(text, "PASS  commit_interval") && !strstr(text, "FAIL  commit_interval"))
+    fail_msg("commit_interval did not judge the commits measured:\n%s", text);
+  if (strstr(text, "FNV-1a 0000000000000000") || !strstr(text, "final parameters: none"))
+    fail_msg("a job that ended below min_np has no final parameters:\n%s", text);
+  assert_null(json_object_get(root, "final_parameters_fnv1a"));
+  json_decref(root);
+  free(text);
+}
+
+/* One node of three crashes: the world goes on with 4 GPUs of 6, and the job still holds the
+ * failed node's 2 (blacklisted, not given back).  Goodput is of the GPU-time held: the share of
+ * the time that counted, times 6 GPUs until the new world and 4 of 6 after it. */
+static void test_goodput_counts_held_gpus(void **state) {
+  (void)state;
+  char yaml[2048], file[300], out[300], *text;
+  snprintf(yaml, sizeof yaml, "%s    - {kind: host_crash, node: 1, epoch: 1, step: 10}\n"
+           "elastic: {min_np: 2, commit_every_steps: 5}\n", small_mlp);
+  snprintf(file, sizeof file, "%s", write_scenario("one-node-fails.yaml", yaml));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "one-node-fails"));
+  json_t *root;
+  assert_int_equal(run(file, out, NULL, &text, &root), 0);
+  assert_non_null(root);
+  json_t *f = json_object_get(root, "failures");
+  json_t *e = json_array_get(json_object_get(f, "events"), 0);
+  assert_int_equal(json_integer_value(json_object_get(e, "ranks_after")), 4);
+  double end = json_real_value(json_object_get(root, "end_time_s"));
+  double world = json_real_value(json_object_get(e, "time_s")) +
+                 json_real_value(json_object_get(e, "detection_s")) +
+                 json_real_value(json_object_get(e, "rendezvous_s"));
+  double counted = (end - json_real_value(json_object_get(f, "lost_s")) -
+                    json_real_value(json_object_get(f, "commit_s")) -
+                    json_real_value(json_object_get(f, "checkpoint_s"))) / end;
+  double want = counted * (6 * world + 4 * (end - world)) / (6 * end);
+  double goodput = json_real_value(json_object_get(f, "goodput"));
+  print_message("goodput %.6f, expected %.6f (time that counted %.6f)\n", goodput, want, counted);
+  assert_true(fabs(goodput - want) <= 1e-9 * want);
+  json_decref(root);
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_incident_counted),
@@ -378,6 +443,8 @@ int main(void) {
       cmocka_unit_test(test_dead_component_refused),
       cmocka_unit_test(test_events_of_an_override),
       cmocka_unit_test(test_out_of_memory_said),
+      cmocka_unit_test(test_below_min_np_reported),
+      cmocka_unit_test(test_goodput_counts_held_gpus),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   if (getenv("RH_TEST_SKIP")) cmocka_set_skip_filter(getenv("RH_TEST_SKIP"));

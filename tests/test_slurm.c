@@ -11,8 +11,11 @@
  *   byte for byte; run again, it reuses every point and submits nothing.
  * - A Slurm sweep stopped while its tasks wait (held) cancels them, says so, exits 130, and run
  *   again finishes with the local launcher's sweep.csv.
- * - The README's sbatch example for CPUs (examples/slurm/cpu.sbatch), on one node of two tasks (a
- *   scenario of two GPUs): the batch job ends with the simulator's parameters and --compare's line.
+ * - The README's sbatch example for CPUs, `sbatch examples/slurm/cpu.sbatch` as written, on this
+ *   one-node cluster (a 4-GPU scenario given through SCENARIO): the batch job ends with the
+ *   simulator's parameters and --compare's line.
+ * - A second localhost cluster (cluster.sh up and down) takes free ports of its own and, stopped,
+ *   leaves the fixture's daemons running.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -239,27 +242,41 @@ static void test_sweep_stopped_goes_on(void **state) {
   assert_same_file(a, b);
 }
 
+/* The README's command as written, `sbatch examples/slurm/cpu.sbatch`, on this one-node cluster:
+ * its directives fit it (they asked for 2 nodes, and the job stayed PENDING).  The environment
+ * picks a 4-GPU scenario of seconds, the build's binaries and the output directory. */
 static void test_sbatch_cpu_example(void **state) {
   (void)state;
-  char out[300], log[320], bin[600], cmd[2600];
+  char out[300], bin[600], cmd[2600];
   snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "example"));
-  snprintf(log, sizeof log, "%s.log", out);
   snprintf(bin, sizeof bin, "%s", RH_BINARY);
   *strrchr(bin, '/') = 0;
-  /* the script's directives ask for 2 nodes of 2 tasks; this cluster has one node */
-  snprintf(cmd, sizeof cmd,
-           "sbatch -W --nodes=1 --ntasks=2 --output=%s "
-           "--export=ALL,SCENARIO=tests/scenarios/netns/link.yaml,OUT=%s,REHEARSAL_BIN=%s "
-           "examples/slurm/cpu.sbatch >/dev/null", log, out, bin);
-  int rc = system(cmd);
+  const char *scenario = "tests/scenarios/mpi/train.yaml";
+  setenv("SCENARIO", scenario, 1);
+  setenv("OUT", out, 1);
+  setenv("REHEARSAL_BIN", bin, 1);
+  /* -W waits for the job (and --parsable names it); a job still pending after 5 minutes fails */
+  int rc = system("timeout 300 sbatch -W --parsable examples/slurm/cpu.sbatch > example.jobid");
+  char *id = rh_test_slurp("example.jobid");
+  unlink("example.jobid");
+  assert_non_null(id);
+  id[strcspn(id, "\n")] = 0;
+  char log[64];
+  snprintf(log, sizeof log, "rehearsal-cpu-%s.log", id); /* the script's --output */
   char *text = rh_test_slurp(log);
   print_message("sbatch -W: %d\n%s", rc, text ? text : "(no log)\n");
+  if (rc != 0) {
+    snprintf(cmd, sizeof cmd, "scancel %s; squeue -j %s", id, id);
+    if (system(cmd) != 0) print_message("scancel %s failed\n", id);
+  }
+  unlink(log);
+  free(id);
   assert_int_equal(rc, 0);
   assert_non_null(text);
   char a[17], b[17];
   final_hash(text, a);
   char simcmd[1200];
-  snprintf(simcmd, sizeof simcmd, "%s/rehearsal run tests/scenarios/netns/link.yaml > %s", bin,
+  snprintf(simcmd, sizeof simcmd, "%s/rehearsal run %s > %s", bin, scenario,
            rh_test_path(tmpdir, "example-sim.txt"));
   assert_int_equal(system(simcmd), 0);
   char *ts = rh_test_slurp(rh_test_path(tmpdir, "example-sim.txt"));
@@ -268,6 +285,30 @@ static void test_sbatch_cpu_example(void **state) {
   assert_non_null(strstr(text, "  compared     steady step"));
   free(ts);
   free(text);
+}
+
+/* A second localhost Slurm (cluster.sh up, then down) beside the fixture's: it takes other ports,
+ * and stopping it leaves the fixture's daemons, munged included, answering. */
+static void test_second_cluster_beside(void **state) {
+  (void)state;
+  char dir[300], cmd[1200], conf[340];
+  snprintf(dir, sizeof dir, "%s", rh_test_path(tmpdir, "second"));
+  snprintf(conf, sizeof conf, "%s/slurm.conf", dir);
+  unsetenv("RH_SLURMCTLD_PORT");
+  unsetenv("RH_SLURMD_PORT");
+  snprintf(cmd, sizeof cmd, "tests/slurm/cluster.sh up '%s' >/dev/null", dir);
+  int up = system(cmd);
+  snprintf(cmd, sizeof cmd, "grep -h Port= '%s' '%s' | sort | uniq -d | grep -q .", conf,
+           getenv("SLURM_CONF"));
+  bool shared = system(cmd) == 0; /* a port both configurations name */
+  snprintf(cmd, sizeof cmd, "tests/slurm/cluster.sh down '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(up, 0);
+  assert_false(shared);
+  snprintf(cmd, sizeof cmd, "pgrep -f '[m]unged --key-file=%s/' >/dev/null", dir);
+  if (system(cmd) == 0) fail_msg("the second cluster's munged is still running");
+  /* the fixture's controller, slurmd and munged (srun authenticates through it) still answer */
+  assert_int_equal(system("sinfo -h >/dev/null && srun -n 1 true"), 0);
 }
 
 int main(void) {
@@ -286,6 +327,7 @@ int main(void) {
       cmocka_unit_test(test_sweep_same_csv),
       cmocka_unit_test(test_sweep_stopped_goes_on),
       cmocka_unit_test(test_sbatch_cpu_example),
+      cmocka_unit_test(test_second_cluster_beside),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));
   return cmocka_run_group_tests(tests, setup, teardown);

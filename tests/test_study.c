@@ -521,6 +521,90 @@ static void test_progress_on_stderr_only(void **state) {
   free(err);
 }
 
+/* On a pipe or a file, unforced, a long run says every RH_PROGRESS_EVERY seconds (30) that it is
+ * alive; stdout is the same, byte for byte, with or without those lines. */
+static void test_progress_every_so_often(void **state) {
+  (void)state;
+  char *out = strdup(rh_test_path(tmpdir, "every.out")), *err = strdup(rh_test_path(tmpdir, "every.err"));
+  char *quiet = strdup(rh_test_path(tmpdir, "quiet.out"));
+  setenv("RH_PROGRESS_EVERY", "0.001", 1);
+  int rc = RUN(out, err, "run", "scenarios/default.yaml", "--no-what-if");
+  unsetenv("RH_PROGRESS_EVERY");
+  assert_int_equal(rc, 0);
+  setenv("RH_PROGRESS", "0", 1);
+  assert_int_equal(RUN(quiet, "/dev/null", "run", "scenarios/default.yaml", "--no-what-if"), 0);
+  unsetenv("RH_PROGRESS");
+  char *o = rh_test_slurp(out), *q = rh_test_slurp(quiet), *e = rh_test_slurp(err);
+  if (!strstr(e, "run: ") || !strstr(e, "/500 steps ("))
+    fail_msg("no progress line on a file's stderr:\n%s", e);
+  assert_string_equal(o, q);
+  free(o);
+  free(q);
+  free(e);
+  free(out);
+  free(err);
+  free(quiet);
+}
+
+/* The steps of a run's epochs table (summary.json), and its last epoch's step in seconds. */
+static long run_steps(const char *dir, double *step, double *end) {
+  json_t *root = load_json(dir, "summary.json"), *e;
+  long steps = 0;
+  size_t i;
+  json_array_foreach(json_object_get(root, "epochs"), i, e) {
+    steps += (long)num(e, "steps");
+    *step = num(e, "step_ms") / 1e3;
+  }
+  *end = num(root, "end_time_s");
+  json_decref(root);
+  return steps;
+}
+
+/* recipe.steps runs that many global steps whatever the data's size (4000 samples, 40 a step:
+ * 100 an epoch); recipe.duration stops every rank one step after the step that reaches it, in
+ * any unit; giving steps with epochs, or a duration without a unit it knows, is refused. */
+static void test_run_length(void **state) {
+  (void)state;
+  char *file = strdup(rh_test_path(tmpdir, "length.yaml"));
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs("name: length\ncluster: {nodes: 2, gpus_per_node: 2, gpu: {tflops: 10},\n"
+        "  intra: {bandwidth_GBps: 20, latency_us: 1}, network: {nic_Gbps: 100, latency_us: 5}}\n"
+        "model: {name: tiny, parameters: 100000, forward_gflops_per_sample: 0.01}\n"
+        "data: {train_samples: 4000}\nrecipe: {batch_per_worker: 10, steps: 250}\n", f);
+  assert_int_equal(fclose(f), 0);
+  char *dir = strdup(rh_test_path(tmpdir, "length"));
+  double step, end;
+  assert_int_equal(RUN_OK("/dev/null", "run", file, "--out", dir, "--no-what-if"), 0);
+  assert_int_equal(run_steps(dir, &step, &end), 250);
+  /* the duration: 0.02 s of steps of `step` seconds */
+  const char *durations[] = {"recipe.duration=0.02s", "recipe.duration=0.0000055555555556h",
+                             "recipe.duration=0.00000023148148148d"};
+  long first = 0;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(RUN_OK("/dev/null", "run", file, "--out", dir, "--no-what-if", "--set",
+                            "recipe.steps=0", "--set", "recipe.epochs=5", "--set",
+                            (char *)durations[i]), 0);
+    long n = run_steps(dir, &step, &end);
+    print_message("%s: %ld steps of %.6f ms, ended at %.6f s\n", durations[i], n, step * 1e3, end);
+    assert_true(end >= 0.02 && end - 2.5 * step < 0.02 && n < 500);
+    if (i == 0) first = n;
+    assert_int_equal(n, first);
+  }
+  char *err = strdup(rh_test_path(tmpdir, "length.err"));
+  assert_int_equal(RUN("/dev/null", err, "run", file, "--set", "recipe.epochs=2"), 2);
+  char *e = rh_test_slurp(err);
+  assert_non_null(strstr(e, "recipe.steps: give recipe.steps or recipe.epochs, not both"));
+  free(e);
+  assert_int_equal(RUN("/dev/null", err, "run", file, "--set", "recipe.duration=3x"), 2);
+  e = rh_test_slurp(err);
+  assert_non_null(strstr(e, "recipe.duration: expected a duration"));
+  free(e);
+  free(err);
+  free(dir);
+  free(file);
+}
+
 static void test_out_makes_parents_readable_files(void **state) {
   (void)state;
   char *dir = strdup(rh_test_path(tmpdir, "a/b/c"));
@@ -545,6 +629,8 @@ int main(void) {
       cmocka_unit_test(test_bottleneck_what_if),
       cmocka_unit_test(test_what_if_never_slower),
       cmocka_unit_test(test_progress_on_stderr_only),
+      cmocka_unit_test(test_progress_every_so_often),
+      cmocka_unit_test(test_run_length),
       cmocka_unit_test(test_out_makes_parents_readable_files),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -594,34 +594,45 @@ static int usage_to(FILE *to) {
 
 static int usage(void) { return usage_to(stderr); }
 
-int rh_cmd_elastic(int argc, char **argv) {
-  int split = 0;
-  while (split < argc && strcmp(argv[split], "--") != 0) split++;
-  for (int i = 0; i < split; i++) { /* asked for help or the version, with or without a program */
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return usage_to(stdout);
+/* ---- the command: parse, launch, watch, report ---------------------------------------------- */
+
+/* What the command line asked for.  The strings point into argv (`extra` is owned). */
+typedef struct elastic_args {
+  int np;
+  const char *dir, *mpirun, *script, *file;
+  const char **extra;
+  int nextra;
+  char **prog; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
+  int nprog;
+} elastic_args;
+
+/* Whether argv before the "--" asks for help or the version: then answers it into *rc. */
+static bool asked_help(int split, char **argv, int *rc) {
+  for (int i = 0; i < split; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      *rc = usage_to(stdout);
+      return true;
+    }
     if (strcmp(argv[i], "--version") == 0) {
       printf("rehearsal %s\n", REHEARSAL_VERSION);
-      return 0;
+      *rc = 0;
+      return true;
     }
   }
+  return false;
+}
+
+/* The flags of args[1..n-1] (getopt's shape) into *a; -1 when they are good, else the exit status. */
+static int parse_flags(int n, char **args, char **argv, elastic_args *a) {
   static const struct option options[] = {
       {"np", required_argument, NULL, 'n'},         {"dir", required_argument, NULL, 'd'},
       {"mpirun", required_argument, NULL, 'm'},     {"mpirun-arg", required_argument, NULL, 'a'},
       {"host-discovery-script", required_argument, NULL, 's'},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
-  int np = 0;
-  const char *dir = NULL, *mpirun = "mpirun", *script = NULL;
-  const char **extra = calloc((size_t)argc + 1, sizeof *extra);
-  int nextra = 0;
-  /* getopt wants the program name first */
-  char **args = calloc((size_t)split + 2, sizeof *args);
-  if (!extra || !args) return 1;
-  args[0] = "rehearsal elastic";
-  memcpy(args + 1, argv, (size_t)split * sizeof *args);
   optind = 0; /* glibc: start afresh */
   opterr = 0;
   int c;
-  while ((c = getopt_long_only(split + 1, args, "", options, NULL)) != -1) {
+  while ((c = getopt_long_only(n, args, "", options, NULL)) != -1) {
     switch (c) {
     case 'n': {
       char *end;
@@ -629,116 +640,177 @@ int rh_cmd_elastic(int argc, char **argv) {
       if (*optarg == 0 || *end || v < 1 || v > 1 << 24) {
         fprintf(stderr, "rehearsal elastic: -np: expected a number of processes from 1, got \"%s\"\n",
                 optarg);
-        free(extra);
-        free(args);
         return 2;
       }
-      np = (int)v;
+      a->np = (int)v;
       break;
     }
-    case 'd': dir = optarg; break;
-    case 'm': mpirun = optarg; break;
-    case 's': script = optarg; break;
-    case 'a': extra[nextra++] = optarg; break;
+    case 'd': a->dir = optarg; break;
+    case 'm': a->mpirun = optarg; break;
+    case 's': a->script = optarg; break;
+    case 'a': a->extra[a->nextra++] = optarg; break;
     default:
-      free(extra);
-      free(args);
-      return c == '?' ? rh_cli_error("elastic", "unknown flag %s", argv[optind - 2])
-                      : usage();
+      return c == '?' ? rh_cli_error("elastic", "unknown flag %s", argv[optind - 2]) : usage();
     }
   }
-  if (optind != split || split >= argc - 1) {
-    free(extra);
-    free(args);
-    return rh_cli_error("elastic", "needs FILE, then -- PROGRAM [ARGS...]");
-  }
-  const char *file = args[optind];
-  free(args);
-  rh_scenario sc;
-  char err[1024];
-  if (rh_scenario_load(file, &sc, err, sizeof err) != RH_OK) {
-    fprintf(stderr, "rehearsal: %s\n", err);
-    free(extra);
-    return 2;
-  }
-  if (!sc.elastic.present) {
-    fprintf(stderr, "rehearsal: %s has no elastic: section (a fixed-size job runs under mpirun)\n",
-            file);
-    rh_scenario_free(&sc);
-    free(extra);
-    return 2;
-  }
-  bool discovering = script || sc.elastic.nchanges > 0;
-  if (np <= 0 && discovering) /* a process for every slot discovery may add: the spares' too */
-    for (int n = 0; n < sc.cluster.nodes + sc.cluster.spares; n++) np += sc.cluster.gpus_per_node[n];
-  if (np <= 0) np = rh_scenario_size(&sc);
-  if (sc.elastic.min_np <= 0) sc.elastic.min_np = np; /* Horovod's default: min_np = np */
-  if (np < sc.elastic.min_np) {
-    fprintf(stderr, "rehearsal elastic: -np %d is fewer than the scenario's min_np %d\n", np,
-            sc.elastic.min_np);
-    rh_scenario_free(&sc);
-    free(extra);
-    return 2;
-  }
-  char tmpdir[] = "/tmp/rehearsal-elastic-XXXXXX";
-  bool temporary = !dir;
-  if (temporary && !(dir = mkdtemp(tmpdir))) {
-    perror("rehearsal elastic: mkdtemp");
-    rh_scenario_free(&sc);
-    free(extra);
-    return 1;
-  }
-  if (!temporary && mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    fprintf(stderr, "rehearsal elastic: cannot create %s: %s\n", dir, strerror(errno));
-    rh_scenario_free(&sc);
-    free(extra);
-    return 1;
-  }
-  setenv("RH_ELASTIC_DIR", dir, 1);
-  if (discovering) setenv("RH_ELASTIC_STANDBY", "1", 1); /* processes wait for a world to take them */
-  else unsetenv("RH_ELASTIC_STANDBY");
+  return -1;
+}
 
-  /* mpirun --enable-recovery -np N -x RH_... [extra] SELF elastic-rank PROGRAM ARGS */
-  char self[4096] = {0};
-  if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) snprintf(self, sizeof self, "rehearsal");
+/* Stage 1, parse: FILE [flags] -- PROGRAM [ARGS...] into *a (a->extra to free); -1 when the
+ * command goes on, else its exit status. */
+static int parse_args(int argc, char **argv, elastic_args *a) {
+  int split = 0, rc;
+  *a = (elastic_args){.mpirun = "mpirun"};
+  while (split < argc && strcmp(argv[split], "--") != 0) split++;
+  if (asked_help(split, argv, &rc)) return rc; /* with or without a program */
+  a->extra = calloc((size_t)argc + 1, sizeof *a->extra);
+  char **args = calloc((size_t)split + 2, sizeof *args); /* getopt wants the program name first */
+  if (!a->extra || !args) {
+    free(args);
+    return 1;
+  }
+  args[0] = "rehearsal elastic";
+  memcpy(args + 1, argv, (size_t)split * sizeof *args);
+  rc = parse_flags(split + 1, args, argv, a);
+  if (rc < 0 && (optind != split || split >= argc - 1))
+    rc = rh_cli_error("elastic", "needs FILE, then -- PROGRAM [ARGS...]");
+  if (rc < 0) {
+    a->file = args[optind];
+    a->prog = argv + split + 1;
+    a->nprog = argc - split - 1;
+  }
+  free(args);
+  return rc;
+}
+
+/* Loads the scenario and settles -np and min_np (Horovod's default: min_np = np); 0, or 2 on
+ * bad input (said on stderr). */
+static int load_scenario(elastic_args *a, rh_scenario *sc) {
+  char err[1024];
+  if (rh_scenario_load(a->file, sc, err, sizeof err) != RH_OK) {
+    fprintf(stderr, "rehearsal: %s\n", err);
+    return 2;
+  }
+  if (!sc->elastic.present) {
+    fprintf(stderr, "rehearsal: %s has no elastic: section (a fixed-size job runs under mpirun)\n",
+            a->file);
+    rh_scenario_free(sc);
+    return 2;
+  }
+  bool discovering = a->script || sc->elastic.nchanges > 0;
+  if (a->np <= 0 && discovering) /* a process for every slot discovery may add: the spares' too */
+    for (int n = 0; n < sc->cluster.nodes + sc->cluster.spares; n++) a->np += sc->cluster.gpus_per_node[n];
+  if (a->np <= 0) a->np = rh_scenario_size(sc);
+  if (sc->elastic.min_np <= 0) sc->elastic.min_np = a->np;
+  if (a->np < sc->elastic.min_np) {
+    fprintf(stderr, "rehearsal elastic: -np %d is fewer than the scenario's min_np %d\n", a->np,
+            sc->elastic.min_np);
+    rh_scenario_free(sc);
+    return 2;
+  }
+  return 0;
+}
+
+/* The rendezvous directory: --dir (made if need be) or a temporary one into tmpdir; NULL on
+ * failure (said on stderr). */
+static const char *make_dir(const char *dir, char *tmpdir) {
+  if (!dir) {
+    if (!(dir = mkdtemp(tmpdir))) perror("rehearsal elastic: mkdtemp");
+    return dir;
+  }
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "rehearsal elastic: cannot create %s: %s\n", dir, strerror(errno));
+    return NULL;
+  }
+  return dir;
+}
+
+/* mpirun's command line, freed with free_command:
+ * mpirun --enable-recovery -np N -x RH_... [extra] SELF elastic-rank PROGRAM ARGS */
+typedef struct command {
+  char **argv;
+  char **names; /* the RH_ variables' names that go along (-x) */
+  int named;
+  char self[4096], npbuf[16];
+} command;
+
+static bool build_command(const elastic_args *a, command *c) {
+  if (readlink("/proc/self/exe", c->self, sizeof c->self - 1) < 0)
+    snprintf(c->self, sizeof c->self, "rehearsal");
   int nenv = 0;
   for (char **e = environ; *e; e++) nenv += strncmp(*e, "RH_", 3) == 0;
-  int nprog = argc - split - 1;
-  char **cmd = calloc((size_t)(8 + 2 * nenv + nextra + nprog + 4), sizeof *cmd);
-  char npbuf[16];
-  snprintf(npbuf, sizeof npbuf, "%d", np);
+  c->argv = calloc((size_t)(8 + 2 * nenv + a->nextra + a->nprog + 4), sizeof *c->argv);
+  c->names = calloc((size_t)nenv + 1, sizeof *c->names);
+  if (!c->argv || !c->names) return false;
+  snprintf(c->npbuf, sizeof c->npbuf, "%d", a->np);
   int k = 0;
-  cmd[k++] = (char *)mpirun;
-  cmd[k++] = "--enable-recovery";
-  cmd[k++] = "-np";
-  cmd[k++] = npbuf;
-  char **names = calloc((size_t)nenv + 1, sizeof *names); /* every RH_ variable goes along */
-  int named = 0;
-  for (char **e = environ; *e && names && cmd; e++) {
-    if (strncmp(*e, "RH_", 3) != 0 || !(names[named] = strndup(*e, strcspn(*e, "=")))) continue;
-    cmd[k++] = "-x";
-    cmd[k++] = names[named++];
+  c->argv[k++] = (char *)a->mpirun;
+  c->argv[k++] = "--enable-recovery";
+  c->argv[k++] = "-np";
+  c->argv[k++] = c->npbuf;
+  for (char **e = environ; *e; e++) { /* every RH_ variable goes along */
+    if (strncmp(*e, "RH_", 3) != 0 || !(c->names[c->named] = strndup(*e, strcspn(*e, "="))))
+      continue;
+    c->argv[k++] = "-x";
+    c->argv[k++] = c->names[c->named++];
   }
-  for (int i = 0; i < nextra; i++) cmd[k++] = (char *)extra[i];
-  cmd[k++] = self;
-  cmd[k++] = "elastic-rank";
-  for (int i = 0; i < nprog; i++) cmd[k++] = argv[split + 1 + i];
-  cmd[k] = NULL;
+  for (int i = 0; i < a->nextra; i++) c->argv[k++] = (char *)a->extra[i];
+  c->argv[k++] = c->self;
+  c->argv[k++] = "elastic-rank";
+  for (int i = 0; i < a->nprog; i++) c->argv[k++] = a->prog[i];
+  c->argv[k] = NULL;
+  return true;
+}
 
-  driver d = {.dir = dir, .sc = &sc, .nprocs = np, .t0 = now(),
-              .pretend = getenv("RH_MPI_GPUS_PER_NODE") != NULL};
-  d.procs = calloc((size_t)np, sizeof *d.procs);
-  d.members = calloc((size_t)np, sizeof *d.members);
-  d.told = calloc((size_t)np, sizeof *d.told);
-  for (int p = 0; d.members && p < np; p++) d.members[p] = p;
-  d.nmembers = np;
-  d.script = script;
-  d.discovering = discovering;
-  d.nnodes = np > sc.cluster.nodes + sc.cluster.spares ? np : sc.cluster.nodes + sc.cluster.spares;
-  d.slots = calloc((size_t)d.nnodes + 1, sizeof *d.slots);
-  d.blacklisted = calloc((size_t)d.nnodes + 1, sizeof *d.blacklisted);
-  for (int n = 0; d.slots && n < sc.cluster.nodes; n++) d.slots[n] = sc.cluster.gpus_per_node[n];
-  bool formed = !discovering; /* world 0 (with discovery: once the hosts are known) */
+static void free_command(command *c) {
+  for (int i = 0; c->names && i < c->named; i++) free(c->names[i]);
+  free(c->names);
+  free(c->argv);
+}
+
+/* The driver for np processes, world 0 being all of them; false when out of memory. */
+static bool driver_init(driver *d, const char *dir, const rh_scenario *sc, const elastic_args *a) {
+  int np = a->np;
+  *d = (driver){.dir = dir, .sc = sc, .nprocs = np, .t0 = now(),
+                .pretend = getenv("RH_MPI_GPUS_PER_NODE") != NULL};
+  d->procs = calloc((size_t)np, sizeof *d->procs);
+  d->members = calloc((size_t)np, sizeof *d->members);
+  d->told = calloc((size_t)np, sizeof *d->told);
+  for (int p = 0; d->members && p < np; p++) d->members[p] = p;
+  d->nmembers = np;
+  d->script = a->script;
+  d->discovering = a->script || sc->elastic.nchanges > 0;
+  int all = sc->cluster.nodes + sc->cluster.spares;
+  d->nnodes = np > all ? np : all;
+  d->slots = calloc((size_t)d->nnodes + 1, sizeof *d->slots);
+  d->blacklisted = calloc((size_t)d->nnodes + 1, sizeof *d->blacklisted);
+  for (int n = 0; d->slots && n < sc->cluster.nodes; n++) d->slots[n] = sc->cluster.gpus_per_node[n];
+  return d->procs && d->members && d->told && d->slots && d->blacklisted;
+}
+
+static void driver_free(driver *d) {
+  free(d->procs);
+  free(d->members);
+  free(d->told);
+  free(d->slots);
+  free(d->blacklisted);
+}
+
+/* What the watch knows of mpirun and of the rendezvous between two looks. */
+typedef struct watch {
+  pid_t pid;
+  relay out;          /* mpirun's stderr */
+  int status;         /* mpirun's, once gone */
+  bool formed;        /* world 0 (with discovery: once the hosts are known) */
+  bool open;          /* a rendezvous is open */
+  bool over, gone, ending, waited;
+  int broken;         /* the last world whose death was told */
+  double deadline;
+} watch;
+
+/* Stage 2, launch: mpirun under a relay of its stderr, with SIGINT and SIGTERM caught; false
+ * when it could not start. */
+static bool launch(char **cmd, watch *w) {
   struct sigaction sa = {.sa_handler = on_interrupt};
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
@@ -746,8 +818,8 @@ int rh_cmd_elastic(int argc, char **argv) {
   fflush(NULL);
   int pipefd[2] = {-1, -1};
   if (pipe(pipefd) != 0) pipefd[0] = pipefd[1] = -1;
-  pid_t pid = d.procs && d.members && d.told && d.slots && d.blacklisted ? fork() : -1;
-  if (pid == 0) {
+  w->pid = fork();
+  if (w->pid == 0) {
     if (pipefd[1] >= 0) {
       dup2(pipefd[1], STDERR_FILENO);
       close(pipefd[0]);
@@ -757,154 +829,211 @@ int rh_cmd_elastic(int argc, char **argv) {
     fprintf(stderr, "rehearsal elastic: cannot run %s: %s\n", cmd[0], strerror(errno));
     _exit(127);
   }
-  relay out = {.fd = pipefd[0]};
+  w->out.fd = pipefd[0];
   if (pipefd[1] >= 0) close(pipefd[1]);
-  if (out.fd >= 0) fcntl(out.fd, F_SETFL, fcntl(out.fd, F_GETFL) | O_NONBLOCK);
-  int rc = 1;
-  if (pid > 0) {
-    bool open = false, over = false, gone = false, ending = false, waited = false;
-    int broken = -1; /* the last world whose death was told */
-    double deadline = 0;
-    int status = 0;
-    while (!over) {
-      gone = gone || waitpid(pid, &status, WNOHANG) == pid;
-      relay_pump(&out, false);
-      look(&d);
-      /* hosts: the scenario's nodes on one machine, else the real hosts in order.  Which of the
-       * two is known once every process has said where it runs (a minute at most) */
-      int said = 0;
-      for (int p = 0; p < np; p++) said += d.procs[p].host[0] != 0;
-      bool all_said = said == np || now() - d.t0 > 60;
-      bool one_host = true;
-      for (int p = 1; p < np; p++)
-        one_host = one_host && (!d.procs[p].host[0] || strcmp(d.procs[p].host, d.procs[0].host) == 0);
-      if (one_host && all_said) d.pretend = true;
-      for (int p = 0; p < np; p++) {
-        if (d.pretend || one_host) {
-          d.procs[p].node = node_of_slot(&sc.cluster, p);
-          continue;
-        }
-        d.procs[p].node = p;
-        for (int q = 0; q < p; q++)
-          if (strcmp(d.procs[q].host, d.procs[p].host) == 0) d.procs[p].node = d.procs[q].node;
-      }
-      /* with discovery, world 0: the processes of the hosts discovered first, once their hosts
-       * are known and there are min_np of them (Horovod waits timeout_s for them) */
-      if (!formed && (d.pretend || all_said) && now() >= d.next_poll) {
-        int *slots = calloc((size_t)d.nnodes + 1, sizeof(int));
-        if (slots && discover(&d, slots)) memcpy(d.slots, slots, (size_t)d.nnodes * sizeof(int));
-        free(slots);
-        d.next_poll = now() + (sc.elastic.discovery_interval_s > 0 ? sc.elastic.discovery_interval_s : 1);
-        int most = sc.elastic.max_np > 0 ? sc.elastic.max_np : np, size = 0, want = 0;
-        for (int p = 0; p < np && size < most; p++) {
-          want += taken(&d, p);
-          if (taken(&d, p) && standby_alive(&d, p)) d.members[size++] = p;
-        }
-        bool enough = size >= sc.elastic.min_np && size > 0;
-        if (size < want && size < most && now() - d.t0 < 30) {
-          /* processes still starting (MPI's start-up): a look again at the next poll */
-        } else if (!enough && now() - d.t0 < sc.elastic.timeout_s) {
-          if (!waited) fprintf(stderr, "rehearsal elastic: %d slot%s discovered, min_np is %d: "
-                                       "waiting up to %g s (timeout_s) for more\n", size,
-                               size == 1 ? "" : "s", sc.elastic.min_np, sc.elastic.timeout_s);
-          waited = true;
-        } else {
-          if (!enough)
-            snprintf(d.short_of, sizeof d.short_of, "%d slot%s discovered in %g s, min_np is %d",
-                     size, size == 1 ? "" : "s", sc.elastic.timeout_s, sc.elastic.min_np);
-          d.nmembers = enough ? size : 0;
-          if (!answer(&d, 0, d.members, size, enough ? NULL : d.short_of)) interrupted = 1;
-          if (enough)
-            fprintf(stderr, "rehearsal elastic: world 0: %d ranks on the hosts discovered; %d "
-                            "process%s on standby\n", size, np - size, np - size == 1 ? "" : "es");
-          else
-            fprintf(stderr, "rehearsal elastic: the job ends: %s\n", d.short_of);
-          formed = true;
-          if (!enough) { /* every process hears it and ends */
-            for (int p = 0; p < np; p++) d.told[p] = true;
-            ending = true;
-            deadline = now() + 10;
-            continue;
-          }
-        }
-      }
-      if (!formed) {
-        struct timespec ts = {0, 20000000};
-        nanosleep(&ts, NULL);
-        gone = gone || interrupted;
-        over = gone;
-        continue;
-      }
-      if (d.discovering && now() >= d.next_poll) {
-        poll_hosts(&d);
-        d.next_poll = now() + (sc.elastic.discovery_interval_s > 0 ? sc.elastic.discovery_interval_s : 1);
-      }
-      int arrived = 0, waiting = 0;
-      for (int r = 0; r < d.nmembers; r++) {
-        proc *q = &d.procs[d.members[r]];
-        arrived += q->arrived;
-        waiting += !q->arrived && !q->ended;
-        if (q->ended && (q->exit_code < 0 || q->exit_code > 1) && broken < d.world)
-          broken = tell_broken(&d, r); /* its peers learn it now, not at their timeout */
-      }
-      if (!open && arrived > 0) {
-        open = true;
-        deadline = now() + sc.elastic.rendezvous_timeout_s;
-      }
-      if (open && (waiting == 0 || now() >= deadline || gone)) {
-        open = false;
-        if (!close_rendezvous(&d)) { /* the processes told so report, then end: wait for them */
-          ending = true;
-          deadline = now() + 10;
-          for (int p = 0; p < np; p++) d.told[p] = d.told[p] || (!d.procs[p].ended && d.discovering);
-        }
-        continue;
-      }
-      if (ending) {
-        bool ended = true;
-        for (int p = 0; p < np; p++) ended = ended && (!d.told[p] || d.procs[p].ended);
-        over = ended || now() >= deadline || gone || interrupted;
-        struct timespec ts = {0, 20000000};
-        nanosleep(&ts, NULL);
-        continue;
-      }
-      bool all_ended = true;
-      for (int r = 0; r < d.nmembers; r++) all_ended = all_ended && d.procs[d.members[r]].ended;
-      if (!open && all_ended && d.discovering && !gone && !interrupted) {
-        /* the processes still on standby hear that the job is over, and end */
-        answer(&d, d.world + 1, NULL, 0, "the job finished");
-        for (int p = 0; p < np; p++) d.told[p] = !d.procs[p].ended;
-        ending = true;
-        deadline = now() + 10;
-        continue;
-      }
-      if ((!open && all_ended) || gone || interrupted) over = true;
-      struct timespec ts = {0, 20000000};
-      nanosleep(&ts, NULL);
+  if (w->out.fd >= 0) fcntl(w->out.fd, F_SETFL, fcntl(w->out.fd, F_GETFL) | O_NONBLOCK);
+  return w->pid > 0;
+}
+
+static void nap(void) {
+  struct timespec ts = {0, 20000000};
+  nanosleep(&ts, NULL);
+}
+
+/* The processes' nodes: the scenario's on one machine, else the real hosts in order.  Which of
+ * the two is known once every process has said where it runs (a minute at most); true then. */
+static bool place_procs(driver *d) {
+  int np = d->nprocs, said = 0;
+  for (int p = 0; p < np; p++) said += d->procs[p].host[0] != 0;
+  bool all_said = said == np || now() - d->t0 > 60;
+  bool one_host = true;
+  for (int p = 1; p < np; p++)
+    one_host = one_host && (!d->procs[p].host[0] || strcmp(d->procs[p].host, d->procs[0].host) == 0);
+  if (one_host && all_said) d->pretend = true;
+  for (int p = 0; p < np; p++) {
+    if (d->pretend || one_host) {
+      d->procs[p].node = node_of_slot(&d->sc->cluster, p);
+      continue;
     }
-    status = gone ? status : stop_mpirun(pid);
-    relay_pump(&out, true);
-    look(&d);
-    proc *first = &d.procs[d.members[0]];
-    if (interrupted) rc = 130;
-    else if (first->ended && first->exit_code >= 0) rc = first->exit_code;
-    else rc = WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
-    char last[160];
-    ended_line(&d, now() - d.t0, first->ended && first->exit_code < 0,
-               first->ended && first->exit_code < 0 ? first->signal : rc, last, sizeof last);
-    fprintf(stderr, "rehearsal elastic: %s\n", last);
+    d->procs[p].node = p;
+    for (int q = 0; q < p; q++)
+      if (strcmp(d->procs[q].host, d->procs[p].host) == 0) d->procs[p].node = d->procs[q].node;
   }
-  if (out.fd >= 0) close(out.fd);
-  for (int i = 0; names && i < named; i++) free(names[i]);
-  free(names);
-  free(cmd);
-  free(extra);
-  free(d.procs);
-  free(d.members);
-  free(d.told);
-  free(d.slots);
-  free(d.blacklisted);
-  if (temporary) remove_dir(dir);
-  rh_scenario_free(&sc);
+  return all_said;
+}
+
+/* The job ends: the processes told so (every one when `all`) report, then end; up to 10 s. */
+static void end_soon(driver *d, watch *w, bool all) {
+  for (int p = 0; all && p < d->nprocs; p++) d->told[p] = true;
+  w->ending = true;
+  w->deadline = now() + 10;
+}
+
+static void next_poll(driver *d) {
+  double every = d->sc->elastic.discovery_interval_s;
+  d->next_poll = now() + (every > 0 ? every : 1);
+}
+
+/* World 0 with discovery: the processes of the hosts discovered first, once their hosts are
+ * known and there are min_np of them (Horovod waits timeout_s for them). */
+static void form_world0(driver *d, watch *w) {
+  const rh_scenario *sc = d->sc;
+  int np = d->nprocs;
+  int *slots = calloc((size_t)d->nnodes + 1, sizeof(int));
+  if (slots && discover(d, slots)) memcpy(d->slots, slots, (size_t)d->nnodes * sizeof(int));
+  free(slots);
+  next_poll(d);
+  int most = sc->elastic.max_np > 0 ? sc->elastic.max_np : np, size = 0, want = 0;
+  for (int p = 0; p < np && size < most; p++) {
+    want += taken(d, p);
+    if (taken(d, p) && standby_alive(d, p)) d->members[size++] = p;
+  }
+  bool enough = size >= sc->elastic.min_np && size > 0;
+  if (size < want && size < most && now() - d->t0 < 30)
+    return; /* processes still starting (MPI's start-up): a look again at the next poll */
+  if (!enough && now() - d->t0 < sc->elastic.timeout_s) {
+    if (!w->waited) fprintf(stderr, "rehearsal elastic: %d slot%s discovered, min_np is %d: "
+                                    "waiting up to %g s (timeout_s) for more\n", size,
+                            size == 1 ? "" : "s", sc->elastic.min_np, sc->elastic.timeout_s);
+    w->waited = true;
+    return;
+  }
+  if (!enough)
+    snprintf(d->short_of, sizeof d->short_of, "%d slot%s discovered in %g s, min_np is %d", size,
+             size == 1 ? "" : "s", sc->elastic.timeout_s, sc->elastic.min_np);
+  d->nmembers = enough ? size : 0;
+  if (!answer(d, 0, d->members, size, enough ? NULL : d->short_of)) interrupted = 1;
+  if (enough)
+    fprintf(stderr, "rehearsal elastic: world 0: %d ranks on the hosts discovered; %d "
+                    "process%s on standby\n", size, np - size, np - size == 1 ? "" : "es");
+  else
+    fprintf(stderr, "rehearsal elastic: the job ends: %s\n", d->short_of);
+  w->formed = true;
+  if (!enough) end_soon(d, w, true); /* every process hears it and ends */
+}
+
+/* The rendezvous: opened by the first arrival, closed when every live member came, at its
+ * timeout, or when mpirun is gone; true when it closed now. */
+static bool rendezvous(driver *d, watch *w) {
+  int arrived = 0, waiting = 0;
+  for (int r = 0; r < d->nmembers; r++) {
+    proc *q = &d->procs[d->members[r]];
+    arrived += q->arrived;
+    waiting += !q->arrived && !q->ended;
+    if (q->ended && (q->exit_code < 0 || q->exit_code > 1) && w->broken < d->world)
+      w->broken = tell_broken(d, r); /* its peers learn it now, not at their timeout */
+  }
+  if (!w->open && arrived > 0) {
+    w->open = true;
+    w->deadline = now() + d->sc->elastic.rendezvous_timeout_s;
+  }
+  if (!w->open || !(waiting == 0 || now() >= w->deadline || w->gone)) return false;
+  w->open = false;
+  if (!close_rendezvous(d)) { /* the processes told so report, then end: wait for them */
+    end_soon(d, w, false);
+    for (int p = 0; p < d->nprocs; p++)
+      d->told[p] = d->told[p] || (!d->procs[p].ended && d->discovering);
+  }
+  return true;
+}
+
+/* One look at a job that runs; false when the next look should come at once. */
+static bool look_again(driver *d, watch *w) {
+  if (d->discovering && now() >= d->next_poll) {
+    poll_hosts(d);
+    next_poll(d);
+  }
+  if (rendezvous(d, w)) return false;
+  if (w->ending) {
+    bool ended = true;
+    for (int p = 0; p < d->nprocs; p++) ended = ended && (!d->told[p] || d->procs[p].ended);
+    w->over = ended || now() >= w->deadline || w->gone || interrupted;
+    return true;
+  }
+  bool all_ended = true;
+  for (int r = 0; r < d->nmembers; r++) all_ended = all_ended && d->procs[d->members[r]].ended;
+  if (!w->open && all_ended && d->discovering && !w->gone && !interrupted) {
+    /* the processes still on standby hear that the job is over, and end */
+    answer(d, d->world + 1, NULL, 0, "the job finished");
+    for (int p = 0; p < d->nprocs; p++) d->told[p] = !d->procs[p].ended;
+    end_soon(d, w, false);
+    return false;
+  }
+  if ((!w->open && all_ended) || w->gone || interrupted) w->over = true;
+  return true;
+}
+
+/* Stage 3, watch: until the job is over, world after world. */
+static void watch_job(driver *d, watch *w) {
+  w->formed = !d->discovering;
+  w->broken = -1;
+  while (!w->over) {
+    w->gone = w->gone || waitpid(w->pid, &w->status, WNOHANG) == w->pid;
+    relay_pump(&w->out, false);
+    look(d);
+    bool all_said = place_procs(d);
+    if (!w->formed && (d->pretend || all_said) && now() >= d->next_poll) {
+      form_world0(d, w);
+      if (w->ending) continue;
+    }
+    if (!w->formed) {
+      nap();
+      w->over = w->gone = w->gone || interrupted;
+      continue;
+    }
+    if (look_again(d, w)) nap();
+  }
+}
+
+/* Stage 4, report: mpirun stopped, the driver's last line said; the exit status (that of the
+ * last world's rank 0, 130 when interrupted). */
+static int report_end(driver *d, watch *w) {
+  int status = w->gone ? w->status : stop_mpirun(w->pid);
+  relay_pump(&w->out, true);
+  look(d);
+  proc *first = &d->procs[d->members[0]];
+  int rc;
+  if (interrupted) rc = 130;
+  else if (first->ended && first->exit_code >= 0) rc = first->exit_code;
+  else rc = WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
+  bool killed = first->ended && first->exit_code < 0;
+  char last[160];
+  ended_line(d, now() - d->t0, killed, killed ? first->signal : rc, last, sizeof last);
+  fprintf(stderr, "rehearsal elastic: %s\n", last);
+  return rc;
+}
+
+/* Launches, watches and reports the job of scenario sc in directory dir; the exit status. */
+static int run_job(const elastic_args *a, const rh_scenario *sc, const char *dir) {
+  setenv("RH_ELASTIC_DIR", dir, 1);
+  if (a->script || sc->elastic.nchanges > 0)
+    setenv("RH_ELASTIC_STANDBY", "1", 1); /* processes wait for a world to take them */
+  else unsetenv("RH_ELASTIC_STANDBY");
+  command cmd = {0};
+  driver d = {0};
+  watch w = {.out.fd = -1};
+  int rc = 1;
+  if (build_command(a, &cmd) && driver_init(&d, dir, sc, a) && launch(cmd.argv, &w)) {
+    watch_job(&d, &w);
+    rc = report_end(&d, &w);
+  }
+  if (w.out.fd >= 0) close(w.out.fd);
+  free_command(&cmd);
+  driver_free(&d);
+  return rc;
+}
+
+int rh_cmd_elastic(int argc, char **argv) {
+  elastic_args a;
+  int rc = parse_args(argc, argv, &a);
+  rh_scenario sc;
+  if (rc < 0 && (rc = load_scenario(&a, &sc)) == 0) {
+    char tmpdir[] = "/tmp/rehearsal-elastic-XXXXXX";
+    const char *dir = make_dir(a.dir, tmpdir);
+    rc = dir ? run_job(&a, &sc, dir) : 1;
+    if (dir && !a.dir) remove_dir(dir);
+    rh_scenario_free(&sc);
+  }
+  free(a.extra);
   return rc;
 }

@@ -171,6 +171,7 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
       .eps = sc->recipe.eps, .rho = sc->recipe.rho, .epochs = (int)sc->recipe.epochs,
       .epochs_divided = sc->recipe.epochs_rule == 1, .steps_rule = (rh_steps_rule)sc->recipe.steps_rule,
       .val_rule = (rh_val_rule)sc->recipe.val_rule, .stop_at_step = (long)sc->recipe.stop_at_step,
+      .steps = (long)sc->recipe.steps, .duration = sc->recipe.duration,
       .seed = (uint64_t)sc->recipe.seed, .sampler_seed = (uint64_t)sc->recipe.sampler_seed,
       .shuffle = sc->recipe.shuffle,
       .first_epoch = (int)sc->recipe.first_epoch,
@@ -350,6 +351,7 @@ static long res_steps_total(const rh_scenario *sc, int epochs) {
   long total = rh_scenario_steps_per_epoch(sc) * epochs;
   if (sc->recipe.stop_at_step > 0 && total > (long)sc->recipe.stop_at_step + 1)
     total = (long)sc->recipe.stop_at_step + 1;
+  if (sc->recipe.steps > 0) total = (long)sc->recipe.steps;
   return total;
 }
 

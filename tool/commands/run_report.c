@@ -11,6 +11,7 @@
 #include "interval_replay.h"
 #include "output.h"
 #include "run.h"
+#include "trust.h"
 #include "workload.h"
 
 #include <jansson.h>
@@ -136,7 +137,7 @@ static void interval_study(const rh_scenario_launch *launch, const rh_train_conf
                        .horizon = end, .rate = rate, .seed = plan->seed};
   rh_interval_study study;
   rh_interval_study_run(&job, every, &study);
-  rh_interval_study_report(stdout, failures, &job, &study, what, ft->goodput);
+  rh_interval_study_report(stdout, failures, &job, &study, what, ft->time_goodput);
 }
 
 
@@ -508,8 +509,11 @@ static void report_summary(report *r) {
   char algo[32];
   summary_buckets(r, algo, sizeof algo);
   summary_time(r, step_s, compute_step);
+  char trust[400];
   printf("  throughput   %.1f samples/s; %d GPU%s without communication: %.1f; scaling "
-         "efficiency %.2f%%\n", thr, r->size, r->size == 1 ? "" : "s", ideal, 100 * thr / ideal);
+         "efficiency %.2f%% %s\n", thr, r->size, r->size == 1 ? "" : "s", ideal, 100 * thr / ideal,
+         rh_trust_note(&j->sc, RH_TRUST_THROUGHPUT, trust, sizeof trust));
+  json_object_set_new(r->root, "trust", rh_trust_json(&j->sc));
   if (!r->cfg->real) rh_workload_report(stdout, r->root, &j->sc, thr, r->size);
   rh_cli_print_settings(stdout, &j->sc, j->fl->timeline, j->fl->timeline_env);
   for (int i = 0; i < j->opts->nsets; i++) printf("  --set        %s\n", j->opts->sets[i]);
@@ -672,7 +676,9 @@ static void report_end(report *r) {
   }
   json_object_set_new(root, "end_time_s", json_real(r->ft.none_left ? r->ft.end : r->j->lres.end_time));
   json_object_set_new(root, "target", json_string(r->j->lres.target ? r->j->lres.target : "simulator"));
-  if (r->cfg->real && res->error == RH_OK) {
+  if (r->cfg->real && res->error == RH_OK && res->ended != RH_OK) /* no world holds parameters */
+    printf("\nfinal parameters: none, the job ended below min_np\n");
+  else if (r->cfg->real && res->error == RH_OK) {
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)res->params_hash);
     json_object_set_new(root, "final_parameters_fnv1a", json_string(hex));

@@ -129,8 +129,10 @@ static double nominal_step(const rh_train_result *res, const incident *inc, int 
     for (int k = 0; k < ninc && clean; k++) {
       if (inc[k].fault && windowed(inc[k].fault) && r->start < inc[k].until && end > inc[k].at)
         clean = false;
+      /* the steps a job's end throws away ran at their pace: only those after the fault are not */
+      bool ends = inc[k].how == HOW_ENDED || inc[k].how == HOW_STOPPED;
       if (inc[k].how != HOW_DELAY && inc[k].how != HOW_NONE && inc[k].how != HOW_GONE &&
-          r->start < inc[k].to && end > inc[k].from)
+          r->start < inc[k].to && end > (ends ? inc[k].at : inc[k].from))
         clean = false;
     }
     if (!clean) continue;
@@ -360,6 +362,28 @@ static int analyse(const rh_fault_plan *plan, const rh_joblog *log, const rh_tra
   return n;
 }
 
+/* The GPU-time the job held from 0 to end, and the part of it in the world (GPU-seconds).  A
+ * node that failed is blacklisted but stays allocated to the job until it ends, its GPUs idle
+ * and held; a host that discovery removed is given back. */
+static void gpu_time(const incident *inc, int n, int first_size, double end, double *held,
+                     double *in_world) {
+  double t = 0, w = first_size, idle = 0;
+  *held = *in_world = 0;
+  for (int i = 0; i < n; i++) {
+    const incident *c = &inc[i];
+    bool resized = c->how == HOW_ELASTIC || c->how == HOW_HOSTS || c->how == HOW_RELAUNCH;
+    if (!resized || isnan(c->world_at) || c->world_at > end) continue;
+    double at = fmax(t, c->world_at);
+    *in_world += w * (at - t);
+    *held += (w + idle) * (at - t);
+    if (c->how == HOW_ELASTIC && c->before > c->after) idle += c->before - c->after;
+    w = c->after;
+    t = at;
+  }
+  *in_world += w * (end - t);
+  *held += (w + idle) * (end - t);
+}
+
 /* Incidents in order of the start of their lost interval, the first analysed first on a tie. */
 typedef struct by_from_key { double from; int index; } by_from_key;
 
@@ -499,7 +523,11 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan,
   t->slow = slow;
   t->step = nominal_step(res, inc, n, first_size);
   t->recovery = recoveries ? recovery / recoveries : NAN;
-  t->goodput = end > 0 ? fmax(0, (end - t->lost - t->commit - t->checkpoint) / end) : 1;
+  /* the time that counted, times the share of the GPUs held that were in the world */
+  gpu_time(inc, n, first_size, end, &t->gpu_held, &t->gpu_in_world);
+  double share = t->gpu_held > 0 ? t->gpu_in_world / t->gpu_held : 1;
+  t->time_goodput = end > 0 ? fmax(0, (end - t->lost - t->commit - t->checkpoint) / end) : 1;
+  t->goodput = t->time_goodput * share;
 
   /* scripted faults whose trigger the job never reached */
   int unfired = 0;
@@ -671,10 +699,12 @@ void rh_failure_report(FILE *out, json_t *root, const rh_fault_plan *plan,
             t->checkpoint, 100 * t->goodput);
   if (root)
     json_object_set_new(root, "failures",
-                        json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "events", events,
-                                  "lost_s", t->lost, "slow_steps_s", slow, "commit_s", t->commit,
-                                  "checkpoint_s", t->checkpoint, "goodput", t->goodput, "resets",
-                                  t->resets, "relaunches", t->relaunches));
+                        json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "events",
+                                  events, "lost_s", t->lost, "slow_steps_s", slow, "commit_s",
+                                  t->commit, "checkpoint_s", t->checkpoint, "goodput", t->goodput,
+                                  "gpu_seconds_held", t->gpu_held, "gpu_seconds_in_world",
+                                  t->gpu_in_world, "resets", t->resets, "relaunches",
+                                  t->relaunches));
   else
     json_decref(events);
   free(inc);

@@ -23,7 +23,9 @@ typedef struct rh_failure_totals {
   double lost;        /* seconds: detection, recovery, work done again, slower steps */
   double slow;        /* of which slower steps during degradations */
   double commit, checkpoint; /* seconds spent committing and writing checkpoints */
-  double goodput;     /* the fraction of the job's time spent on work that counted */
+  double goodput;     /* the fraction of the GPU-time held spent on work that counted */
+  double time_goodput; /* the fraction of the job's time spent on it (what the interval replay models) */
+  double gpu_held, gpu_in_world; /* GPU-seconds the job held (failed nodes' included), and in its world */
   double step;        /* the pace of a failure-free step of the first world, seconds */
   double recovery;    /* mean seconds from a failure to training again, redone work aside */
   int resets, relaunches;

@@ -2,8 +2,10 @@
  * progress.c: the progress line of progress.h.  On a terminal the line is redrawn in place
  * (carriage return, then erase to the end of the line) and cut to the terminal's width, since a
  * line that wraps can no longer be redrawn in place; forced on a pipe or a file (RH_PROGRESS=1)
- * each redraw is a line of its own.  Redraws are rate-limited on the wall clock, so a caller may
- * report every step however fast the steps go.
+ * each redraw is a line of its own.  Otherwise, on a pipe or a file, a line every
+ * RH_PROGRESS_EVERY seconds of wall time (30), the first after as long, so that a log shows a
+ * long run is alive and a short one prints nothing.  Redraws are rate-limited on the wall clock,
+ * so a caller may report every step however fast the steps go.
  */
 #include "progress.h"
 
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #define REDRAW_INTERVAL 0.2 /* seconds of wall time between redraws: at most 5 a second */
+#define LOG_INTERVAL 30     /* on a pipe or a file, unless forced: a line every 30 s */
 
 struct rh_progress {
   char what[32], unit[32];
@@ -26,6 +29,8 @@ struct rh_progress {
   double start, last_draw; /* wall clock; last_draw < 0: never drawn */
   bool tty;
   bool drawn; /* the terminal's current line holds the progress line */
+  double every; /* seconds of wall time between lines (REDRAW_INTERVAL, or the log's) */
+  bool log;     /* a pipe or a file, not forced: a line every `every`, none at the end */
 };
 
 static double wall_now(void) {
@@ -94,11 +99,19 @@ static void draw(rh_progress *p, double now) {
   p->last_draw = now;
 }
 
+/* The log's interval: RH_PROGRESS_EVERY seconds when it is a positive number, else 30. */
+static double log_interval(void) {
+  const char *env = getenv("RH_PROGRESS_EVERY");
+  char *end;
+  double v = env ? strtod(env, &end) : 0;
+  return env && *env && !*end && v > 0 && v <= 86400 ? v : LOG_INTERVAL;
+}
+
 rh_progress *rh_progress_start(const char *what, double total, const char *unit) {
   const char *env = getenv("RH_PROGRESS");
   bool tty = isatty(STDERR_FILENO);
   bool forced = env && strcmp(env, "1") == 0;
-  if ((env && strcmp(env, "0") == 0) || (!tty && !forced)) return NULL;
+  if (env && strcmp(env, "0") == 0) return NULL;
   rh_progress *p = calloc(1, sizeof *p);
   if (!p) return NULL; /* progress is a courtesy: without memory the work goes on unseen */
   snprintf(p->what, sizeof p->what, "%s", what ? what : "");
@@ -108,6 +121,8 @@ rh_progress *rh_progress_start(const char *what, double total, const char *unit)
   p->start = wall_now();
   p->last_draw = -1;
   p->tty = tty;
+  p->log = !tty && !forced;
+  p->every = p->log ? log_interval() : REDRAW_INTERVAL;
   return p;
 }
 
@@ -116,8 +131,12 @@ void rh_progress_update(rh_progress *p, double done, double sim_time) {
   p->done = done;
   p->sim_time = sim_time;
   double now = wall_now();
+  if (p->log) { /* the first line too waits its interval */
+    if (now - (p->last_draw < 0 ? p->start : p->last_draw) >= p->every) draw(p, now);
+    return;
+  }
   bool finished = p->total > 0 && done >= p->total;
-  if (p->last_draw < 0 || now - p->last_draw >= REDRAW_INTERVAL || finished) draw(p, now);
+  if (p->last_draw < 0 || now - p->last_draw >= p->every || finished) draw(p, now);
 }
 
 void rh_progress_note(rh_progress *p, const char *fmt, ...) {

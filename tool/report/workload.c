@@ -4,6 +4,7 @@
  * the dense peak of the run's precision.
  */
 #include "workload.h"
+#include "trust.h"
 
 #include "compute_model.h"
 
@@ -119,9 +120,11 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
   double peak = rh_workload_peak(sc);
   if (peak > 0 && sc->model.forward_flops > 0) {
     double mfu = 3 * sc->model.forward_flops * per_gpu / peak;
+    char trust[400];
     fprintf(f, "  mfu          %.1f%%: 3 x %.4g GFLOP a sample x %.6g samples/s a GPU over the %s "
-            "peak %.4g TFLOP/s\n", 100 * mfu, sc->model.forward_flops / 1e9, per_gpu,
-            sc->compute.peak_from >= 0 || !(sc->compute.peak > 0) ? prec : "given", peak / 1e12);
+            "peak %.4g TFLOP/s %s\n", 100 * mfu, sc->model.forward_flops / 1e9, per_gpu,
+            sc->compute.peak_from >= 0 || !(sc->compute.peak > 0) ? prec : "given", peak / 1e12,
+            rh_trust_note(sc, RH_TRUST_MFU, trust, sizeof trust));
     if (js) json_object_set_new(js, "mfu", json_real(mfu));
   }
 

@@ -50,6 +50,7 @@ static const char *type_of(const field *f) {
   case T_PRESET: return rh__scenario_preset_fields(f) ? "preset, or a mapping" : "preset";
   case T_BOOL: return "true or false";
   case T_SWEEP: return "mapping of lists";
+  case T_DURATION: return "duration";
   }
   return "";
 }
@@ -70,6 +71,10 @@ static void accepted(char *buf, size_t len, const field *f) {
   case T_ENUM:
   case T_NAMES: choices(buf, len, f->choices); return;
   case T_BOOL: snprintf(buf, len, "`true`, `false`"); return;
+  case T_DURATION:
+    number(hi, sizeof hi, f->max);
+    snprintf(buf, len, "0 to %s s; units `s`, `m`, `h`, `d` (`30d`, `720h`)", hi);
+    return;
   case T_PRESET: {
     snprintf(buf, len, "a name in presets/%s/, or a path ending in .yaml", rh__preset_kinds[f->setting]);
     return;
@@ -111,6 +116,7 @@ static void default_of(char *buf, size_t len, const field *f, const char *base) 
     return;
   }
   case T_NUM:
+  case T_DURATION:
   case T_COUNT: {
     /* a start outside the accepted range is no value a file could give: the key is unset, and
      * its line says what that means */

@@ -289,8 +289,15 @@ static const field recipe_fields[] = {
         "samples per step on each worker"),
     NUM("base_lr", false, 0, true, 1e6, 1, recipe.base_lr,
         "the one-worker learning rate, scaled by lr_scaling"),
-    COUNT("epochs", true, 1, 1e6, recipe.epochs,
-        "epochs to train"),
+    COUNT("epochs", false, 1, 1e6, recipe.epochs,
+        "epochs to train (required unless steps or duration says how long)"),
+    COUNT("steps", false, 0, 1e15, recipe.steps,
+        "global optimizer steps to run, whatever the data's size: as many epochs as they take, "
+        "the last one cut (not with epochs or stop_at_step); 0: the epochs say"),
+    {"duration", T_DURATION, false, 0, 1e10, false, 1, OFF(recipe.duration), NULL, NULL, 0,
+     "simulated time to run (30d, 720h, 45m, 90s): every rank stops one step after the step "
+     "that reaches it, or at the end of its epochs (default 1) if they come first; on the "
+     "simulator; 0: no limit"},
     ENUM("lr_scaling", lr_scalings, recipe.lr_scaling,
         "size (lr x size), local_size, or none"),
     NUM("warmup_epochs", false, 0, false, 1e6, 1, recipe.warmup_epochs,
@@ -693,6 +700,32 @@ static bool number_value(walker *w, const yaml_node_t *n, const field *f, const 
   }
   if (v < f->min || v > f->max || (f->min_open && v == f->min)) {
     fail(w, n, name, "%s is out of range: expected %s", scalar(n), range);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+/* A duration in seconds: a number, or one with a unit (s, m, h, d: 90s, 45m, 720h, 30d). */
+static bool duration_value(walker *w, const yaml_node_t *n, const field *f, const char *name,
+                           double *out) {
+  static const struct { const char *unit; double s; } units[] = {
+      {"", 1}, {"s", 1}, {"m", 60}, {"min", 60}, {"h", 3600}, {"d", 86400}};
+  const char *text = n->type == YAML_SCALAR_NODE ? scalar(n) : "";
+  char *end = NULL;
+  double v = n->type == YAML_SCALAR_NODE && *text ? strtod(text, &end) : NAN;
+  double scale = 0;
+  for (size_t i = 0; end && end != text && i < sizeof units / sizeof units[0]; i++)
+    if (strcmp(end, units[i].unit) == 0) scale = units[i].s;
+  if (!(scale > 0) || !isfinite(v)) {
+    fail(w, n, name, "expected a duration: seconds, or a number with a unit (90s, 45m, 720h, "
+                     "30d), got %s%s%s", n->type == YAML_SCALAR_NODE ? "\"" : "",
+         n->type == YAML_SCALAR_NODE ? text : type_word(n), n->type == YAML_SCALAR_NODE ? "\"" : "");
+    return false;
+  }
+  v *= scale;
+  if (v < f->min || v > f->max) {
+    fail(w, n, name, "%s is out of range: expected 0 to %g s (%g days)", text, f->max, f->max / 86400);
     return false;
   }
   *out = v;
@@ -1123,6 +1156,11 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
   case T_INT: {
     double v;
     if (number_value(w, n, f, name, &v)) *(int *)(base + f->offset) = (int)v;
+    return;
+  }
+  case T_DURATION: {
+    double v;
+    if (duration_value(w, n, f, name, &v)) *(double *)(base + f->offset) = v;
     return;
   }
   case T_COUNT:
@@ -1580,6 +1618,36 @@ static void check_event(walker *w, int i) {
 #undef EFAIL
 }
 
+/* How long the job runs: epochs, or recipe.steps (the epochs they take at the starting size; a
+ * world that shrinks has more steps an epoch), or recipe.duration (its epochs default to 1). */
+static void check_length(walker *w) {
+  rh_scenario *sc = w->sc;
+  const char *both = sc->recipe.steps > 0 && sc->recipe.epochs > 0     ? "recipe.epochs"
+                     : sc->recipe.steps > 0 && sc->recipe.stop_at_step > 0 ? "recipe.stop_at_step"
+                     : sc->recipe.steps > 0 && sc->recipe.duration > 0     ? "recipe.duration"
+                                                                           : NULL;
+  if (both) {
+    fail(w, node_at(w->doc, "recipe.steps"), "recipe.steps",
+         "give recipe.steps or %s, not both: steps says how many global steps the job runs", both);
+    return;
+  }
+  long per = sc->data.train > 0 ? rh_scenario_steps_per_epoch(sc) : 0;
+  if (sc->recipe.steps > 0 && per < 1) {
+    fail(w, node_at(w->doc, "recipe.steps"), "recipe.steps",
+         "needs data.train_samples to cut its epochs");
+    return;
+  }
+  if (sc->recipe.steps > 0) {
+    sc->recipe.epochs = ceil(sc->recipe.steps / (double)per);
+    sc->recipe.epochs_rule = 0; /* fixed: the steps are the job's, whatever its size */
+  } else if (sc->recipe.duration > 0 && !(sc->recipe.epochs > 0)) {
+    sc->recipe.epochs = 1;
+  }
+  if (!(sc->recipe.epochs > 0))
+    fail(w, node_at(w->doc, "recipe"), "recipe.epochs",
+         "missing (required: or recipe.steps, or recipe.duration)");
+}
+
 /* The elastic and restart sections against the cluster they run on. */
 static void check_elastic(walker *w) {
   rh_scenario *sc = w->sc;
@@ -1947,6 +2015,7 @@ static void check_whole(walker *w) {
          "%.17g samples give no full step: %d workers x batch %.17g need %.17g per step",
          sc->data.train, rh_scenario_size(sc), sc->recipe.batch,
          sc->recipe.batch * rh_scenario_size(sc));
+  if (!w->failed) check_length(w);
   for (int i = 0; i < sc->failures.nevents && !w->failed; i++) check_event(w, i);
   if (!w->failed) check_elastic(w);
 }

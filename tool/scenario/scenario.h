@@ -139,6 +139,8 @@ typedef struct rh_scenario {
     int steps_rule;       /* rh_steps_rule */
     int val_rule;         /* rh_val_rule */
     double stop_at_step;
+    double steps;                /* global optimizer steps to run (0: the epochs say) */
+    double duration;             /* simulated seconds to run (0: no limit) */
     double seed;
     double sampler_seed;  /* DistributedSampler's seed; unset (< 0): 0 under torch, else seed */
     int shuffle;          /* rh_shuffle: false, true (rehearsal's generator), torch */

@@ -28,6 +28,7 @@ typedef enum {
   T_PRESET,  /* a preset's name (a file of presets/<kind>/ walked against kids), or a mapping */
   T_BOOL,    /* true or false, stored as a bool */
   T_SWEEP,   /* sweep: KEY: [values] (the axes of `rehearsal sweep`) */
+  T_DURATION, /* seconds in [min, max]: a number, or with a unit (90s, 45m, 720h, 30d) */
 } ftype;
 
 typedef struct field {

@@ -814,7 +814,11 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
     long c = cfg->checkpoint_every_steps - g % cfg->checkpoint_every_steps - 1;
     if (c < n) n = c;
   }
-  if (cfg->stop_at_step > 0 && s->last_step - g - 1 < n) n = s->last_step - g - 1;
+  if ((cfg->stop_at_step > 0 || cfg->steps > 0) && s->last_step - g - 1 < n) n = s->last_step - g - 1;
+  if (cfg->duration > 0) { /* the step that reaches the duration runs on its own */
+    double left = floor((cfg->duration - t1) / d) - 1;
+    if (left < (double)n) n = left > 0 ? (long)left : 0;
+  }
   if (n <= 0) return RH_OK;
   /* steadiness is this rank's own: every rank asks, and none charges unless all are steady */
   rh_status st;
@@ -850,6 +854,17 @@ static rh_status repeat(rank_state *s, int e, long *k, double t0, double tc, dou
   s->pos.processed += (double)done * (double)cfg->batch * s->size;
   /* the charge ended at a commit's step: that commit runs */
   return ends > 0 ? train__commit(s, -1) : RH_OK;
+}
+
+/* recipe.duration: whether this rank stops after the step it just ran.  Rank 0, the first time
+ * its clock reaches the duration after step g, names step g + 1 for every rank: no rank can have
+ * finished step g + 1 before rank 0 began it, so all stop after the same step. */
+static bool past_duration(rank_state *s) {
+  if (!(s->cfg->duration > 0)) return false;
+  long g = (long)s->pos.global_step;
+  if (s->rank == 0 && s->res->duration_step == 0 && rh_time(s->ctx) >= s->cfg->duration)
+    s->res->duration_step = g + 1;
+  return s->res->duration_step > 0 && g >= s->res->duration_step;
 }
 
 /* The epoch so far, as the table shows a run that stopped in it. */
@@ -911,7 +926,9 @@ rh_status train__run_epochs(rank_state *s, int to) {
       s->pos.global_step++;
       s->pos.processed += (double)n * s->size;
       /* StopAtStepHook(last_step): checked after each step, so last_step 0 still runs one */
-      if (cfg->stop_at_step > 0 && s->pos.global_step >= s->last_step) s->pos.stopped = 1;
+      if ((cfg->stop_at_step > 0 || cfg->steps > 0) && s->pos.global_step >= s->last_step)
+        s->pos.stopped = 1;
+      if (past_duration(s)) s->pos.stopped = 1;
       long g = (long)s->pos.global_step;
       if (st == RH_OK && cfg->elastic && g % cfg->commit_every == 0) st = train__commit(s, -1);
       if (st == RH_OK && cfg->checkpoint_every_steps > 0 && g % cfg->checkpoint_every_steps == 0 &&

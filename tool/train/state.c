@@ -541,7 +541,8 @@ void train__refresh_world(rank_state *s, bool reset) {
   if (cfg->mistakes & RH_MISTAKE_NO_LR_SCALING) s->used_lr.initial_lr = cfg->base_lr;
   s->steps_per_epoch = rh_recipe_steps_per_epoch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
   s->last_batch = rh_recipe_last_batch(cfg->steps_rule, cfg->train_samples, cfg->batch, s->size);
-  s->last_step = rh_recipe_last_step(cfg->stop_at_step, s->size);
+  /* recipe.steps are the job's global steps; StopAtStepHook's are divided by the workers */
+  s->last_step = cfg->steps > 0 ? cfg->steps : rh_recipe_last_step(cfg->stop_at_step, s->size);
   /* Horovod's ElasticSampler.reset: the shard is cut again for the new world */
   if (reset && !(cfg->mistakes & RH_MISTAKE_SAMPLER_NOT_RESET)) s->shard_epoch = -1;
   if (s->size < s->ev.smallest || s->ev.smallest == 0) s->ev.smallest = s->size;

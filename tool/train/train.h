@@ -91,6 +91,8 @@ typedef struct rh_train_config {
   rh_steps_rule steps_rule;
   rh_val_rule val_rule;
   long stop_at_step;
+  long steps;                 /* recipe.steps: stop after this global step (0: the epochs say) */
+  double duration;            /* recipe.duration: stop after the step that reaches it (s; 0: none) */
   uint64_t seed;             /* initial parameters and dropout */
   uint64_t sampler_seed;     /* the sampler's order (DistributedSampler's seed) */
   const float *init_params; /* model.init_from: the initial parameters (NULL: from the seed) */
@@ -214,6 +216,8 @@ typedef struct rh_train_result {
   long recorded;              /* steps the records stand for */
   long unrecorded;            /* steps no memory was left to record */
   int notes;                  /* failures told to the progress line so far */
+  long duration_step;         /* recipe.duration: the global step after which every rank stops
+                               * (rank 0's, which the ranks share on the simulator; 0: not yet) */
 } rh_train_result;
 
 typedef struct rh_train_job {

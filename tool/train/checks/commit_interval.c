@@ -22,8 +22,10 @@ void rh_train_verdict_interval(rh_train_result *r, const rh_interval_figures *f,
   if (!(f->mtbf > 0) || !(f->cost > 0) || !(f->interval > 0)) {
     *c = (rh_check_result){.skipped = true};
     snprintf(c->detail, sizeof c->detail,
-             !(f->mtbf > 0) ? "the scenario gives no failure rate (gpu_mtbf_hours, node_mtbf_hours)"
-                            : "no %s was measured", what);
+             !(f->mtbf > 0)   ? "the scenario gives no failure rate (gpu_mtbf_hours, node_mtbf_hours)"
+             : !(f->cost > 0) ? "no %s was measured"
+                              : "no failure-free step was measured to set the %s interval in seconds",
+             what);
     return;
   }
   double best = rh_young(f->cost, f->mtbf);

@@ -1,0 +1,64 @@
+/*
+ * trust.c: see trust.h.  The figures are docs/validation.md's: over the suite's 37 points of
+ * published data-parallel scaling (P100, V100 and A100 servers), the predicted scaling efficiency
+ * is within 5.0 points on average and 15.3 at worst, with each GPU's rate set from the published
+ * one-GPU throughput.  So the suite checks scaling, never a compute rate: a roofline's is
+ * unchecked, and a given rate is as good as its measurement.  test_trust holds the generations
+ * below to those of the suite's scenarios.
+ */
+#include "trust.h"
+
+#include "../../runtime/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The GPU generations of the suite's series (rh_arch_names), and its errors in points. */
+static const char *const validated_archs[] = {"pascal", "volta", "ampere", NULL};
+static const double mean_points = 5.0, worst_points = 15.3;
+
+static const char *arch_of(const rh_scenario *sc) {
+  int a = sc->cluster.fabric.arch;
+  return a >= 0 && a < RH_ARCH_COUNT ? rh_arch_names[a] : NULL;
+}
+
+bool rh_trust_validated(const rh_scenario *sc) {
+  const char *arch = arch_of(sc);
+  for (int i = 0; arch && validated_archs[i]; i++)
+    if (strcmp(arch, validated_archs[i]) == 0) return true;
+  return false;
+}
+
+static const char *compute_note(const rh_scenario *sc) {
+  return sc->compute.roofline
+             ? "roofline, not validated for this GPU/model family: expect 25-50% error"
+             : "at the scenario's tflops: as good as that measured rate";
+}
+
+static void scaling_note(const rh_scenario *sc, char *buf, size_t len) {
+  const char *arch = arch_of(sc);
+  if (rh_trust_validated(sc))
+    snprintf(buf, len, "scaling within ±%.1f points (%.1f at worst) on validated setups of this "
+                       "kind (%s)", mean_points, worst_points, arch);
+  else
+    snprintf(buf, len, "scaling not validated for %s GPUs (the suite's are Pascal, Volta, Ampere)",
+             arch ? arch : "these");
+}
+
+const char *rh_trust_note(const rh_scenario *sc, rh_trust_figure figure, char *buf, size_t len) {
+  char scaling[160];
+  scaling_note(sc, scaling, sizeof scaling);
+  if (figure == RH_TRUST_MFU) snprintf(buf, len, "(compute %s)", compute_note(sc));
+  else snprintf(buf, len, "(compute %s; %s)", compute_note(sc), scaling);
+  return buf;
+}
+
+json_t *rh_trust_json(const rh_scenario *sc) {
+  char scaling[160], thr[400], mfu[400];
+  scaling_note(sc, scaling, sizeof scaling);
+  rh_trust_note(sc, RH_TRUST_THROUGHPUT, thr, sizeof thr);
+  rh_trust_note(sc, RH_TRUST_MFU, mfu, sizeof mfu);
+  return json_pack("{s:s, s:b, s:s, s:s, s:s}", "compute",
+                   sc->compute.roofline ? "roofline" : "given", "scaling_validated",
+                   rh_trust_validated(sc), "scaling", scaling, "throughput", thr, "mfu", mfu);
+}
