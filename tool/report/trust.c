@@ -17,8 +17,12 @@
 static const char *const validated_archs[] = {"pascal", "volta", "ampere", NULL};
 static const double mean_points = 5.0, worst_points = 15.3;
 
+/* The GPU generation the scenario names (a GPU preset's, or cluster.gpu.arch); NULL where it
+ * names none and the default (ampere, for NCCL's ceilings) stands in: a GPU given by its tflops
+ * alone is of no known generation. */
 static const char *arch_of(const rh_scenario *sc) {
   int a = sc->cluster.fabric.arch;
+  if (!sc->compute.gpu_name && a == RH_ARCH_AMPERE) return NULL;
   return a >= 0 && a < RH_ARCH_COUNT ? rh_arch_names[a] : NULL;
 }
 
@@ -41,8 +45,10 @@ static void scaling_note(const rh_scenario *sc, char *buf, size_t len) {
     snprintf(buf, len, "scaling within ±%.1f points (%.1f at worst) on validated setups of this "
                        "kind (%s)", mean_points, worst_points, arch);
   else
-    snprintf(buf, len, "scaling not validated for %s GPUs (the suite's are Pascal, Volta, Ampere)",
-             arch ? arch : "these");
+    snprintf(buf, len, arch ? "scaling not validated for %s GPUs (the suite's are Pascal, Volta, "
+                              "Ampere)"
+                            : "scaling not validated: the GPU's generation is not given (a GPU "
+                              "preset or cluster.gpu.arch names it)%s", arch ? arch : "");
 }
 
 const char *rh_trust_note(const rh_scenario *sc, rh_trust_figure figure, char *buf, size_t len) {
