@@ -884,6 +884,34 @@ static void test_shipped_flops_are_flops(void **state) {
   assert_int_equal(flops_wrong, 0);
 }
 
+/* recipe.duration is the simulator's clock: a scenario for real processes that gives it is bad
+ * input naming the field and its line (its ranks would not agree on the step that ends it). */
+static void test_duration_simulator_only(void **state) {
+  (void)state;
+  char dir[] = "/tmp/rehearsal-duration-XXXXXX", path[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/d.yaml", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  const char *text = "name: d\ncluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 10}, intra: "
+                     "{bandwidth_GBps: 20}}\nmodel: {parameters: 1000, forward_gflops_per_sample: "
+                     "1}\ndata: {train_samples: 1000}\nrecipe:\n  batch_per_worker: 10\n"
+                     "  duration: 30d\n";
+  fputs(text, f);
+  fclose(f);
+  rh_scenario sc;
+  char err[512];
+  rh_scenario_opts opts = {0};
+  assert_int_equal(rh_scenario_load_opts(path, &opts, &sc, err, sizeof err), RH_OK);
+  assert_true(fabs(sc.recipe.duration - 30 * 86400.0) < 1e-6);
+  rh_scenario_free(&sc);
+  opts.real_target = true;
+  assert_int_equal(rh_scenario_load_opts(path, &opts, &sc, err, sizeof err), RH_ERR_INVALID);
+  assert_non_null(strstr(err, ":7: recipe.duration: the simulator's clock"));
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_scenarios_rejected),
@@ -908,6 +936,7 @@ int main(void) {
       cmocka_unit_test(test_failure_sections),
       cmocka_unit_test(test_shipped_flops_are_flops),
       cmocka_unit_test(test_sampler_seed),
+      cmocka_unit_test(test_duration_simulator_only),
   };
   return cmocka_run_group_tests(tests, clear_environment, NULL);
 }

@@ -87,6 +87,7 @@ int rh_cli_parse(const char *command, const char *usage, int argc, char **argv,
   }
   if (n) memcpy(all, longopts, n * sizeof *all);
   memcpy(all + n, common, nc * sizeof *all);
+  if (opts) opts->real_target = strcmp(rh_cli_target, "simulator") != 0;
   sprintf(shorts, ":%s", shortopts ? shortopts : ""); /* ':' : a missing value is told apart */
   char prog[64];
   snprintf(prog, sizeof prog, "rehearsal %s", command);

@@ -592,6 +592,7 @@ typedef struct walker {
   const char *const *sets; /* the command line's overrides, for their errors */
   bool cluster_only;      /* model, data and recipe are not required */
   bool model_only;        /* only the name and the model are required */
+  bool real_target;       /* real processes: no key that needs the simulator's clock */
 } walker;
 
 /* The worst a degradation may be: a straggler at a millionth of its speed, a link at a millionth
@@ -1631,6 +1632,14 @@ static void check_length(walker *w) {
          "give recipe.steps or %s, not both: steps says how many global steps the job runs", both);
     return;
   }
+  /* every rank stops at the step rank 0 finds past the duration: the simulator's ranks share
+   * that step, real processes would not (the others would wait for rank 0 for ever) */
+  if (sc->recipe.duration > 0 && w->real_target) {
+    fail(w, node_at(w->doc, "recipe.duration"), "recipe.duration",
+         "the simulator's clock says when a job's duration is up; on real processes give "
+         "recipe.steps (or epochs)");
+    return;
+  }
   long per = sc->data.train > 0 ? rh_scenario_steps_per_epoch(sc) : 0;
   if (sc->recipe.steps > 0 && per < 1) {
     fail(w, node_at(w->doc, "recipe.steps"), "recipe.steps",
@@ -2228,7 +2237,8 @@ rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, 
   struct provided provided = {0};
   walker w = {.doc = &doc, .sc = sc, .base = (char *)sc, .path = path, .err = err,
               .errlen = errlen, .provided = &provided, .sets = opts->sets,
-              .cluster_only = opts->cluster_only, .model_only = opts->model_only};
+              .cluster_only = opts->cluster_only, .model_only = opts->model_only,
+              .real_target = opts->real_target};
   if (!yaml_parser_load(&parser, &doc)) {
     /* libyaml gives up where it noticed (often the end of the file); the construct it was in
      * began at context_mark, which is where a person has to look */

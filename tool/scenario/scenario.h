@@ -215,6 +215,7 @@ typedef struct rh_scenario_opts {
   int nsets;
   bool cluster_only;
   bool model_only; /* `rehearsal model`: only the name and the model are required and checked */
+  bool real_target; /* it runs on real processes (rehearsal-mpi, rehearsal-gpu), not the simulator */
 } rh_scenario_opts;
 rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, rh_scenario *sc,
                                 char *err, size_t errlen);
