@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -130,15 +131,35 @@ static bool baseline_dir(const char *out, char *dir, size_t dlen, bool *temporar
   return false;
 }
 
+/* The accuracies of the summaries `given` names: one file, or a pattern (glob(3), no shell:
+ * base/seed-*\/summary.json) for the runs of several seeds, up to 100, in sorted order.  Their
+ * count, or 0 with the reason in source. */
+static int given_baselines(const char *given, double *acc, char *source, size_t len) {
+  glob_t g;
+  int rc = glob(given, 0, NULL, &g);
+  if (rc != 0) {
+    snprintf(source, len, "checks.accuracy_baseline: %s: %s", given,
+             rc == GLOB_NOMATCH ? "no such file" : "cannot be read");
+    return 0;
+  }
+  int n = 0;
+  for (size_t i = 0; i < g.gl_pathc && n < 100; i++, n++) {
+    const char *why = NULL;
+    acc[n] = final_accuracy(g.gl_pathv[i], &why);
+    if (isnan(acc[n])) {
+      snprintf(source, len, "checks.accuracy_baseline: %s %s", g.gl_pathv[i], why);
+      globfree(&g);
+      return 0;
+    }
+  }
+  snprintf(source, len, "from %s%s", given, n > 1 ? " (each file a seed)" : "");
+  globfree(&g);
+  return n;
+}
+
 int rh_accuracy_baseline(const char *file, const rh_scenario_opts *opts, const char *given,
                          const char *out, int seeds, double *acc, char *source, size_t len) {
-  if (given) {
-    const char *why = NULL;
-    acc[0] = final_accuracy(given, &why);
-    if (isnan(acc[0])) snprintf(source, len, "checks.accuracy_baseline: %s %s", given, why);
-    else snprintf(source, len, "from %s", given);
-    return isnan(acc[0]) ? 0 : 1;
-  }
+  if (given) return given_baselines(given, acc, source, len);
   char dir[PATH_MAX], sub[PATH_MAX + 16], program[PATH_MAX];
   bool temporary, ran = false;
   if (!baseline_dir(out, dir, sizeof dir, &temporary, source, len)) return 0;

@@ -27,7 +27,7 @@ int rh_cmd_elastic_rank(int argc, char **argv); /* one process under it */
 bool rh_summary_step(const char *path, double *step_ms, char *target, size_t len);
 
 /* accuracy_parity's one-worker baselines: the final validation accuracy of `given` (a
- * summary.json; one), else of the scenario (with opts' overrides) on one GPU from `seeds` seeds
+ * summary.json, or a pattern naming several: one run a seed), else of the scenario (with opts' overrides) on one GPU from `seeds` seeds
  * (at most 100), run by the simulator into out/baseline/seed-K (reused while the scenario, the
  * overrides and the program are the same) or a temporary folder.  Writes them into acc; returns
  * how many (0 when there are none); `source` says where they came from, or why not. */

@@ -501,8 +501,9 @@ static void init_collective_fields(void) {
   check_fields[RH_CHECK_COUNT + 5] =
       (field)STR("accuracy_baseline", false, checks.accuracy_baseline,
                  "accuracy_parity: a one-worker run's summary.json to compare with (relative to "
-                 "the scenario); absent: the recipe runs on one GPU beside the job, kept in --out "
-                 "DIR/baseline and reused while the scenario and the program are the same");
+                 "the scenario), or a pattern naming several, a seed each (base/seed-*/summary.json); "
+                 "absent: the recipe runs on one GPU beside the job, kept in --out DIR/baseline "
+                 "and reused while the scenario and the program are the same");
   check_fields[RH_CHECK_COUNT + 6] =
       (field)INT("accuracy_baseline_seeds", false, 1, 100, checks.accuracy_seeds,
                  "accuracy_parity: one-GPU baseline runs, each with its own recipe.seed and "
