@@ -526,14 +526,17 @@ static void report_summary(report *r) {
   summary_json(r, step_s, compute_step, thr, ideal, algo, steady, warm);
 }
 
-/* What a run that stopped on an error had done: its steps and time, no performance figure. */
+/* What a run that stopped on an error had done: the steps rank 0 began (the one that failed
+ * among them) and the job's time, no performance figure. */
 static void report_stopped(report *r) {
+  long steps = r->j->res.recorded > r->steps ? r->j->res.recorded : r->steps;
+  double end = r->j->lres.end_time > r->total ? r->j->lres.end_time : r->total;
   printf("\nsummary\n  done         %ld step%s in %.6f s %s before the run stopped on rank %d "
          "(%s): a failed run gives no performance figure\n",
-         r->steps, r->steps == 1 ? "" : "s", r->total, r->simulated ? "simulated" : "measured",
+         steps, steps == 1 ? "" : "s", end, r->simulated ? "simulated" : "measured",
          r->j->res.error_rank, rh_status_string(r->j->res.error));
-  json_object_set_new(r->root, "done", json_pack("{s:I, s:f}", "steps", (json_int_t)r->steps,
-                                                 "time_s", r->total));
+  json_object_set_new(r->root, "done", json_pack("{s:I, s:f}", "steps", (json_int_t)steps,
+                                                 "time_s", end));
 }
 
 /* The bottleneck and what-if, of a simulated run that went to its end. */
