@@ -191,8 +191,9 @@ static void test_no_collective_for_nothing(void **state) {
   json_decref(js);
 }
 
-/* A job relaunched from its checkpoints: its step is its compute and waits (the formula here),
- * the time between steps is a figure of its own, and together they make the job's time. */
+/* A job relaunched from its checkpoints: its step is its compute and waits (the formula here)
+ * over every step it ran, the time between steps is a figure of its own, and together they make
+ * the job's time. */
 static void test_relaunch_figures_apart(void **state) {
   (void)state;
   json_t *js;
@@ -208,6 +209,10 @@ static void test_relaunch_figures_apart(void **state) {
   assert_true(fabs(step - parts) <= 1e-6 * step);
   assert_true(between > 0);
   assert_true(fabs(steps * step / 1e3 + between - total) <= 1e-6 * total);
+  /* every step the job ran counts, those run again after the relaunch too: the step is the
+   * steady step of steps.csv (each step of this model the same, warm-up or not) */
+  double steady = num(js, "summary", "steady_step_ms");
+  assert_true(fabs(step - steady) <= 0.02 * steady);
   assert_non_null(strstr(out, "\n  between "));
   free(out);
   json_decref(js);

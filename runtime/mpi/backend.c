@@ -386,6 +386,11 @@ static void *runner_main(void *arg) {
     if (!t) break;
     q->head = t->next;
     if (!q->head) q->tail = NULL;
+    if (q->stopping) { /* the job ended with it never started: it runs no more */
+      t->status = RH_ERR_ABORTED;
+      t->done = true;
+      continue;
+    }
     q->running = true;
     pthread_mutex_unlock(&q->mu);
     rh_status st = t->fn(t->arg);
@@ -395,6 +400,7 @@ static void *runner_main(void *arg) {
     q->running = false;
     pthread_cond_broadcast(&q->cv);
   }
+  pthread_cond_broadcast(&q->cv);
   pthread_mutex_unlock(&q->mu);
   return NULL;
 }
@@ -414,17 +420,16 @@ static mpi_runner *runner_of(mpi_rank *rk) {
   return rk->runner = q;
 }
 
-/* At the job's end: the runner stops and is freed when nothing of it is left to run; else (a
- * task still blocked in a world given up on) it is left to the process's exit, as it was. */
+/* At the job's end: the requests a rank function left unwaited that never started are ended
+ * (RH_ERR_ABORTED), the one running ends within its own timeout, and the runner is joined and
+ * freed, before the job's state it works on goes. */
 static void runner_close(mpi_rank *rk) {
   mpi_runner *q = rk->runner;
   if (!q) return;
   pthread_mutex_lock(&q->mu);
-  bool idle = !q->head && !q->running;
   q->stopping = true;
   pthread_cond_broadcast(&q->cv);
   pthread_mutex_unlock(&q->mu);
-  if (!idle) return;
   pthread_join(q->thread, NULL);
   pthread_cond_destroy(&q->cv);
   pthread_mutex_destroy(&q->mu);

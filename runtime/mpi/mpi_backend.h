@@ -47,8 +47,8 @@ typedef struct mpi_job {
 } mpi_job;
 
 /* A rank's background tasks (its collectives issued without waiting): one thread runs them one
- * at a time in issue order, however many are queued.  On the heap, owned by the rank until its
- * job ends cleanly; left to the process when a task never ended (a world given up on). */
+ * at a time in issue order, however many are queued.  On the heap, owned by the rank, joined and
+ * freed at its job's end. */
 typedef struct mpi_runner mpi_runner;
 
 typedef struct mpi_rank {

@@ -8,7 +8,7 @@ writing; a seed made with another size is still a useful start, just refused soo
 import os, struct, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-EVIDENCE = int(sys.argv[1]) if len(sys.argv) > 1 else 6952
+EVIDENCE = int(sys.argv[1]) if len(sys.argv) > 1 else 7992
 PARAMS, SAMPLES, RANKS = 10, 64, 4  # as fuzz_checkpoint.c sets its state up
 
 
@@ -35,7 +35,7 @@ for name, im, lb in [("pair", images, labels), ("count-mismatch", images, idx(0x
 def checkpoint(real, ranks=2, involved=RANKS):
     nparams, nstate = (PARAMS, 2 * PARAMS) if real else (0, 0)
     parts = 2 * SAMPLES * 4 + involved if real else 0
-    head = b"RHCKPT2\0" + struct.pack("<ii", 1, 1)
+    head = b"RHCKPT3\0" + struct.pack("<ii", 1, 1)
     head += struct.pack("<5Q", nparams, nstate, EVIDENCE + parts, ranks, involved if real else 0)
     head += struct.pack("<d", 12.0) + struct.pack("<7d", 1, 0, 0, 12, 12, 1, 0)
     body = struct.pack("<%df" % (nparams + nstate), *([0.5] * (nparams + nstate)))

@@ -135,6 +135,13 @@ static bool baseline_dir(const char *out, char *dir, size_t dlen, bool *temporar
  * base/seed-*\/summary.json) for the runs of several seeds, up to 100, in sorted order.  Their
  * count, or 0 with the reason in source. */
 static int given_baselines(const char *given, double *acc, char *source, size_t len) {
+  if (access(given, F_OK) == 0) { /* a file of that name: itself, whatever its name holds */
+    const char *why = NULL;
+    acc[0] = final_accuracy(given, &why);
+    if (isnan(acc[0])) snprintf(source, len, "checks.accuracy_baseline: %s %s", given, why);
+    else snprintf(source, len, "from %s", given);
+    return isnan(acc[0]) ? 0 : 1;
+  }
   glob_t g;
   int rc = glob(given, 0, NULL, &g);
   if (rc != 0) {
@@ -152,7 +159,8 @@ static int given_baselines(const char *given, double *acc, char *source, size_t 
       return 0;
     }
   }
-  snprintf(source, len, "from %s%s", given, n > 1 ? " (each file a seed)" : "");
+  snprintf(source, len, "from %s%s%s", given, n > 1 ? " (each file a seed)" : "",
+           g.gl_pathc > 100 ? "; the first 100 of its files" : "");
   globfree(&g);
   return n;
 }

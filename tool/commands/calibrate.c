@@ -308,16 +308,17 @@ static int fit_gemm(rh_scenario *sc, const char *path) {
 
 /* ---- a measured step ------------------------------------------------------------------------- */
 
-/* Runs the scenario (the fitted preset in its place) in a child of this program, started with
- * no shell between (rh_cli_spawn_run: the path is one argument, whatever bytes it holds), and
- * reads its summary; the child's output goes to a temporary folder, removed after. */
-static int simulate_step(const char *scenario, double *step_ms, double *compute_ms) {
+/* Runs the scenario file with the command line's overrides in a child of this program, started
+ * with no shell between (rh_cli_spawn_run: the path is one argument, whatever bytes it holds),
+ * and reads its summary; the child's output goes to a temporary folder, removed after, its
+ * stderr shown first when the run gave no summary. */
+static int simulate_step(const char *scenario, const rh_scenario_opts *opts, double *step_ms,
+                         double *compute_ms) {
   char dir[] = "/tmp/rehearsal-calibrate-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   char summary[128];
   fflush(stdout);
-  rh_scenario_opts none = {0};
-  pid_t pid = rh_cli_spawn_run(NULL, scenario, &none, NULL, 0, dir);
+  pid_t pid = rh_cli_spawn_run(NULL, scenario, opts, NULL, 0, dir);
   int status = -1;
   bool ran = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
              WEXITSTATUS(status) == 0;
@@ -330,13 +331,21 @@ static int simulate_step(const char *scenario, double *step_ms, double *compute_
     *compute_ms = json_real_value(json_object_get(s, "compute_ms"));
   }
   json_decref(root);
+  if (!s) { /* what the run said: why it gave no step */
+    char path[128];
+    snprintf(path, sizeof path, "%s/stderr.txt", dir);
+    FILE *f = fopen(path, "r");
+    for (int c; f && (c = fgetc(f)) != EOF;) fputc(c, stderr);
+    if (f) fclose(f);
+  }
   return rh_remove_tree(dir) != 0 || !s;
 }
 
-static int fit_step(rh_scenario *sc, double measured_ms) {
+static int fit_step(rh_scenario *sc, const rh_scenario_opts *opts, double measured_ms) {
   double step, compute;
-  if (simulate_step(sc->path, &step, &compute)) {
-    fprintf(stderr, "rehearsal calibrate: %s: the scenario did not run\n", sc->path);
+  if (simulate_step(sc->path, opts, &step, &compute)) {
+    fprintf(stderr, "rehearsal calibrate: %s: its run gave no step to fit (above, what it said)\n",
+            sc->path);
     return 1;
   }
   /* the framework's overhead is in compute but does not scale with the GPU's rate */
@@ -532,8 +541,8 @@ int rh_cmd_calibrate(int argc, char **argv) {
   rh_scenario sc;
   char err[1024];
   rh_status loaded = rh_scenario_load_opts(file, &opts, &sc, err, sizeof err);
-  rh_cli_opts_free(&opts);
   if (loaded != RH_OK) {
+    rh_cli_opts_free(&opts);
     fprintf(stderr, "rehearsal: %s\n", err);
     return 2;
   }
@@ -554,7 +563,7 @@ int rh_cmd_calibrate(int argc, char **argv) {
     snprintf(sources + strlen(sources), sizeof sources - strlen(sources), "%s%s", *sources ? ", " : "", gemm);
   }
   if (!rc && step_ms > 0) {
-    rc = fit_step(&sc, step_ms);
+    rc = fit_step(&sc, &opts, step_ms);
     snprintf(sources + strlen(sources), sizeof sources - strlen(sources),
              "%sa measured step of %.6g ms", *sources ? ", " : "", step_ms);
   }
@@ -586,5 +595,6 @@ int rh_cmd_calibrate(int argc, char **argv) {
   }
   free(text);
   rh_scenario_free(&sc);
+  rh_cli_opts_free(&opts);
   return rc;
 }

@@ -370,11 +370,30 @@ static int report_epochs(report *r) {
   return 0;
 }
 
+/* A job that failed, recovered and went on ran steps its epochs' sums do not all hold (a
+ * relaunch resumes an epoch's count at its checkpoint): rank 0's record of every step it ran
+ * gives its steps' time, when the record is whole. */
+static void sums_from_records(report *r) {
+  const rh_train_result *res = &r->j->res;
+  if (!r->failures || res->unrecorded || res->nsteps == 0) return;
+  double compute = 0, wait = 0, alone = 0;
+  long steps = 0;
+  for (size_t i = 0; i < res->nsteps; i++) {
+    const rh_step_record *k = &res->steps[i];
+    compute += (double)k->count * k->compute;
+    wait += (double)k->count * k->wait;
+    alone += (double)k->count * k->alone;
+    steps += k->count;
+  }
+  r->compute = compute, r->exposed = wait, r->alone = alone, r->steps = steps;
+}
+
 /* The losses beside the network (losses.h) run inside the step's compute; rank 0's last step's
  * stand for every step (they change only with the world's size).  They and what the steps
  * spent between them (failures, commits, checkpoints, validation) come out of the sums. */
 static void step_parts(report *r) {
   const rh_train_result *res = &r->j->res;
+  sums_from_records(r);
   double per = (double)r->steps;
   r->fw = r->simulated ? res->framework_step : 0;
   r->slow = r->simulated ? res->straggler_step : 0;
@@ -502,8 +521,10 @@ static void report_summary(report *r) {
   const run_job *j = r->j;
   double per = (double)r->steps;
   double step_s = (r->compute + r->exposed) / per + r->lost_step, compute_step = r->compute / per;
-  double alone_step = r->simulated && r->alone > 0 ? r->alone / per : compute_step;
-  double thr = r->samples / (r->total - r->between), ideal = r->size * r->batch / alone_step;
+  /* the samples the steps trained on (each at its world's size) over the time the GPUs' own
+   * work of those steps takes */
+  double alone = r->simulated && r->alone > 0 ? r->alone : r->compute;
+  double thr = r->samples / (r->total - r->between), ideal = r->samples / alone;
   printf("\nsummary\n");
   summary_model(r);
   char algo[32];

@@ -43,18 +43,32 @@ int rh_make_dirs(const char *dir) {
   }
 }
 
+static bool remove_failed; /* rh_remove_tree's walk: an entry that could not go */
+
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st, (void)flag, (void)ftw;
-  if (remove(path) == 0 || errno == ENOENT) return 0;
-  fprintf(stderr, "rehearsal: cannot remove %s: %s\n", path, strerror(errno));
-  return 1;
+  if (remove(path) != 0 && errno != ENOENT) {
+    fprintf(stderr, "rehearsal: cannot remove %s: %s\n", path, strerror(errno));
+    remove_failed = true;
+  }
+  return 0; /* on with the rest, as rm -rf goes on */
 }
 
 int rh_remove_tree(const char *path) {
   struct stat st;
-  if (!path || !*path || (lstat(path, &st) != 0 && errno == ENOENT)) return 0;
+  if (!path || !*path) return 0;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT) return 0;
+    fprintf(stderr, "rehearsal: cannot remove %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  remove_failed = false;
   /* depth first (a folder after its contents), never across a link */
-  return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : 1;
+  if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+    fprintf(stderr, "rehearsal: cannot remove %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  return remove_failed ? 1 : 0;
 }
 
 /* Removes DIR/.NAME.PID.XXXXXX temporaries of the n names left by a process that no longer runs

@@ -907,6 +907,7 @@ rh_status train__run_epochs(rank_state *s, int to) {
       rh_step_begin(s->ctx, e, step);
       double t0 = rh_time(s->ctx), tc = t0, lr = 0;
       trace_step_begin(s, e, step, t0);
+      s->alone = 0; /* a step that stops in its checks did no work */
       st = train__checks_before_step(s);
       if (st == RH_OK) st = train_step(s, e, step, k, n, &tc, &lr);
       double t1 = rh_time(s->ctx);

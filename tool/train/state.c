@@ -68,8 +68,11 @@ rh_status train__initialise(rank_state *s) {
 
 /* ---- checkpoints --------------------------------------------------------------------------- */
 
+/* A checkpoint's first bytes: its format, changed whenever what it holds changes. */
+#define CKPT_MAGIC "RHCKPT3"
+
 typedef struct ckpt_header {
-  char magic[8];  /* "RHCKPT2\0" */
+  char magic[8];  /* CKPT_MAGIC: the format's version (3: the epochs' evidence has `alone`) */
   int32_t epoch;  /* the epoch in progress (epochs completed, at an epoch's end) */
   int32_t at_end; /* 1: written at the end of an epoch */
   uint64_t nparams, nstate; /* floats that follow (0 for a timing-only model) */
@@ -188,7 +191,7 @@ static int write_file(rank_state *s, bool epoch_end, const char *path, const dou
   const rh_train_config *cfg = s->cfg;
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.tmp%d", path, s->rank);
-  ckpt_header h = {.magic = "RHCKPT2", .epoch = (int)s->pos.epoch + (epoch_end ? 1 : 0),
+  ckpt_header h = {.magic = CKPT_MAGIC, .epoch = (int)s->pos.epoch + (epoch_end ? 1 : 0),
                    .at_end = epoch_end, .opt_steps = s->opt.steps};
   memcpy(h.position, &s->pos, sizeof s->pos);
   if (epoch_end) { /* the position after the epoch: the next one, from its start */
@@ -280,13 +283,13 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
 static int read_file(rank_state *s, const char *path, ckpt_header *out, double **rows) {
   FILE *f = fopen(path, "rb");
   if (!f) return -1;
-  ckpt_header h;
+  ckpt_header h = {0};
   ckpt_evidence parts;
   size_t nstate = s->cfg->real ? rh_optimizer_state_count(&s->opt) : 0;
   size_t np = s->cfg->real ? s->nparams : 0, ne = 0;
   float *p = malloc(np * sizeof(float) + 1), *o = malloc(nstate * sizeof(float) + 1);
   unsigned char *ev = NULL;
-  bool ok = p && o && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, "RHCKPT2", 8) == 0 &&
+  bool ok = p && o && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, CKPT_MAGIC, 8) == 0 &&
             h.nparams == np && h.nstate == nstate && h.nranks < (1u << 24) &&
             h.ninvolved < (1u << 24) && (s->involved || h.ninvolved == 0);
   if (ok) {
@@ -311,6 +314,9 @@ static int read_file(rank_state *s, const char *path, ckpt_header *out, double *
     memcpy(&s->pos, h.position, sizeof s->pos);
     if (s->recording) evidence_unpack(s, ev, (long)h.ninvolved); /* a replay for the resume check keeps its own */
     *out = h;
+  } else if (memcmp(h.magic, "RHCKPT", 6) == 0 && memcmp(h.magic, CKPT_MAGIC, 8) != 0) {
+    fprintf(stderr, "rehearsal: %s was written by another version of rehearsal (%.7s, this one "
+                    "reads %s): run the job again without --resume\n", path, h.magic, CKPT_MAGIC);
   } else {
     fprintf(stderr, "rehearsal: %s is damaged or not a checkpoint of this model\n", path);
   }
@@ -351,7 +357,7 @@ static int read_checkpoint(rank_state *s, int epoch, double **rows, int *nrows) 
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     FILE *f = fopen(path, "rb");
     ckpt_header peek;
-    bool got = f && fread(&peek, sizeof peek, 1, f) == 1 && memcmp(peek.magic, "RHCKPT2", 8) == 0;
+    bool got = f && fread(&peek, sizeof peek, 1, f) == 1 && memcmp(peek.magic, CKPT_MAGIC, 8) == 0;
     if (f) fclose(f);
     /* global steps; a damaged file goes by its name, so that a damaged newest one is an error
      * and not a silent start from an older one */

@@ -27,7 +27,7 @@ void train__record_steps(rank_state *s, int epoch, long step, long count, double
   if (r->nsteps < r->capsteps) {
     r->steps[r->nsteps++] = (rh_step_record){
         .global_step = first, .epoch = epoch, .step = step, .size = s->size, .start = start,
-        .compute = compute, .wait = wait,
+        .compute = compute, .wait = wait, .alone = s->alone,
         .lr = rh_recipe_lr(&s->used_lr, epoch, step, s->steps_per_epoch),
         .loss = count == 1 ? s->step_loss : NAN, .count = count, .schedule = s->used_lr,
         .steps_per_epoch = s->steps_per_epoch};

@@ -167,6 +167,7 @@ typedef struct rh_step_record {
   int size;         /* ranks in the step's world */
   double start;     /* seconds */
   double compute, wait; /* forward + backward; waiting for the gradients after backward */
+  double alone;         /* the step's GPU work as priced, nothing beside it (rh_epoch_stats) */
   double lr;
   double loss;      /* rank 0's batch loss (real models; NAN timing-only) */
   /* Steps the record stands for: a run the simulator charged without running them is one record,
