@@ -2,7 +2,7 @@
  * bench_net.c: what one epoch of a real network costs.  For each network it runs one epoch of
  * Fashion-MNIST (60,000 images, batch 32 per rank) on 4 simulated ranks (one node of 4 GPUs,
  * scenarios/accuracy/lenet5-fmnist-16gpu-scaled-warmup.yaml with its checks), in a child process,
- * and prints the wall time and peak memory.  The issue's goal: LeNet-5 within 20 s on 2 cores.
+ * and prints the wall time and peak memory.  The goal: LeNet-5 within 20 s on 2 cores.
  *   ./build/tests/bench_net [NETWORK...]            (default lenet5 mnist_net keras_fmnist_cnn)
  */
 #include "harness.h"
@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
     char *args[] = {(char *)binary, "run", "scenarios/accuracy/lenet5-fmnist-16gpu-scaled-warmup.yaml",
                     "--no-what-if", "--out", dir, "--set", set, "--set", "cluster.nodes=1",
                     "--set", "cluster.gpus_per_node=4", "--set", "recipe.epochs=1", "--set",
-                    "checks.accuracy_parity=false", NULL};
+                    "checks.accuracy_parity=false", "--set", "checks.expect_fail=[]", NULL};
     long rss = 0;
     fflush(stdout);
     double t0 = rh_test_wall();
