@@ -135,33 +135,32 @@ static bool baseline_dir(const char *out, char *dir, size_t dlen, bool *temporar
  * base/seed-*\/summary.json) for the runs of several seeds, up to 100, in sorted order.  Their
  * count, or 0 with the reason in source. */
 static int given_baselines(const char *given, double *acc, char *source, size_t len) {
-  if (access(given, F_OK) == 0) { /* a file of that name: itself, whatever its name holds */
-    const char *why = NULL;
-    acc[0] = final_accuracy(given, &why);
-    if (isnan(acc[0])) snprintf(source, len, "checks.accuracy_baseline: %s %s", given, why);
-    else snprintf(source, len, "from %s", given);
-    return isnan(acc[0]) ? 0 : 1;
-  }
-  glob_t g;
-  int rc = glob(given, 0, NULL, &g);
+  /* a file of that name is itself, whatever its name holds; else the files the pattern matches */
+  char *itself[] = {(char *)given};
+  glob_t g = {0};
+  bool file = access(given, F_OK) == 0;
+  int rc = file ? 0 : glob(given, 0, NULL, &g);
   if (rc != 0) {
     snprintf(source, len, "checks.accuracy_baseline: %s: %s", given,
              rc == GLOB_NOMATCH ? "no such file" : "cannot be read");
     return 0;
   }
+  char **paths = file ? itself : g.gl_pathv;
+  size_t count = file ? 1 : g.gl_pathc;
   int n = 0;
-  for (size_t i = 0; i < g.gl_pathc && n < 100; i++, n++) {
+  for (size_t i = 0; i < count && n < 100; i++, n++) {
     const char *why = NULL;
-    acc[n] = final_accuracy(g.gl_pathv[i], &why);
+    acc[n] = final_accuracy(paths[i], &why);
     if (isnan(acc[n])) {
-      snprintf(source, len, "checks.accuracy_baseline: %s %s", g.gl_pathv[i], why);
-      globfree(&g);
-      return 0;
+      snprintf(source, len, "checks.accuracy_baseline: %s %s", paths[i], why);
+      n = 0;
+      break;
     }
   }
-  snprintf(source, len, "from %s%s%s", given, n > 1 ? " (each file a seed)" : "",
-           g.gl_pathc > 100 ? "; the first 100 of its files" : "");
-  globfree(&g);
+  if (n)
+    snprintf(source, len, "from %s%s%s", given, n > 1 ? " (each file a seed)" : "",
+             count > 100 ? "; the first 100 of its files" : "");
+  if (!file) globfree(&g);
   return n;
 }
 

@@ -436,9 +436,8 @@ static int run_load(run_job *j, bool *loaded) {
 /* Runs the job on its target, with a progress line; j->res and j->lres hold what it did. */
 static void run_launch(run_job *j) {
   rh_cli_platform_note(&j->sc);
-  int epochs_cap = rh_recipe_epochs((int)j->sc.recipe.epochs, j->in.cfg.epochs_divided,
-                                    rh_scenario_size(&j->sc));
-  j->in.cfg.progress = rh_progress_start("run", (double)res_steps_total(&j->sc, epochs_cap), "steps");
+  j->in.cfg.progress = rh_progress_start("run", (double)res_steps_total(&j->sc, j->epochs_cap),
+                                         "steps");
   j->in.launch.config.timeline = j->fl->timeline;
   rh_train_job job = {.cfg = &j->in.cfg, .result = &j->res};
   j->launch_rc = rh__launch(&j->in.launch.config, rh_train_rank, &job, &j->lres);
@@ -451,9 +450,9 @@ static int run_scenario(const char *file, const run_flags *fl, const rh_scenario
   bool loaded;
   int rc = run_load(&j, &loaded);
   if (!loaded) return rc;
-  int epochs_cap = rh_recipe_epochs((int)j.sc.recipe.epochs, j.in.cfg.epochs_divided,
-                                    rh_scenario_size(&j.sc));
-  if (rc == 0 && rh_train_result_init(&j.res, epochs_cap) != RH_OK) rc = 1;
+  j.epochs_cap = rh_recipe_epochs((int)j.sc.recipe.epochs, j.in.cfg.epochs_divided,
+                                  rh_scenario_size(&j.sc));
+  if (rc == 0 && rh_train_result_init(&j.res, j.epochs_cap) != RH_OK) rc = 1;
   if (rc != 0) {
     release(&j.in);
     rh_scenario_free(&j.sc);

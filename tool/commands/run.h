@@ -38,6 +38,7 @@ typedef struct run_job {
   char other_target[32];
   rh_scenario sc;
   run_inputs in;
+  int epochs_cap; /* the epochs the job runs at its starting size */
   rh_train_result res;
   rh_launch_result lres;
   int launch_rc;

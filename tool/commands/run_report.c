@@ -44,7 +44,7 @@ static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, js
   rh_scenario_view view;
   snprintf(largest, len, "-");
   int n = res->bucket_bytes ? res->buckets_per_step : 0;
-  double *cost = calloc((size_t)(n ? n : 1), sizeof *cost);
+  double *cost = calloc(2 * (size_t)(n ? n : 1), sizeof *cost), *model = cost + (n ? n : 1);
   if (!cost || rh_scenario_view_init(sc, &view) != RH_OK) {
     free(cost);
     return NAN;
@@ -55,6 +55,7 @@ static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, js
     rh_plan plan = rh__plan(&view.ctx, RH_NC_ALLREDUCE, (size_t)bytes);
     char name[32];
     rh__plan_name(&plan, name, sizeof name);
+    model[i] = plan.seconds;
     cost[i] = negotiation + plan.seconds;
     total += cost[i];
     if (bytes > most) {
@@ -71,11 +72,9 @@ static double bucket_plans(const rh_scenario *sc, const rh_train_result *res, js
   int top[RH_REPORT_TOP + 1], shown = n > 0 ? rh_report_top(cost, n, RH_REPORT_TOP, top) : 0;
   double rest = total;
   for (int t = 0; t < shown; t++) {
-    int i = top[t];
-    rh_plan plan = rh__plan(&view.ctx, RH_NC_ALLREDUCE, (size_t)res->bucket_bytes[i]);
-    char name[32];
-    rh__plan_name(&plan, name, sizeof name);
-    bucket_line(sc, i, res->bucket_bytes[i], name, plan.seconds, negotiation);
+    int i = top[t]; /* its algorithm as the JSON has it */
+    const char *name = json_string_value(json_object_get(json_array_get(jb, i), "algorithm"));
+    bucket_line(sc, i, res->bucket_bytes[i], name ? name : "-", model[i], negotiation);
     rest -= cost[i];
   }
   if (shown < n)
@@ -299,12 +298,11 @@ static void epoch_metrics(const rh_epoch_stats *s, FILE *tab, json_t *jep) {
   }
 }
 
-/* Epoch e's row of the table and its JSON object; adds its figures to the sums. */
-static void epoch_row(report *r, int e, FILE *tab, json_t *je) {
+/* Epoch e's row of the table and its JSON object (`samples`: those its steps trained on). */
+static void epoch_row(report *r, int e, double samples, FILE *tab, json_t *je) {
   run_job *j = r->j;
   rh_epoch_stats *s = &j->res.epochs_stats[e];
-  double t = s->end - s->start, samples = epoch_samples(&j->res, e, r->batch, r->size);
-  double thr = samples / t;
+  double t = s->end - s->start, thr = samples / t;
   bool show_lr = r->cfg->real || j->sc.recipe.lr_written;
   fprintf(tab, "%6d %6ld %11.6f %10.6f %10.6f %9.4f %11.1f", e + 1, s->steps, t, s->compute,
           s->exposed_comm, 1e3 * t / (double)s->steps, thr);
@@ -337,14 +335,14 @@ static void epoch_row(report *r, int e, FILE *tab, json_t *je) {
 }
 
 /* Adds epoch e's figures to the sums. */
-static void epoch_sums(report *r, int e) {
+static void epoch_sums(report *r, int e, double samples) {
   const rh_epoch_stats *s = &r->j->res.epochs_stats[e];
   r->total += s->end - s->start;
   r->compute += s->compute;
   r->exposed += s->exposed_comm;
   r->alone += s->alone;
   r->steps += s->steps;
-  r->samples += epoch_samples(&r->j->res, e, r->batch, r->size);
+  r->samples += samples;
 }
 
 /* The epoch table (printed, and kept for epochs.txt) and the epochs' sums.  A run that stopped
@@ -360,8 +358,9 @@ static int report_epochs(report *r) {
     table_head(r, tab);
   }
   for (int e = r->j->res.start_epoch; e < r->j->res.epochs; e++) {
-    if (!r->stopped) epoch_row(r, e, tab, je);
-    epoch_sums(r, e);
+    double samples = epoch_samples(&r->j->res, e, r->batch, r->size);
+    if (!r->stopped) epoch_row(r, e, samples, tab, je);
+    epoch_sums(r, e, samples);
   }
   if (r->stopped) json_decref(je);
   else json_object_set_new(r->root, "epochs", je);
@@ -794,10 +793,9 @@ int run__report(run_job *j) {
               .stopped = j->res.error != RH_OK};
   r.failures = j->in.launch.has_plan || j->in.launch.has_elastic || j->in.launch.has_restart;
   report_header(&r);
-  int epochs_cap = rh_recipe_epochs((int)j->sc.recipe.epochs, r.cfg->epochs_divided, r.size);
-  if (j->fl->resume && j->res.error == RH_OK && j->res.start_epoch >= epochs_cap) {
+  if (j->fl->resume && j->res.error == RH_OK && j->res.start_epoch >= j->epochs_cap) {
     printf("nothing to resume: the checkpoints in %s already hold all %d epochs\n",
-           r.cfg->checkpoint_dir, epochs_cap);
+           r.cfg->checkpoint_dir, j->epochs_cap);
     return 0; /* the finished run's summary.json stays as it was */
   }
   r.root = report_root(&j->sc, r.cfg, r.size);

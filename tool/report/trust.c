@@ -8,7 +8,6 @@
  */
 #include "trust.h"
 
-#include "../../runtime/internal.h"
 
 #include <stdio.h>
 #include <string.h>

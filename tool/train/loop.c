@@ -322,10 +322,10 @@ static double layer_seconds(const rank_state *s, int i, long n, bool backward) {
 /* Layer i's kernel: priced by the roofline (a GPU runs its FLOPs and takes what they take). */
 static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
   const rh_train_config *cfg = s->cfg;
-  double f = layer_flops(s, i, n, backward);
-  s->alone += layer_seconds(s, i, n, backward);
+  double f = layer_flops(s, i, n, backward), seconds = layer_seconds(s, i, n, backward);
+  s->alone += seconds;
   if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return rh_compute(s->ctx, f);
-  return rh_compute_priced(s->ctx, f, layer_seconds(s, i, n, backward));
+  return rh_compute_priced(s->ctx, f, seconds);
 }
 
 /* The framework's own work of a step, then the forward pass: one kernel per layer under the
@@ -334,15 +334,16 @@ static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
 static rh_status forward(rank_state *s, long n) {
   const rh_train_config *cfg = s->cfg;
   rh_status st = RH_OK;
-  s->alone += cfg->gpu.overhead > 0 ? cfg->gpu.overhead : 0;
-  if (cfg->real || !rh_compute_roofline(&cfg->gpu)) s->alone += cfg->forward_flops * (double)n / cfg->gpu.sustained;
   if (cfg->gpu.overhead > 0) {
+    s->alone += cfg->gpu.overhead;
     rh_trace_begin(s->ctx, "layer", "framework overhead");
     st = rh_compute_priced(s->ctx, 0, cfg->gpu.overhead);
     rh_trace_end(s->ctx);
   }
-  if (cfg->real || !rh_compute_roofline(&cfg->gpu))
+  if (cfg->real || !rh_compute_roofline(&cfg->gpu)) {
+    s->alone += cfg->forward_flops * (double)n / cfg->gpu.sustained;
     return st == RH_OK ? rh_compute(s->ctx, cfg->forward_flops * (double)n) : st;
+  }
   for (int i = 0; i < s->ntensors && st == RH_OK; i++) {
     rh_trace_begin(s->ctx, "layer", s->tensors[i].name);
     st = layer_compute(s, i, n, false);
