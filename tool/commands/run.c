@@ -156,10 +156,9 @@ void run__data_path(const rh_scenario *sc, const char *p, char *buf, size_t len)
   data_path(sc, p, buf, len);
 }
 
-static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inputs *in) {
-  rh_train_config *c = &in->cfg;
-  bool real = sc->model.kind != 0;
-  char err[1024];
+/* The training configuration the scenario gives, and which checks run (real models: all of
+ * them by default; timing models: collectives_match alone). */
+static void train_config(const rh_scenario *sc, bool resume, bool real, rh_train_config *c) {
   *c = (rh_train_config){
       .real = real, .parameters = sc->model.parameters, .forward_flops = sc->model.forward_flops,
       .train_samples = (long)sc->data.train, .validation_samples = (long)sc->data.validation,
@@ -192,32 +191,39 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     c->check[i] = e < 0 ? (deflt || i == RH_CHECK_COLLECTIVES) : e == 1;
     if (!real && i != RH_CHECK_COLLECTIVES) c->check[i] = false;
   }
-  if (prepare_failures(sc, in) != 0) return 1;
-  if (!real) {
-    in->layers = calloc((size_t)sc->model.nlayers, sizeof *in->layers);
-    if (!in->layers) return 1;
-    for (int i = 0; i < sc->model.nlayers; i++)
-      in->layers[i] = (rh_train_layer){sc->model.layers[i].name, sc->model.layers[i].parameters,
-                                       sc->model.layers[i].forward_flops,
-                                       sc->model.layers[i].memory_bytes};
-    c->layers = in->layers;
-    c->nlayers = sc->model.nlayers;
-    c->layer_flops = sc->model.layers[0].flops_given;
-    c->grad_bytes = rh_precision_grad_bytes(sc->model.precision);
-    c->ddp = sc->recipe.framework == 1;
-    c->bucket_cap = sc->recipe.bucket_cap;
-    c->first_bucket = sc->recipe.first_bucket;
-    c->accumulation = (int)sc->recipe.accumulation;
-    /* a timing-only model checkpoints its position, for a relaunch to resume from; without a
-     * restart policy it keeps nothing, and a run is as quick to simulate again as to resume */
-    if (resume && !in->launch.has_restart)
-      fprintf(stderr, "rehearsal: --resume: %s is timing-only (no model data) and keeps no "
-                      "checkpoints without a restart: section; the run starts from its first "
-                      "step\n", sc->path);
-    return in->launch.has_restart ? checkpoint_dir(out, in) : 0;
-  }
+}
 
-  /* data */
+/* A timing model: its layers, buckets and accumulation; checkpoints only with a restart policy. */
+static int prepare_timing(const rh_scenario *sc, const char *out, bool resume, run_inputs *in) {
+  rh_train_config *c = &in->cfg;
+  in->layers = calloc((size_t)sc->model.nlayers, sizeof *in->layers);
+  if (!in->layers) return 1;
+  for (int i = 0; i < sc->model.nlayers; i++)
+    in->layers[i] = (rh_train_layer){sc->model.layers[i].name, sc->model.layers[i].parameters,
+                                     sc->model.layers[i].forward_flops,
+                                     sc->model.layers[i].memory_bytes};
+  c->layers = in->layers;
+  c->nlayers = sc->model.nlayers;
+  c->layer_flops = sc->model.layers[0].flops_given;
+  c->grad_bytes = rh_precision_grad_bytes(sc->model.precision);
+  c->ddp = sc->recipe.framework == 1;
+  c->bucket_cap = sc->recipe.bucket_cap;
+  c->first_bucket = sc->recipe.first_bucket;
+  c->accumulation = (int)sc->recipe.accumulation;
+  /* a timing-only model checkpoints its position, for a relaunch to resume from; without a
+   * restart policy it keeps nothing, and a run is as quick to simulate again as to resume */
+  if (resume && !in->launch.has_restart)
+    fprintf(stderr, "rehearsal: --resume: %s is timing-only (no model data) and keeps no "
+                    "checkpoints without a restart: section; the run starts from its first "
+                    "step\n", sc->path);
+  return in->launch.has_restart ? checkpoint_dir(out, in) : 0;
+}
+
+/* A real model's data: synthetic, or the files the scenario names (relative to it), checked
+ * against the recipe, and normalised.  0, 1, or 2 for bad input. */
+static int prepare_data(const rh_scenario *sc, run_inputs *in) {
+  rh_train_config *c = &in->cfg;
+  char err[1024];
   if (sc->data.source == 0) {
     long n = (long)sc->data.train + (long)sc->data.validation;
     double noise = sc->data.noise >= 0 ? sc->data.noise : 0.28 * sqrt(sc->data.inputs);
@@ -290,6 +296,14 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     rh_dataset_normalize(&in->train, sc->data.norm_mean, sc->data.norm_std);
     rh_dataset_normalize(&in->validation, sc->data.norm_mean, sc->data.norm_std);
   }
+  return 0;
+}
+
+/* A real model's network for its data's shape and classes, and its initial parameters from
+ * model.init_from.  0, 1, or 2 for bad input. */
+static int prepare_network(const rh_scenario *sc, run_inputs *in) {
+  rh_train_config *c = &in->cfg;
+  char err[1024];
   int classes = sc->data.classes > 0 ? sc->data.classes : in->train.classes; /* 0: the labels' */
   if (in->validation.classes > classes) classes = in->validation.classes;
   if (sc->model.kind == RH_KIND_NET) {
@@ -330,7 +344,18 @@ static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inpu
     }
     c->init_params = in->init_params;
   }
+  return 0;
+}
 
+static int prepare(const rh_scenario *sc, const char *out, bool resume, run_inputs *in) {
+  rh_train_config *c = &in->cfg;
+  bool real = sc->model.kind != 0;
+  train_config(sc, resume, real, c);
+  if (prepare_failures(sc, in) != 0) return 1;
+  if (!real) return prepare_timing(sc, out, resume, in);
+  int rc = prepare_data(sc, in);
+  if (rc == 0) rc = prepare_network(sc, in);
+  if (rc != 0) return rc;
   bool need = c->checkpoint_every > 0 || c->checkpoint_every_steps > 0 || c->check[RH_CHECK_RESUME] ||
               resume || in->launch.has_restart;
   return need ? checkpoint_dir(out, in) : 0;
