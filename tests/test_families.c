@@ -311,7 +311,7 @@ static void test_rates(void **state) {
   assert_near(json_real_value(json_object_get(s, "tokens_per_s")), thr * 1024, 1e-12);
   assert_near(json_real_value(json_object_get(s, "mfu")), 3 * F * thr / 989.4e12, 1e-9);
   json_t *c = json_object_get(root, "compute");
-  assert_string_equal(json_string_value(json_object_get(c, "model")), "roofline");
+  assert_string_equal(json_string_value(json_object_get(c, "model")), "kernels");
   /* the fits_memory check ran and passed: GPT-2 at batch 8 fits in 80 GB */
   json_t *chk = json_object_get(json_object_get(root, "checks"), "fits_memory");
   assert_non_null(chk);

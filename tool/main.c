@@ -20,6 +20,10 @@ static int usage(FILE *f) {
              "  run FILE [--out DIR]          run the scenario's training on the processes mpirun\n"
              "                                started (one a GPU)\n"
              "  collective FILE [options]     nccl-tests-style table on those processes\n"
+#ifdef RH_GPU_KERNELS
+             "  kernels [--out FILE]          measure this GPU's kernel rates (GEMMs, copy,\n"
+             "                                launches) as a table for cluster.gpu.kernel_table\n"
+#endif
              "Sweeps, plots, platforms, calibration and the elastic driver are `rehearsal`'s.\n"
              "Options every scenario command takes: --set KEY=VALUE (override a scenario key),\n"
              "--help, --version.\n"
@@ -37,8 +41,9 @@ static int usage(FILE *f) {
              "  platform FILE                 print the SimGrid platform of the scenario\n"
              "  schema                        print the scenario reference (every key)\n"
              "  model FILE|NAME [--json]      a model's layers: parameters, FLOPs, memory\n"
-             "  validate [SUITE]              the suite of published scaling results: published,\n"
-             "                                predicted and error per point\n"
+             "  model FILE --kernels          a step's kernels on the scenario's GPU and framework\n"
+             "  validate [SUITE | --one-gpu]  the suite of published scaling (or one-GPU) results:\n"
+             "                                published, predicted and error per point\n"
              "  calibrate FILE [options]      fit the scenario's cluster to nccl-tests output, a\n"
              "                                GEMM sweep or a measured step; writes a node preset\n"
              "  elastic FILE [-np N] -- PROGRAM [ARGS]\n"
@@ -73,7 +78,11 @@ int main(int argc, char **argv) {
                   {"platform", rh_cmd_platform}, {"schema", rh_cmd_schema},
                   {"model", rh_cmd_model},       {"validate", rh_cmd_validate},
                   {"calibrate", rh_cmd_calibrate},
-                  {"elastic", rh_cmd_elastic},   {"elastic-rank", rh_cmd_elastic_rank}};
+                  {"elastic", rh_cmd_elastic},   {"elastic-rank", rh_cmd_elastic_rank},
+#ifdef RH_GPU_KERNELS
+                  {"kernels", rh_cmd_kernels},
+#endif
+  };
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcmp(cmd, commands[i].name) == 0) return commands[i].fn(argc - 2, argv + 2);
   fprintf(stderr, "rehearsal: unknown command '%s'\n", cmd);

@@ -42,6 +42,20 @@ rh_status rh_gpu_from_half(void *dst, const uint16_t *src, size_t count, rh_dtyp
  * until they are done. */
 rh_status rh_gpu_compute(double flops, void *stream);
 
+/* ---- kernel rates (`rehearsal-gpu kernels`, microbench.cu) ---------------------------------- */
+
+/* Seconds of one cuBLAS GEMM of m x n x k (column-major, no transposes) on random inputs in
+ * `precision` (0 fp32, 1 tf32, 2 fp16, 3 bf16; fp32 accumulation), the mean of `reps` after a
+ * warm-up; blocks. */
+rh_status rh_gpu_bench_gemm(int precision, int m, int n, int k, int reps, double *seconds);
+/* Seconds of one device-to-device copy of `bytes`, the mean of `reps`; blocks. */
+rh_status rh_gpu_bench_copy(size_t bytes, int reps, double *seconds);
+/* Seconds a kernel of `kernels` empty kernels launched back to back from a stream (graph 0) or
+ * replayed from a CUDA graph (graph 1); blocks. */
+rh_status rh_gpu_bench_launch(int kernels, int graph, double *seconds);
+/* The current device's name, SMs and CUDA versions, into buf. */
+void rh_gpu_describe(char *buf, size_t len);
+
 /* ---- the process's device ---------------------------------------------------------------- */
 
 /* Real hardware runs one rank per process: the process binds one device and one stream, on which

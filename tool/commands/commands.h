@@ -18,6 +18,7 @@ int rh_cmd_schema(int argc, char **argv); /* the scenario reference, from the sc
 int rh_cmd_model(int argc, char **argv);  /* a model's layers, as its family expands it */
 int rh_cmd_validate(int argc, char **argv); /* published scaling results against predictions */
 int rh_cmd_calibrate(int argc, char **argv); /* fits the cluster to measurements */
+int rh_cmd_kernels(int argc, char **argv);   /* rehearsal-gpu: measures this GPU's kernel rates */
 int rh_cmd_elastic(int argc, char **argv);      /* the elastic driver for real processes */
 int rh_cmd_elastic_rank(int argc, char **argv); /* one process under it */
 

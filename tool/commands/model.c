@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "output.h"
+#include "kernels.h"
 
 #include <jansson.h>
 
@@ -17,22 +18,35 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-    "usage: rehearsal model FILE|NAME [--json] [--set KEY=VALUE]...\n"
+    "usage: rehearsal model FILE|NAME [--json] [--kernels [--batch N]] [--set KEY=VALUE]...\n"
     "Expands a model into its layers: parameters, forward GFLOP, values read and written and\n"
     "values kept for backward, per sample, in forward order.  FILE is a scenario (its model\n"
     "section), or a model preset's file; NAME a preset of presets/model/ (gpt2, resnet50, ...).\n"
     "  --json         the expansion as JSON (the shape tools/torch_export.py --json writes)\n"
+    "  --kernels      FILE a scenario: the kernels of one step on its GPU and framework, each\n"
+    "                 with its shape, time and what bounds it (compute, memory, launch)\n"
+    "  --batch N      --kernels: the step's samples (default: recipe.batch_per_worker)\n"
     "  --set K=V      override a scenario key (model.seq_len=2048)\n"
     "      --help, --version\n"
     "Exit status: 0 printed, 2 bad input.\n";
 
 typedef struct model_flags {
-  bool json;
+  bool json, kernels;
+  double batch;
 } model_flags;
 
 static int model_option(int c, const char *value, void *arg) {
-  (void)value;
-  if (c == 'j') ((model_flags *)arg)->json = true;
+  model_flags *fl = arg;
+  if (c == 'j') fl->json = true;
+  if (c == 'k') fl->kernels = true;
+  if (c == 'b') {
+    char *end;
+    fl->batch = strtod(value, &end);
+    if (*end || !(fl->batch >= 1 && fl->batch <= 1e8)) {
+      rh_cli_why("a number of samples from 1 to 1e8");
+      return 2;
+    }
+  }
   return 0;
 }
 
@@ -79,15 +93,34 @@ static void print_table(const rh_scenario *sc, const char *file) {
   }
 }
 
+/* --kernels: the scenario's step as its kernels (frees the scenario). */
+static int kernels(rh_scenario *sc, const char *arg, double batch) {
+  int rc = 0;
+  if (!sc->compute.kernels) {
+    fprintf(stderr, "rehearsal model: %s: --kernels: the model is not timed by its kernels (it needs "
+            "a family's layers on a GPU preset's peak, without cluster.gpu.tflops or peak_tflops)\n",
+            arg);
+    rc = 2;
+  } else if (rh_report_kernels(stdout, sc, batch) != 0) {
+    fprintf(stderr, "rehearsal model: out of memory\n");
+    rc = 1;
+  }
+  rh_scenario_free(sc);
+  return rc == 0 && fflush(stdout) != 0 ? 1 : rc;
+}
+
 int rh_cmd_model(int argc, char **argv) {
-  static const struct option longopts[] = {{"json", no_argument, NULL, 'j'}, RH_CLI_COMMON_OPTIONS,
-                                           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
+                                           {"kernels", no_argument, NULL, 'k'},
+                                           {"batch", required_argument, NULL, 'b'},
+                                           RH_CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
   model_flags fl = {0};
   rh_scenario_opts opts = {.model_only = true};
   int first = argc;
   int rc = rh_cli_parse("model", usage_text, argc, argv, "", longopts, model_option, &fl, &opts,
                         &first);
   if (rc >= 0) return rc;
+  opts.model_only = !fl.kernels; /* the kernels need the cluster's GPU and the recipe */
   if (first != argc - 1) {
     rh_cli_opts_free(&opts);
     return rh_cli_error("model", first < argc ? "takes one FILE or NAME" : "missing FILE or NAME");
@@ -98,6 +131,10 @@ int rh_cmd_model(int argc, char **argv) {
   char tmp[] = "/tmp/rehearsal-model-XXXXXX";
   const char *path = arg;
   int fd = -1;
+  if (fl.kernels && (!yaml || !is_scenario(arg))) {
+    rh_cli_opts_free(&opts);
+    return rh_cli_error("model", "--kernels needs a scenario (its GPU, framework and batch)");
+  }
   if (!yaml || !is_scenario(arg)) { /* a preset: a scenario of one model, written for the loader */
     char *abs = yaml ? realpath(arg, NULL) : NULL;
     if (yaml && !abs) {
@@ -138,6 +175,7 @@ int rh_cmd_model(int argc, char **argv) {
     rh_scenario_free(&sc);
     return 2;
   }
+  if (fl.kernels) return kernels(&sc, arg, fl.batch > 0 ? fl.batch : sc.recipe.micro_batch);
   if (fl.json) {
     json_t *root = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:o}", "name",
                              sc.model.name ? sc.model.name : "", "source", arg, "precision",

@@ -184,7 +184,7 @@ static void train_config(const rh_scenario *sc, bool resume, bool real, rh_train
               .gemm_half = sc->compute.gemm_half, .overhead = sc->compute.overhead},
       .losses = {.reducer_per_byte = sc->recipe.reducer_per_byte,
                  .step_spread = sc->compute.step_spread, .copy_bw = sc->compute.memory_bw},
-      .negotiate = !real && sc->recipe.framework == 0};
+      .negotiate = !real && sc->recipe.framework == 0, .input_rate = rh_scenario_input_rate(sc)};
   for (int i = 0; i < RH_CHECK_WORK_LOST; i++) {
     int e = sc->checks.enabled[i];
     bool deflt = real && (i != RH_CHECK_RESUME || sc->checks.resume_from_epoch > 0);
@@ -204,6 +204,11 @@ static int prepare_timing(const rh_scenario *sc, const char *out, bool resume, r
                                      sc->model.layers[i].memory_bytes};
   c->layers = in->layers;
   c->nlayers = sc->model.nlayers;
+  if (sc->compute.kernels) { /* each step shape priced once, for every rank */
+    rh_step_cache_init(&in->steps, &sc->compute.km);
+    in->has_steps = true;
+    c->priced = &in->steps;
+  }
   c->layer_flops = sc->model.layers[0].flops_given;
   c->grad_bytes = rh_precision_grad_bytes(sc->model.precision);
   c->ddp = sc->recipe.framework == 1;
@@ -367,6 +372,7 @@ static void release(run_inputs *in) {
   rh_dataset_free(&in->validation);
   rh_net_release();
   free(in->layers);
+  if (in->has_steps) rh_step_cache_free(&in->steps);
   free(in->init_params);
   rh_scenario_launch_free(&in->launch);
 }

@@ -22,6 +22,8 @@ typedef struct run_flags {
 typedef struct run_inputs {
   rh_dataset train, validation;
   rh_train_layer *layers;
+  rh_step_cache steps; /* the kernel model's priced steps (when the scenario has one) */
+  bool has_steps;
   float *init_params; /* model.init_from */
   rh_train_config cfg;
   char checkpoints[1024];

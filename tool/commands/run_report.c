@@ -235,6 +235,7 @@ typedef struct report {
   double total, compute, exposed, alone, samples; /* the epochs' sums (seconds, samples) */
   long steps;
   double fw, slow, fw_after, lost_step; /* a step's losses beside the network (losses.h) */
+  double input;                          /* a step's wait for the input pipeline */
   double between;   /* seconds between steps: failures, commits, checkpoints, validation */
   double predicted; /* the buckets back to back by the cost model */
   rh_failure_totals ft;
@@ -243,8 +244,12 @@ typedef struct report {
 /* The two header lines (printed; epochs.txt starts with them too). */
 static void report_header(report *r) {
   const rh_scenario *sc = &r->j->sc;
-  char rate[96];
-  if (!r->cfg->real && sc->compute.roofline)
+  char rate[160];
+  if (!r->cfg->real && sc->compute.kernels)
+    snprintf(rate, sizeof rate, "kernels at %.4g TFLOP/s (%s) under %s", sc->compute.peak / 1e12,
+             rh_precision_names[sc->model.precision],
+             sc->framework.name ? sc->framework.name : "PyTorch 2 (eager)");
+  else if (!r->cfg->real && sc->compute.roofline)
     snprintf(rate, sizeof rate, "a roofline of %.4g TFLOP/s (%s)", sc->compute.peak / 1e12,
              sc->compute.peak_from >= 0 ? rh_precision_names[sc->compute.peak_from] : "peak_tflops");
   else
@@ -397,11 +402,12 @@ static void step_parts(report *r) {
   r->fw = r->simulated ? res->framework_step : 0;
   r->slow = r->simulated ? res->straggler_step : 0;
   r->fw_after = r->simulated ? res->framework_after : 0;
-  if (!(r->steps > 0 && r->fw - r->fw_after + r->slow <= r->compute / per &&
+  r->input = r->simulated ? res->input_step : 0;
+  if (!(r->steps > 0 && r->fw - r->fw_after + r->slow + r->input <= r->compute / per &&
         r->fw_after <= r->exposed / per))
-    r->fw = r->slow = r->fw_after = 0;
-  r->lost_step = r->fw + r->slow;
-  r->compute -= (r->fw - r->fw_after + r->slow) * per;
+    r->fw = r->slow = r->fw_after = r->input = 0;
+  r->lost_step = r->fw + r->slow + r->input;
+  r->compute -= (r->fw - r->fw_after + r->slow + r->input) * per;
   r->exposed -= r->fw_after * per;
   double steps_time = r->compute + r->exposed + r->lost_step * per;
   r->between = r->total - steps_time;
@@ -456,6 +462,7 @@ static void summary_time(const report *r, double step_s, double compute_step) {
          r->simulated ? "simulated" : "measured", r->steps, 1e3 * step_s, 1e3 * compute_step);
   if (r->fw > 0) printf("framework %.4f ms + ", 1e3 * r->fw);
   if (r->slow > 0) printf("waiting for the slowest rank %.4f ms + ", 1e3 * r->slow);
+  if (r->input > 0) printf("waiting for input %.4f ms + ", 1e3 * r->input);
   printf("waiting for gradients %.4f ms\n", 1e3 * r->exposed / per);
   if (r->between > 0)
     printf("  between      %.6f s (%.2f%% of the job) went to %s, outside the steps%s\n",
@@ -499,6 +506,7 @@ static void summary_json(const report *r, double step_s, double compute_step, do
   if (r->lost_step > 0) {
     json_object_set_new(js, "framework_ms", json_real(1e3 * r->fw));
     json_object_set_new(js, "slowest_rank_ms", json_real(1e3 * r->slow));
+    json_object_set_new(js, "input_ms", json_real(1e3 * r->input));
   }
   if (r->between > 0) {
     json_object_set_new(js, "between_steps_s", json_real(r->between));
@@ -565,6 +573,7 @@ static void report_bottleneck(report *r) {
   double per = (double)r->steps;
   rh_step_split split = {.step = (r->compute + r->exposed) / per + r->lost_step,
                          .compute = r->compute / per, .framework = r->fw, .slowest = r->slow,
+                         .input = r->input,
                          .wait = r->exposed / per, .buckets = r->predicted};
   rh_bottleneck_report(stdout, r->root, &r->j->sc, &r->j->res, &split,
                        r->j->fl->what_if && !r->failures);

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "output.h"
 #include "suite.h"
+#include "onegpu.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -29,16 +30,23 @@
 #ifndef REHEARSAL_SUITE
 #define REHEARSAL_SUITE "scenarios/papers/suite.yaml"
 #endif
+#ifndef REHEARSAL_ONEGPU_SUITE
+#define REHEARSAL_ONEGPU_SUITE "scenarios/onegpu/suite.yaml"
+#endif
 
 static const char usage_text[] =
-    "usage: rehearsal validate [SUITE] [--out DIR] [--series NAME]... [--set KEY=VALUE]...\n"
+    "usage: rehearsal validate [SUITE | --one-gpu] [--out DIR] [--series NAME]... [--set KEY=VALUE]...\n"
     "Runs a suite of published data-parallel results (default: the shipped one,\n"
     "scenarios/papers/suite.yaml): each series' scenario swept over its GPU counts, and per point\n"
     "the published and the predicted scaling efficiency (against one GPU without communication),\n"
-    "the error in points and its bound; then the mean and the largest absolute error.\n"
+    "the error in points and its bound; then the mean and the largest absolute error.  A suite's\n"
+    "one-GPU points (--one-gpu: the shipped scenarios/onegpu/suite.yaml) are priced by the kernel\n"
+    "model against the samples/s their sources measured on one GPU, held-out and calibration\n"
+    "points scored apart.\n"
+    "  --one-gpu      the shipped one-GPU suite\n"
     "  --out DIR      where each series' sweep and validate.json go (default: a new directory\n"
     "                 $TMPDIR/rehearsal-validate-XXXXXX, kept and named at the end)\n"
-    "  --series NAME  only this series (repeatable)\n"
+    "  --series NAME  only this series or point (repeatable)\n"
     "  --set K=V      an override for every series (recipe.reducer_ms_per_GB=0: one loss off)\n"
     "      --help, --version\n"
     "Exit status: 0 every point within its bound, 1 a point outside it (or a sweep failed),\n"
@@ -48,6 +56,7 @@ enum { MAX_PICKS = 64 };
 
 typedef struct validate_flags {
   const char *out;
+  bool one_gpu;
   const char *picks[MAX_PICKS];
   int npicks;
 } validate_flags;
@@ -55,6 +64,7 @@ typedef struct validate_flags {
 static int validate_option(int c, const char *value, void *arg) {
   validate_flags *f = arg;
   if (c == 'o') f->out = value;
+  if (c == '1') f->one_gpu = true;
   if (c == 's') {
     if (f->npicks == MAX_PICKS) {
       rh_cli_why("at most %d series", MAX_PICKS);
@@ -64,6 +74,9 @@ static int validate_option(int c, const char *value, void *arg) {
   }
   return 0;
 }
+
+static bool picked(const validate_flags *f, const char *name);
+static bool picked_point(const void *arg, const char *name) { return picked(arg, name); }
 
 static bool picked(const validate_flags *f, const char *name) {
   if (!f->npicks) return true;
@@ -124,7 +137,7 @@ static double throughput_at(json_t *root, int gpus, const char *key) {
   return NAN;
 }
 
-/* Loads each picked series' scenario with the --set overrides, before anything runs or is
+/* Loads each picked series' and point's scenario with the overrides, before anything runs or is
  * written: a bad one is bad input (exit 2), named by the suite's line and the scenario's error. */
 static int check_scenarios(const char *file, const rh_suite *suite, const validate_flags *f,
                            const rh_scenario_opts *opts) {
@@ -140,6 +153,16 @@ static int check_scenarios(const char *file, const rh_suite *suite, const valida
     }
     rh_scenario_free(&sc);
   }
+  for (int i = 0; i < suite->npoints; i++) {
+    const rh_suite_point *pt = &suite->points[i];
+    double pred;
+    char err[1024];
+    if (picked(f, pt->name) && rh_onegpu_predict(pt, opts, &pred, err, sizeof err) == 2) {
+      fprintf(stderr, "rehearsal validate: %s:%d: scenario: point %s: %s\n", file,
+              pt->scenario_line, pt->name, err);
+      return 2;
+    }
+  }
   return 0;
 }
 
@@ -153,9 +176,165 @@ static const char *temporary_out(char *buf, size_t len) {
   return NULL;
 }
 
+/* What a run of the suite came to, over its series and its points. */
+typedef struct tally {
+  int outside, failed;
+} tally;
+
+/* The series' errors so far. */
+typedef struct series_stats {
+  double sum, worst, thr_sum;
+  int npoints, above, below, nthr, worst_gpus;
+  const char *worst_at;
+} series_stats;
+
+/* Point k of series se, from its sweep's figures (root NULL: the sweep failed; one: its one GPU
+ * without communication): printed, counted and appended to jpoints. */
+static void series_point(const rh_suite_series *se, int k, json_t *root, double one,
+                         const char *dir, series_stats *ss, json_t *jpoints, tally *t) {
+  double pub = rh_suite_published_efficiency(se, k);
+  double at = root ? throughput_at(root, se->gpus[k], "samples_per_s") : NAN;
+  double pred = 100 * at / (se->gpus[k] * one), e = pred - pub;
+  json_t *jp = json_pack("{s:s, s:s, s:i, s:f, s:f}", "series", se->name, "source", se->source,
+                         "gpus", se->gpus[k], "published_efficiency", pub, "bound", se->bound);
+  if (isfinite(one)) json_object_set_new(jp, "one_gpu_samples_per_s", json_real(one));
+  if (se->one_gpu > 0)
+    json_object_set_new(jp, "published_one_gpu_samples_per_s", json_real(se->one_gpu));
+  if (!isfinite(pred)) {
+    t->failed++;
+    printf("%-30s %6d %10.1f %10s %8s %6.0f %10s  the sweep failed: see %s.log\n", se->name,
+           se->gpus[k], pub, "-", "-", se->bound, "-", dir);
+    json_object_set_new(jp, "status", json_string("failed"));
+    json_array_append_new(jpoints, jp);
+    return;
+  }
+  bool out = fabs(e) > se->bound;
+  t->outside += out;
+  ss->above += e > 0;
+  ss->below += e < 0;
+  ss->sum += fabs(e);
+  ss->npoints++;
+  if (fabs(e) > ss->worst) {
+    ss->worst = fabs(e);
+    ss->worst_at = se->name;
+    ss->worst_gpus = se->gpus[k];
+  }
+  /* the absolute samples/s a GPU, where the source published throughputs */
+  double thr_err = se->one_gpu > 0 ? 100 * (at / se->published[k] - 1) : NAN;
+  char thr[16] = "-";
+  if (isfinite(thr_err)) {
+    ss->thr_sum += fabs(thr_err);
+    ss->nthr++;
+    json_object_set_new(jp, "throughput_error_percent", json_real(thr_err));
+    snprintf(thr, sizeof thr, "%+.1f", thr_err);
+  }
+  printf("%-30s %6d %10.1f %10.1f %+8.1f %6.0f %10s  %s\n", se->name, se->gpus[k], pub, pred, e,
+         se->bound, thr, out ? "OUTSIDE" : "");
+  json_object_set_new(jp, "predicted_efficiency", json_real(pred));
+  json_object_set_new(jp, "error_points", json_real(e));
+  json_object_set_new(jp, "status", json_string(out ? "outside" : "within"));
+  json_array_append_new(jpoints, jp);
+}
+
+static void series_summary(const series_stats *ss, const tally *t, json_t *jroot, json_t *jpoints) {
+  if (ss->npoints)
+    printf("\nmean absolute error %.2f points over %d points (%d above, %d below); largest %.1f "
+           "(%s at %d GPUs)\n", ss->sum / ss->npoints, ss->npoints, ss->above, ss->below, ss->worst,
+           ss->worst_at, ss->worst_gpus);
+  else
+    printf("\nno point was predicted: every sweep failed (their logs are named above)\n");
+  if (ss->nthr)
+    printf("per-GPU throughput of the points that published it: mean absolute error %.1f%% over %d "
+           "points\n", ss->thr_sum / ss->nthr, ss->nthr);
+  if (t->outside || t->failed)
+    printf("%d point%s outside %s bound%s%s\n", t->outside, t->outside == 1 ? "" : "s",
+           t->outside == 1 ? "its" : "their", t->failed ? ", " : "", t->failed ? "some sweeps failed" : "");
+  json_object_set_new(jroot, "points", jpoints);
+  json_object_set_new(jroot, "summary",
+                      json_pack("{s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:f}", "points", ss->npoints,
+                                "mean_abs_error", ss->npoints ? ss->sum / ss->npoints : 0.0,
+                                "max_abs_error", ss->worst, "above", ss->above, "below", ss->below,
+                                "outside", t->outside, "failed", t->failed,
+                                "throughput_mean_abs_error_percent",
+                                ss->nthr ? ss->thr_sum / ss->nthr : 0.0));
+}
+
+/* The series: each swept, each point printed; validate.json's points and summary into jroot. */
+static void run_series(const rh_suite *suite, const validate_flags *flags,
+                       const rh_scenario_opts *opts, json_t *jroot, tally *t) {
+  json_t *jpoints = json_array();
+  printf("%-30s %6s %10s %10s %8s %6s %10s  %s\n", "# series", "gpus", "published", "predicted",
+         "error", "bound", "per GPU", "");
+  printf("%-30s %6s %10s %10s %8s %6s %10s\n", "#", "", "(%)", "(%)", "(points)", "", "(% off)");
+  series_stats ss = {.worst_at = ""};
+  for (int s = 0; s < suite->nseries; s++) {
+    const rh_suite_series *se = &suite->series[s];
+    if (!picked(flags, se->name)) continue;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", flags->out, se->name);
+    int st = sweep(se, opts, dir);
+    char json[4300];
+    snprintf(json, sizeof json, "%s/sweep.json", dir);
+    json_t *root = st == 0 ? json_load_file(json, 0, NULL) : NULL;
+    /* one GPU without communication (a Horovod cycle's wait on one rank is not in it) */
+    double one = root ? throughput_at(root, 1, "ideal_samples_per_s") : NAN;
+    for (int k = 0; k < se->ncounts; k++) series_point(se, k, root, one, dir, &ss, jpoints, t);
+    json_decref(root);
+  }
+  series_summary(&ss, t, jroot, jpoints);
+}
+
+/* The suite's one-GPU points, into jroot's "one_gpu". */
+static void run_points(const rh_suite *suite, const validate_flags *flags,
+                       const rh_scenario_opts *opts, json_t *jroot, tally *t) {
+  json_t *points = json_array();
+  rh_onegpu_score sc;
+  rh_onegpu_run(suite, opts, picked_point, flags, points, &sc);
+  t->outside += sc.outside;
+  t->failed += sc.failed;
+  json_object_set_new(jroot, "one_gpu", json_pack("{s:o, s:{s:i, s:f, s:f, s:i, s:i, s:i, s:f, s:f, s:i, s:i}}",
+      "points", points, "summary", "held_out", sc.held_out, "mean_abs_error_percent", sc.mean,
+      "max_abs_error_percent", sc.max, "above", sc.above, "below", sc.below, "calibration",
+      sc.calibration, "calibration_mean_percent", sc.cal_mean, "calibration_max_percent", sc.cal_max,
+      "outside", sc.outside, "sweep_points_beyond_10_percent", sc.sweeps_outside));
+}
+
+/* The picked names are the suite's series or points. */
+static int check_picks(const char *file, const rh_suite *suite, const validate_flags *flags) {
+  for (int i = 0; i < flags->npicks; i++) {
+    bool found = false;
+    for (int s = 0; s < suite->nseries; s++) found = found || !strcmp(suite->series[s].name, flags->picks[i]);
+    for (int s = 0; s < suite->npoints; s++) found = found || !strcmp(suite->points[s].name, flags->picks[i]);
+    if (!found) return rh_cli_error("validate", "--series %s: no such series or point in %s", flags->picks[i], file);
+  }
+  return 0;
+}
+
+/* Runs what the suite holds and writes validate.json; the exit status. */
+static int run_suite(const char *file, const rh_suite *suite, const validate_flags *flags,
+                     const rh_scenario_opts *opts) {
+  json_t *jroot = json_object();
+  json_object_set_new(jroot, "suite", json_string(file));
+  tally t = {0};
+  if (suite->nseries) run_series(suite, flags, opts, jroot, &t);
+  if (suite->nseries && suite->npoints) printf("\n");
+  if (suite->npoints) run_points(suite, flags, opts, jroot, &t);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/validate.json", flags->out);
+  if (json_dump_file(jroot, path, JSON_INDENT(2)) != 0) {
+    fprintf(stderr, "rehearsal validate: cannot write %s\n", path);
+    t.failed++;
+  } else {
+    printf("wrote %s\n", path);
+  }
+  json_decref(jroot);
+  return t.outside || t.failed ? 1 : 0;
+}
+
 int rh_cmd_validate(int argc, char **argv) {
   static const struct option longopts[] = {{"out", required_argument, NULL, 'o'},
                                            {"series", required_argument, NULL, 's'},
+                                           {"one-gpu", no_argument, NULL, '1'},
                                            RH_CLI_COMMON_OPTIONS,
                                            {NULL, 0, NULL, 0}};
   validate_flags flags = {0};
@@ -164,11 +343,11 @@ int rh_cmd_validate(int argc, char **argv) {
   int rc = rh_cli_parse("validate", usage_text, argc, argv, "o:s:", longopts, validate_option,
                         &flags, &opts, &first);
   if (rc >= 0) return rc;
-  if (argc - first > 1) {
+  if (argc - first > 1 || (flags.one_gpu && argc - first > 0)) {
     rh_cli_opts_free(&opts);
-    return rh_cli_error("validate", "one suite file at most");
+    return rh_cli_error("validate", "one suite file at most (--one-gpu names the shipped one)");
   }
-  const char *file = first < argc ? argv[first] : REHEARSAL_SUITE;
+  const char *file = first < argc ? argv[first] : flags.one_gpu ? REHEARSAL_ONEGPU_SUITE : REHEARSAL_SUITE;
   rh_suite suite;
   char err[1024];
   if (rh_suite_load(file, &suite, err, sizeof err)) {
@@ -176,108 +355,13 @@ int rh_cmd_validate(int argc, char **argv) {
     rh_cli_opts_free(&opts);
     return 2;
   }
-  for (int i = 0; i < flags.npicks; i++) {
-    bool found = false;
-    for (int s = 0; s < suite.nseries; s++) found = found || !strcmp(suite.series[s].name, flags.picks[i]);
-    if (!found) {
-      rh_suite_free(&suite);
-      rh_cli_opts_free(&opts);
-      return rh_cli_error("validate", "--series %s: no such series in %s", flags.picks[i], file);
-    }
-  }
-  rc = check_scenarios(file, &suite, &flags, &opts);
+  rc = check_picks(file, &suite, &flags);
+  if (rc == 0) rc = check_scenarios(file, &suite, &flags, &opts);
   char tmp[4096];
   if (rc == 0 && !flags.out && !(flags.out = temporary_out(tmp, sizeof tmp))) rc = 1;
   if (rc == 0 && rh_make_dirs(flags.out) != 0) rc = 1;
-  if (rc != 0) {
-    rh_suite_free(&suite);
-    rh_cli_opts_free(&opts);
-    return rc;
-  }
-  json_t *jroot = json_object(), *jpoints = json_array();
-  json_object_set_new(jroot, "suite", json_string(file));
-  printf("%-30s %6s %10s %10s %8s %6s  %s\n", "# series", "gpus", "published", "predicted",
-         "error", "bound", "");
-  printf("%-30s %6s %10s %10s %8s %6s\n", "#", "", "(%)", "(%)", "(points)", "");
-  double sum = 0, worst = 0;
-  int npoints = 0, outside = 0, above = 0, below = 0, failed = 0;
-  const char *worst_at = "";
-  int worst_gpus = 0;
-  for (int s = 0; s < suite.nseries; s++) {
-    const rh_suite_series *se = &suite.series[s];
-    if (!picked(&flags, se->name)) continue;
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/%s", flags.out, se->name);
-    int st = sweep(se, &opts, dir);
-    char json[4300];
-    snprintf(json, sizeof json, "%s/sweep.json", dir);
-    json_t *root = st == 0 ? json_load_file(json, 0, NULL) : NULL;
-    /* one GPU without communication (a Horovod cycle's wait on one rank is not in it) */
-    double one = root ? throughput_at(root, 1, "ideal_samples_per_s") : NAN;
-    for (int k = 0; k < se->ncounts; k++) {
-      double pub = rh_suite_published_efficiency(se, k);
-      double at = root ? throughput_at(root, se->gpus[k], "samples_per_s") : NAN;
-      double pred = 100 * at / (se->gpus[k] * one);
-      double e = pred - pub;
-      json_t *jp = json_pack("{s:s, s:s, s:i, s:f, s:f}", "series", se->name, "source", se->source,
-                             "gpus", se->gpus[k], "published_efficiency", pub, "bound", se->bound);
-      /* the one GPU each side stands on: a series whose GPU rate comes from its published one-GPU
-       * throughput simulates that throughput again */
-      if (isfinite(one)) json_object_set_new(jp, "one_gpu_samples_per_s", json_real(one));
-      if (se->one_gpu > 0)
-        json_object_set_new(jp, "published_one_gpu_samples_per_s", json_real(se->one_gpu));
-      if (!isfinite(pred)) {
-        failed++;
-        printf("%-30s %6d %10.1f %10s %8s %6.0f  the sweep failed: see %s.log\n", se->name,
-               se->gpus[k], pub, "-", "-", se->bound, dir);
-        json_object_set_new(jp, "status", json_string("failed"));
-        json_array_append_new(jpoints, jp);
-        continue;
-      }
-      bool out = fabs(e) > se->bound;
-      outside += out;
-      above += e > 0;
-      below += e < 0;
-      sum += fabs(e);
-      npoints++;
-      if (fabs(e) > worst) {
-        worst = fabs(e);
-        worst_at = se->name;
-        worst_gpus = se->gpus[k];
-      }
-      printf("%-30s %6d %10.1f %10.1f %+8.1f %6.0f  %s\n", se->name, se->gpus[k], pub, pred, e,
-             se->bound, out ? "OUTSIDE" : "");
-      json_object_set_new(jp, "predicted_efficiency", json_real(pred));
-      json_object_set_new(jp, "error_points", json_real(e));
-      json_object_set_new(jp, "status", json_string(out ? "outside" : "within"));
-      json_array_append_new(jpoints, jp);
-    }
-    json_decref(root);
-  }
-  double mean = npoints ? sum / npoints : NAN;
-  if (npoints)
-    printf("\nmean absolute error %.2f points over %d points (%d above, %d below); largest %.1f "
-           "(%s at %d GPUs)\n", mean, npoints, above, below, worst, worst_at, worst_gpus);
-  else
-    printf("\nno point was predicted: every sweep failed (their logs are named above)\n");
-  if (outside || failed)
-    printf("%d point%s outside %s bound%s%s\n", outside, outside == 1 ? "" : "s",
-           outside == 1 ? "its" : "their", failed ? ", " : "", failed ? "some sweeps failed" : "");
-  json_object_set_new(jroot, "points", jpoints);
-  json_object_set_new(jroot, "summary",
-                      json_pack("{s:i, s:f, s:f, s:i, s:i, s:i, s:i}", "points", npoints,
-                                "mean_abs_error", npoints ? mean : 0.0, "max_abs_error", worst,
-                                "above", above, "below", below, "outside", outside, "failed", failed));
-  char path[4200];
-  snprintf(path, sizeof path, "%s/validate.json", flags.out);
-  if (json_dump_file(jroot, path, JSON_INDENT(2)) != 0) {
-    fprintf(stderr, "rehearsal validate: cannot write %s\n", path);
-    failed++;
-  } else {
-    printf("wrote %s\n", path);
-  }
-  json_decref(jroot);
+  if (rc == 0) rc = run_suite(file, &suite, &flags, &opts);
   rh_suite_free(&suite);
   rh_cli_opts_free(&opts);
-  return outside || failed ? 1 : 0;
+  return rc;
 }

@@ -121,7 +121,7 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   json_t *jb = json_object();
   fprintf(f, "\nbottleneck\n");
   double exposed_share = sp->step > 0 ? sp->wait / sp->step : 0;
-  double lost = sp->framework + sp->slowest;
+  double lost = sp->framework + sp->slowest + sp->input;
   fprintf(f, "  step         %.4f ms: compute %.4f ms (%.1f%%), ", 1e3 * sp->step, 1e3 * sp->compute,
           100 * sp->compute / sp->step);
   if (sp->framework > 0)
@@ -129,7 +129,10 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   if (sp->slowest > 0)
     fprintf(f, "waiting for the slowest rank %.4f ms (%.1f%%), ", 1e3 * sp->slowest,
             100 * sp->slowest / sp->step);
+  if (sp->input > 0)
+    fprintf(f, "waiting for input %.4f ms (%.1f%%), ", 1e3 * sp->input, 100 * sp->input / sp->step);
   fprintf(f, "waiting for gradients %.4f ms (%.1f%%)\n", 1e3 * sp->wait, 100 * exposed_share);
+  json_object_set_new(jb, "input_ms", json_real(1e3 * sp->input));
   json_object_set_new(jb, "step_ms", json_real(1e3 * sp->step));
   json_object_set_new(jb, "compute_ms", json_real(1e3 * sp->compute));
   json_object_set_new(jb, "framework_ms", json_real(1e3 * sp->framework));
@@ -206,7 +209,11 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   /* the verdict: the share of a step an infinitely fast network would save */
   char verdict[256];
   double saved = sp->step > 0 ? (sp->step - inf) / sp->step : 0;
-  if (saved >= 0.25)
+  if (sp->input >= 0.05 * sp->step && sp->input > sp->step - inf)
+    snprintf(verdict, sizeof verdict, "input-bound: %.0f%% of each step waits for the input "
+             "pipeline (data.loader: %.0f samples/s a GPU), %.1f%% for gradients", 100 * sp->input / sp->step,
+             rh_scenario_input_rate(sc), 100 * saved);
+  else if (saved >= 0.25)
     snprintf(verdict, sizeof verdict, "network-bound: %.0f%% of each step waits for gradients "
              "(busiest link %.0f%% used)", 100 * saved, 100 * busiest);
   else if (saved >= 0.05)

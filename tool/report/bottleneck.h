@@ -15,6 +15,7 @@
 typedef struct rh_step_split {
   double step, compute, wait; /* seconds per step */
   double framework, slowest;  /* the losses beside the network (losses.h), in step */
+  double input;               /* the wait for the input pipeline (data.loader), in step */
   double buckets;             /* the buckets' allreduces back to back, by the cost model */
 } rh_step_split;
 

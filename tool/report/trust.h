@@ -16,6 +16,9 @@
 
 typedef enum { RH_TRUST_THROUGHPUT, RH_TRUST_MFU } rh_trust_figure;
 
+/* The kernel model's mean and worst error (percent) over the one-GPU suite's held-out points. */
+extern const double rh_trust_kernels_mean, rh_trust_kernels_worst;
+
 /* Whether the suite has validated scaling on the GPU generation of sc's cluster. */
 bool rh_trust_validated(const rh_scenario *sc);
 

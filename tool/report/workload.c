@@ -5,6 +5,7 @@
  */
 #include "workload.h"
 #include "trust.h"
+#include "kernels.h"
 
 #include "compute_model.h"
 
@@ -40,73 +41,125 @@ static const char *gpu_name(const rh_scenario *sc) {
   return sc->compute.gpu_name ? sc->compute.gpu_name : "the GPU";
 }
 
-void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double samples_per_s,
-                        int size) {
-  const char *prec = rh_precision_names[sc->model.precision];
+/* The kernel model's line: the GPU, the framework, the step's kernels and what bounds them. */
+static void kernels_line(FILE *f, json_t *jc, const rh_scenario *sc, const char *prec) {
+  rh_step_times st;
+  if (!rh_step_price(&sc->compute.km, sc->recipe.micro_batch, &st, NULL)) return;
+  const char *fw = sc->framework.name ? sc->framework.name : "PyTorch 2 (eager)";
+  fprintf(f, "  compute      kernels of %s under %s: %d a step (%d launches), %d compute-, %d memory-, "
+          "%d launch-bound; GEMMs up to %.3g%% of the %s peak %.4g TFLOP/s, memory %.4g GB/s\n",
+          gpu_name(sc), fw, st.kernels, st.launches, st.by_bound[RH_BOUND_COMPUTE],
+          st.by_bound[RH_BOUND_MEMORY], st.by_bound[RH_BOUND_LAUNCH],
+          100 * sc->compute.km.gpu.gemm_efficiency, prec, sc->compute.peak / 1e12,
+          sc->compute.memory_bw / 1e9);
+  json_object_set_new(jc, "model", json_string("kernels"));
+  json_object_set_new(jc, "framework", json_string(fw));
+  json_object_set_new(jc, "peak_tflops", json_real(sc->compute.peak / 1e12));
+  json_object_set_new(jc, "memory_GBps", json_real(sc->compute.memory_bw / 1e9));
+  rh_step_times_free(&st);
+}
+
+static void roofline_line(FILE *f, json_t *jc, const rh_scenario *sc, const char *prec) {
+  fprintf(f, "  compute      roofline of %s: %s dense peak %.4g TFLOP/s%s, large GEMMs at %.3g%%, "
+          "memory %.4g GB/s; each layer from its FLOPs and bytes\n", gpu_name(sc),
+          sc->compute.peak_from >= 0 ? prec : "given", sc->compute.peak / 1e12,
+          sc->compute.peak_from >= 0 ? "" : " (peak_tflops)",
+          100 * (sc->compute.gemm_efficiency > 0 ? sc->compute.gemm_efficiency : 1),
+          sc->compute.memory_bw / 1e9);
+  json_object_set_new(jc, "model", json_string("roofline"));
+  json_object_set_new(jc, "peak_tflops", json_real(sc->compute.peak / 1e12));
+  json_object_set_new(jc, "memory_GBps", json_real(sc->compute.memory_bw / 1e9));
+}
+
+static void sustained_line(FILE *f, json_t *jc, const rh_scenario *sc) {
+  const char *on = sc->compute.tflops_written ? NULL : sc->compute.tflops_model;
+  bool other = on && (!sc->model.name || strcmp(on, sc->model.name) != 0);
+  fprintf(f, "  compute      sustained %.4g TFLOP/s of %s%s%s%s\n", sc->cluster.gpu_flops / 1e12,
+          gpu_name(sc), on ? ", measured on " : "", on ? on : "",
+          other ? ": not this model's rate; a model family (model.family) or layers with "
+                  "their traffic (tools/torch_export.py) are timed on the GPU's roofline"
+                : "");
+  json_object_set_new(jc, "model", json_string("sustained"));
+  json_object_set_new(jc, "tflops", json_real(sc->cluster.gpu_flops / 1e12));
+  if (on) json_object_set_new(jc, "tflops_measured_on", json_string(on));
+  json_object_set_new(jc, "other_model", json_boolean(other));
+}
+
+/* Each layer's forward and backward seconds of `micro` samples, as the run prices them: its
+ * kernels (the kernel model), else the roofline or the sustained rate.  False: out of memory. */
+static bool layer_times(const rh_scenario *sc, double micro, double *fw, double *bw) {
+  if (sc->compute.kernels) {
+    rh_step_times st;
+    if (!rh_step_price(&sc->compute.km, micro, &st, NULL)) return false;
+    for (int i = 0; i < sc->model.nlayers; i++) {
+      fw[i] = st.forward[i];
+      bw[i] = st.backward[i];
+    }
+    rh_step_times_free(&st);
+    return true;
+  }
   rh_gpu_model g = {.sustained = sc->cluster.gpu_flops, .peak = sc->compute.peak,
                     .memory_bw = sc->compute.memory_bw,
                     .gemm_efficiency = sc->compute.gemm_efficiency,
                     .gemm_half = sc->compute.gemm_half};
-  json_t *jc = json_object();
-  if (sc->compute.roofline) {
-    fprintf(f, "  compute      roofline of %s: %s dense peak %.4g TFLOP/s%s, large GEMMs at %.3g%%, "
-            "memory %.4g GB/s; each layer from its FLOPs and bytes\n", gpu_name(sc),
-            sc->compute.peak_from >= 0 ? prec : "given", sc->compute.peak / 1e12,
-            sc->compute.peak_from >= 0 ? "" : " (peak_tflops)",
-            100 * (sc->compute.gemm_efficiency > 0 ? sc->compute.gemm_efficiency : 1),
-            sc->compute.memory_bw / 1e9);
-    json_object_set_new(jc, "model", json_string("roofline"));
-    json_object_set_new(jc, "peak_tflops", json_real(sc->compute.peak / 1e12));
-    json_object_set_new(jc, "memory_GBps", json_real(sc->compute.memory_bw / 1e9));
-  } else {
-    const char *on = sc->compute.tflops_written ? NULL : sc->compute.tflops_model;
-    bool other = on && (!sc->model.name || strcmp(on, sc->model.name) != 0);
-    fprintf(f, "  compute      sustained %.4g TFLOP/s of %s%s%s%s\n", sc->cluster.gpu_flops / 1e12,
-            gpu_name(sc), on ? ", measured on " : "", on ? on : "",
-            other ? ": not this model's rate; a model family (model.family) or layers with "
-                    "their traffic (tools/torch_export.py) are timed on the GPU's roofline"
-                  : "");
-    json_object_set_new(jc, "model", json_string("sustained"));
-    json_object_set_new(jc, "tflops", json_real(sc->cluster.gpu_flops / 1e12));
-    if (on) json_object_set_new(jc, "tflops_measured_on", json_string(on));
-    json_object_set_new(jc, "other_model", json_boolean(other));
+  for (int i = 0; i < sc->model.nlayers; i++) {
+    fw[i] = layer_seconds(sc, &g, i, micro, false);
+    bw[i] = layer_seconds(sc, &g, i, micro, true);
   }
-  json_object_set_new(jc, "precision", json_string(prec));
-  json_object_set_new(root, "compute", jc);
+  return true;
+}
 
-  /* the slowest layers, and every layer's times in summary.json */
+/* The slowest layers on `f`, and every layer's times in summary.json. */
+static void layers_report(FILE *f, json_t *root, const rh_scenario *sc) {
   double micro = sc->recipe.micro_batch;
   int n = sc->model.nlayers;
   json_t *jl = json_array();
-  double *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t); /* each layer's forward + backward */
+  double *fw = calloc((size_t)(n > 0 ? n : 1), sizeof *fw);
+  double *bw = calloc((size_t)(n > 0 ? n : 1), sizeof *bw);
   int top[3] = {-1, -1, -1};
   double total = 0;
-  for (int i = 0; i < n && t; i++) {
-    double fw = layer_seconds(sc, &g, i, micro, false), bw = layer_seconds(sc, &g, i, micro, true);
-    t[i] = fw + bw;
-    total += t[i];
+  bool ok = fw && bw && layer_times(sc, micro, fw, bw);
+  for (int i = 0; i < n && ok; i++) {
+    double t = fw[i] + bw[i];
+    total += t;
     const rh_layer *l = &sc->model.layers[i];
     json_array_append_new(jl, json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", l->name, "parameters",
                                         l->parameters, "forward_gflop",
                                         (l->flops_given ? l->forward_flops
                                                         : sc->model.forward_flops * l->parameters /
                                                               sc->model.parameters) * micro / 1e9,
-                                        "forward_ms", fw * 1e3, "backward_ms", bw * 1e3));
+                                        "forward_ms", fw[i] * 1e3, "backward_ms", bw[i] * 1e3));
     for (int k = 0; k < 3; k++)
-      if (top[k] < 0 || t[i] > t[top[k]]) {
+      if (top[k] < 0 || t > fw[top[k]] + bw[top[k]]) {
         for (int j = 2; j > k; j--) top[j] = top[j - 1];
         top[k] = i;
         break;
       }
   }
   json_object_set_new(root, "layers", jl);
-  if (n > 1 && total > 0 && t) {
+  if (n > 1 && total > 0 && ok) {
     fprintf(f, "  layers       %d; slowest (forward + backward of %.0f samples):", n, micro);
     for (int k = 0; k < 3 && top[k] >= 0; k++)
-      fprintf(f, "%s %s %.3f ms", k ? "," : "", sc->model.layers[top[k]].name, t[top[k]] * 1e3);
+      fprintf(f, "%s %s %.3f ms", k ? "," : "", sc->model.layers[top[k]].name,
+              (fw[top[k]] + bw[top[k]]) * 1e3);
     fprintf(f, " (all in summary.json)\n");
   }
-  free(t);
+  free(fw);
+  free(bw);
+}
+
+void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double samples_per_s,
+                        int size) {
+  const char *prec = rh_precision_names[sc->model.precision];
+  json_t *jc = json_object();
+  if (sc->compute.kernels) kernels_line(f, jc, sc, prec);
+  else if (sc->compute.roofline) roofline_line(f, jc, sc, prec);
+  else sustained_line(f, jc, sc);
+  json_object_set_new(jc, "precision", json_string(prec));
+  json_object_set_new(root, "compute", jc);
+  json_t *jk = rh_report_kernels_json(sc, sc->recipe.micro_batch);
+  if (jk) json_object_set_new(root, "kernels", jk);
+  layers_report(f, root, sc);
 
   json_t *js = json_object(); /* the summary's rates, which the caller merges into it */
   json_object_set_new(root, "rates", js);

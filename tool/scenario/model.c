@@ -6,10 +6,13 @@
  * measured on.
  */
 #include "schema.h"
+#include "tables.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *const rh_precision_names[] = {"fp32", "tf32", "amp_fp16", "bf16", "fp8", NULL};
 
@@ -157,6 +160,73 @@ const char *rh__scenario_model_finish(rh_scenario *sc, const char **at, const ch
   return NULL;
 }
 
+/* The kernel model, for a family's layers (each knows what it computes) on a GPU at its preset's
+ * peak: the layers, the GPU, the framework, the precision and the optimizer's state. */
+static void kernel_model(rh_scenario *sc) {
+  bool shapes = false;
+  for (int i = 0; i < sc->model.nlayers; i++) shapes |= sc->model.layers[i].op.kind != RH_LAYER_OTHER;
+  if (!shapes) return;
+  int p = sc->model.precision;
+  int opt = sc->recipe.optimizer == RH_OPT_SGD ? (sc->recipe.momentum > 0 ? RH_KOPT_MOMENTUM : RH_KOPT_SGD)
+                                               : RH_KOPT_ADAM;
+  sc->compute.kernels = true;
+  double best = sc->compute.gemm_best > 0 ? sc->compute.gemm_best : sc->compute.gemm_efficiency;
+  double simt = sc->compute.gemm_best_fp32 > 0 ? sc->compute.gemm_best_fp32 : best;
+  if (p == RH_PREC_FP32) best = simt;
+  sc->compute.km = (rh_kernel_model){
+      .layers = sc->model.layers, .nlayers = sc->model.nlayers, .fw = sc->framework,
+      .gpu = {.peak = sc->compute.peak, .gemm_efficiency = best, .simt_efficiency = simt,
+              .memory_bw = sc->compute.memory_bw, .simt_peak = sc->compute.peaks[RH_PREC_FP32],
+              .sms = sc->compute.sms, .kernel_floor = sc->compute.kernel_floor,
+              .attn_fwd = sc->compute.attn_fwd, .attn_bwd = sc->compute.attn_bwd,
+              .attn_seq_half = sc->compute.attn_seq_half, .tensor_cores = p != RH_PREC_FP32},
+      .value_bytes = rh_precision_value_bytes(p),
+      .mixed = p == RH_PREC_AMP_FP16 || p == RH_PREC_BF16, .scaler = p == RH_PREC_AMP_FP16,
+      .dropout = sc->model.tf.dropout, .optimizer = (rh_kernel_optimizer)opt,
+      .flash = sc->model.tf.attention == RH_ATTN_FLASH};
+}
+
+/* Images a second one CPU thread decodes and augments for ImageNet-style training (random
+ * resized crop, flip), at 12 threads of an AWS p3dn.24xlarge (FFCV's benchmark,
+ * libffcv/ffcv docs/benchmarks.rst and its figure): PyTorch's DataLoader 2,211 images/s (184 a
+ * thread), DALI on the CPU 4,880 (407 a thread). */
+static const double decode_default[] = {0, 184, 407, 0};
+
+double rh_scenario_input_rate(const rh_scenario *sc) {
+  int l = sc->data.loader;
+  if (l != 1 && l != 2) return 0;
+  double per = sc->data.decode_per_thread > 0 ? sc->data.decode_per_thread : decode_default[l];
+  int gpus = sc->cluster.gpus_per_node && sc->cluster.gpus_per_node[0] > 0 ? sc->cluster.gpus_per_node[0] : 1;
+  return sc->compute.cpu_threads > 0 ? per * sc->compute.cpu_threads / gpus : 0;
+}
+
+/* The measured kernel table (cluster.gpu.kernel_table) in place of the preset's figures: each
+ * precision's best GEMM over its peak, the copy rate, the launch floor.  NULL, or why not. */
+static const char *measured_kernels(rh_scenario *sc, const char **at) {
+  static char why[1400];
+  char path[1024], root[800];
+  const char *t = sc->compute.kernel_table, *slash = strrchr(sc->path, '/');
+  if (t[0] == '/' || !slash) snprintf(path, sizeof path, "%s", t);
+  else snprintf(path, sizeof path, "%.*s/%s", (int)(slash - sc->path), sc->path, t);
+  if (t[0] != '/' && access(path, F_OK) != 0)
+    snprintf(path, sizeof path, "%s/%s", rh_presets_root(root, sizeof root, NULL), t);
+  rh_kernel_table k;
+  char err[1200];
+  if (rh_read_kernel_table(path, &k, err, sizeof err) != 0) {
+    *at = "cluster.gpu.kernel_table";
+    snprintf(why, sizeof why, "%s", err);
+    return why;
+  }
+  rh_kernel_gpu *g = &sc->compute.km.gpu;
+  int p = sc->model.precision;
+  if (k.best[p] > 0 && g->peak > 0) g->gemm_efficiency = fmin(1, k.best[p] * 1e12 / g->peak);
+  if (k.best[RH_PREC_FP32] > 0 && g->simt_peak > 0)
+    g->simt_efficiency = fmin(1, k.best[RH_PREC_FP32] * 1e12 / g->simt_peak);
+  if (k.copy_GBps > 0) g->memory_bw = sc->compute.memory_bw = k.copy_GBps * 1e9;
+  if (k.launch_us > 0) g->kernel_floor = k.launch_us * 1e-6;
+  return NULL;
+}
+
 const char *rh__scenario_compute_finish(rh_scenario *sc, const char **at) {
   static char why[256];
   int p = sc->model.precision;
@@ -178,7 +248,16 @@ const char *rh__scenario_compute_finish(rh_scenario *sc, const char **at) {
     sc->compute.peak = peak;
     sc->compute.peak_from = p;
   }
+  if ((sc->data.loader == 1 || sc->data.loader == 2) && !(sc->compute.cpu_threads > 0)) {
+    *at = "data.loader";
+    return "a loader on the CPUs needs the node's cluster.cpu_threads (a node preset gives them)";
+  }
   sc->compute.roofline = sc->compute.peak > 0;
+  if (sc->compute.roofline && !written_peak && !sc->compute.tflops_written) kernel_model(sc);
+  if (sc->compute.kernels && sc->compute.kernel_table) {
+    const char *bad = measured_kernels(sc, at);
+    if (bad) return bad;
+  }
   if (!(sc->cluster.gpu_flops > 0)) {
     if (!sc->compute.roofline) {
       *at = "cluster.gpu.tflops";

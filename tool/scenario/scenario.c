@@ -51,7 +51,8 @@
 /* Presets: files of presets/<kind>/NAME.yaml, each a part of the scenario's `cluster:` (a node:
  * GPUs, links and NICs) or of its `cluster.gpu:`.  Their values come first; the scenario's own
  * keys override them. */
-const char *const rh__preset_kinds[PRESET_KINDS] = {"node", "gpu", "network", "model"};
+const char *const rh__preset_kinds[PRESET_KINDS] = {"node", "gpu", "network", "model",
+                                                             "framework"};
 
 static const char *const network_models[] = {"exact", "realistic", "nccl", NULL};
 static const char *const transports[] = {"ib", "roce", "tcp", NULL};
@@ -73,7 +74,12 @@ static const char *const families[] = {"custom", "transformer", "cnn", NULL};
 static const char *const activations[] = {"gelu", "swiglu", NULL};
 static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
 static const char *const attentions[] = {"flash", "eager", NULL};
-static const char *const frameworks[] = {"horovod", "ddp", NULL};
+static const char *const data_parallels[] = {"horovod", "ddp", NULL};
+static const char *const layouts[] = {"nchw", "nhwc", NULL};
+static const char *const optimizer_kernels[] = {"per_tensor", "foreach", "fused", "per_tensor_fused",
+                                                NULL};
+static const char *const zero_grads[] = {"none", "memset", NULL};
+static const char *const loaders[] = {"synthetic", "cpu", "dali_cpu", "dali_gpu", NULL};
 
 static const field gpu_fields[] = {
     NUM("tflops", false, 0, true, 1e9, 1e12, cluster.gpu_flops,
@@ -113,8 +119,63 @@ static const field gpu_fields[] = {
         "the roofline: fraction of the peak that large GEMMs reach"),
     NUM("gemm_half_gflop", false, 0, false, 1e9, 1e9, compute.gemm_half,
         "the roofline: GEMM size at half that efficiency (smaller ones fall off)"),
+    NUM("gemm_best", false, 0.001, false, 1, 1, compute.gemm_best,
+        "the kernel model: the share of the tensor-core peak the best cuBLAS GEMM reaches "
+        "(default: gemm_efficiency)"),
+    NUM("gemm_best_fp32", false, 0.001, false, 1, 1, compute.gemm_best_fp32,
+        "the kernel model: the same on the CUDA cores, fp32 (default: gemm_best)"),
+    STR("kernel_table", false, compute.kernel_table,
+        "the kernel model: a table `rehearsal-gpu kernels` measured on this GPU (its best GEMM of "
+        "each precision, its copy rate, its launch), in place of the figures above; relative to "
+        "the scenario, or to the presets (measured/NAME.txt)"),
+    INT("sms", false, 1, 4096, compute.sms,
+        "the kernel model: streaming multiprocessors, over which a GEMM's tiles run in waves"),
+    NUM("kernel_floor_us", false, 0, false, 1e6, 1e-6, compute.kernel_floor,
+        "the kernel model: the shortest a kernel takes on the GPU, back to back"),
+    NUM("attention_fwd_tflops", false, 0, false, 1e6, 1e12, compute.attn_fwd,
+        "the kernel model: fused attention's forward rate at long sequences (FlashAttention)"),
+    NUM("attention_bwd_tflops", false, 0, false, 1e6, 1e12, compute.attn_bwd,
+        "the kernel model: fused attention's backward rate at long sequences"),
+    NUM("attention_seq_half", false, 0, false, 1e9, 1, compute.attn_seq_half,
+        "the kernel model: the sequence length at which fused attention reaches half its rate"),
     PRESET("preset", false, NULL, PRESET_GPU,
         "a GPU preset (presets/gpu/) that the keys beside it override"),
+    END};
+static const field framework_fields[] = {
+    STR("name", false, framework.name,
+        "the framework's name, for the outputs"),
+    ENUM("data_parallel", data_parallels, recipe.framework,
+        "how gradients are bucketed: horovod (fusion threshold and cycle) or ddp (PyTorch "
+        "DistributedDataParallel's fixed buckets)"),
+    NUM("launch_us", false, 0, false, 1e6, 1e-6, framework.launch,
+        "the kernel model: host time to issue one kernel (forward, optimizer)"),
+    NUM("backward_launch_us", false, 0, false, 1e6, 1e-6, framework.backward_launch,
+        "the kernel model: host time to issue one kernel in backward; 0: launch_us"),
+    NUM("host_ms_per_step", false, 0, false, 1e6, 1e-3, framework.host_step,
+        "the kernel model: the host's own work each step before its first kernel"),
+    ENUM("layout", layouts, framework.layout,
+        "convolutions' layout: nchw (tensor cores pay a transpose each way) or nhwc"),
+    BOOL("fuse_bn_relu", framework.fuse_bn_relu,
+        "batch norm, ReLU and a residual add between them in one kernel"),
+    BOOL("fuse_bias_act", framework.fuse_bias_act,
+        "a linear layer's activation in its GEMM's epilogue"),
+    BOOL("fuse_dropout_add", framework.fuse_dropout_add,
+        "dropout and the residual add in one kernel"),
+    BOOL("fuse_norm", framework.fuse_norm,
+        "the residual add in the norm's kernel after it"),
+    BOOL("fuse_softmax", framework.fuse_softmax,
+        "eager attention: scale, mask and softmax in one kernel"),
+    BOOL("fuse_loss", framework.fuse_loss,
+        "the loss and its gradient in one pass over the logits"),
+    ENUM("optimizer", optimizer_kernels, framework.optimizer,
+        "the optimizer's kernels: a loop over tensors (an op a kernel), foreach lists, fused over "
+        "all tensors, or per_tensor_fused (one kernel a tensor)"),
+    ENUM("zero_grad", zero_grads, framework.zero_grad,
+        "gradients each step: set to None (none), or zeroed and accumulated into (memset)"),
+    BOOL("amp_weight_casts", framework.amp_weight_casts,
+        "mixed precision casts each weight every step, and its gradient back"),
+    PRESET("preset", false, NULL, PRESET_FRAMEWORK,
+        "a framework preset (presets/framework/) that the keys beside it override"),
     END};
 static const field intra_fields[] = {
     NUM("bandwidth_GBps", true, 0, true, 1e9, 1e9, cluster.intra_bw,
@@ -172,6 +233,8 @@ static const field cluster_fields[] = {
         "where checkpoints go (absent: free)"),
     PRESET("node", false, NULL, PRESET_NODE,
         "a node preset (presets/node/): GPUs, links and NICs; the keys beside it override it"),
+    INT("cpu_threads", false, 0, 1 << 20, compute.cpu_threads,
+        "hardware threads of a node's CPUs, which feed its GPUs through data.loader (0: not known)"),
     {"gpus_per_node", T_SLOTS, true, 1, 1024, false, 1, 0, NULL, NULL, 0,
      "one number, or a list of one per node ([3, 2])"},
     PRESET("gpu", true, NULL, PRESET_GPU,
@@ -244,6 +307,11 @@ static const field model_fields[] = {
         "transformer: layernorm or rmsnorm"),
     ENUM("attention", attentions, model.tf.attention,
         "transformer: flash (scores stay on chip) or eager (heads x s x s scores in memory)"),
+    NUM("dropout", false, 0, false, 1, 1, model.tf.dropout,
+        "transformer: the dropout rate of hidden states and attention probabilities (Hugging "
+        "Face's hidden_dropout_prob); the kernel model runs its kernels; 0: none"),
+    INT("mlm_predictions", false, 0, 1 << 24, model.tf.predictions,
+        "encoder: tokens a sequence the masked-LM head runs on (max_predictions_per_seq); 0: all"),
     INT("image_size", false, 1, 1 << 16, model.image_size,
         "cnn: the input's side (default: the network's, 224; inception_v3 299)"),
     INT("channels", false, 1, 1 << 16, model.channels,
@@ -283,6 +351,13 @@ static const field data_fields[] = {
         "images: the divisor after the mean (MNIST 0.3081); absent: no normalisation"),
     STR("validation_labels", false, data.validation_labels,
         "idx: the validation labels"),
+    ENUM("loader", loaders, data.loader,
+        "the input pipeline a timing model's images go through: synthetic (none: the GPU never "
+        "waits), cpu (PyTorch's DataLoader: JPEG decode and augmentation on the node's CPUs), "
+        "dali_cpu (NVIDIA DALI on the CPUs), dali_gpu (decoded on the GPU: not a limit here)"),
+    NUM("decode_per_thread", false, 0, true, 1e9, 1, data.decode_per_thread,
+        "images a second one CPU thread decodes and augments (default: the loader's, "
+        "docs/models.md); the node's cluster.cpu_threads share them out over its GPUs"),
     END};
 static const field recipe_fields[] = {
     COUNT("batch_per_worker", true, 1, 1e8, recipe.batch,
@@ -349,9 +424,10 @@ static const field recipe_fields[] = {
         "the batch of validation steps (default: batch_per_worker)"),
     COUNT("checkpoint_every_steps", false, 0, 1e12, recipe.checkpoint_every_steps,
         "a checkpoint every N steps as well; 0: none between epochs' ends"),
-    ENUM("framework", frameworks, recipe.framework,
-        "how gradients are bucketed: horovod (fusion threshold and cycle) or ddp (PyTorch "
-        "DistributedDataParallel's fixed buckets)"),
+    PRESET("framework", false, NULL, PRESET_FRAMEWORK,
+        "the framework (presets/framework/: pytorch, pytorch-amp-nhwc, torch-compile, tensorflow, "
+        "mxnet, mxnet-fused, megatron, llmc; horovod and ddp as before): its data parallelism, the "
+        "kernels it fuses, how it launches them, its optimizer; a name or a mapping"),
     NUM("bucket_cap_mb", false, 0, true, 1e6, 1048576, recipe.bucket_cap,
         "ddp: bucket_cap_mb (MiB, as DDP counts it)"),
     NUM("first_bucket_mb", false, 0, true, 1e6, 1048576, recipe.first_bucket,
@@ -528,6 +604,11 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->model.tf.decoder = true;
   sc->model.tf.bias = true;
   sc->compute.peak_from = -1;
+  /* without recipe.framework the kernels are PyTorch's eager ones (presets/framework/pytorch.yaml,
+   * whose sources say where each figure comes from; test_kernels holds the two equal), and the
+   * gradients go in Horovod's fused rounds, as before frameworks had profiles */
+  sc->framework = (rh_framework){.launch = 8e-6, .backward_launch = 3.7e-6,
+                                 .optimizer = RH_OPT_FOREACH, .amp_weight_casts = true};
   sc->data.inputs = 784;
   sc->data.classes = 10;
   sc->data.noise = -1;
@@ -565,9 +646,10 @@ const field *rh__scenario_schema(void) {
 
 const field *rh__scenario_preset_fields(const field *f) {
   if (f->type != T_PRESET || !strcmp(f->key, "node") || !strcmp(f->key, "preset")) return NULL;
-  return f->setting == PRESET_GPU     ? gpu_fields
-         : f->setting == PRESET_MODEL ? model_fields
-                                      : network_fields;
+  return f->setting == PRESET_GPU         ? gpu_fields
+         : f->setting == PRESET_MODEL     ? model_fields
+         : f->setting == PRESET_FRAMEWORK ? framework_fields
+                                          : network_fields;
 }
 
 /* ---- walking ----------------------------------------------------------------------------- */
@@ -1264,6 +1346,7 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     bool fills_parent = !strcmp(f->key, "node") || !strcmp(f->key, "preset");
     const field *kids = f->setting == PRESET_NODE    ? cluster_fields
                         : f->setting == PRESET_GPU   ? gpu_fields
+                        : f->setting == PRESET_FRAMEWORK ? framework_fields
                         : f->setting == PRESET_MODEL ? model_fields
                                                      : network_fields;
     if (n->type == YAML_MAPPING_NODE && !fills_parent) {
@@ -2297,6 +2380,8 @@ void rh_scenario_free(rh_scenario *sc) {
   free(sc->checks.accuracy_baseline);
   free(sc->compute.tflops_model);
   free(sc->compute.gpu_name);
+  free(sc->framework.name);
+  free(sc->compute.kernel_table);
   free(sc->data.train_images);
   free(sc->data.train_labels);
   free(sc->data.validation_images);

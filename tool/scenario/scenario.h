@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "train/train.h"
 #include "families/family.h"
+#include "kernels/kernels.h"
 
 #include <stdio.h>
 #include <sys/stat.h>
@@ -97,7 +98,15 @@ typedef struct rh_scenario {
     bool tflops_written;         /* the scenario (not a preset) gives tflops */
     bool roofline;               /* the model's layers are timed on the roofline */
     int peak_from;               /* -1: peak_tflops as written; else the precision it is for */
+    int sms;                     /* cluster.gpu.sms */
+    int cpu_threads;             /* cluster.cpu_threads: a node's CPU threads (0: not known) */
+    char *kernel_table;          /* cluster.gpu.kernel_table: measured kernel rates (a path) */
+    double gemm_best, gemm_best_fp32; /* cluster.gpu: the best GEMMs' share of the peak */
+    double kernel_floor, attn_fwd, attn_bwd, attn_seq_half; /* cluster.gpu: the kernel model */
+    bool kernels;                /* the layers are timed as their kernels (the kernel model) */
+    rh_kernel_model km;          /* the kernel model, when `kernels` (its layers the model's) */
   } compute;
+  rh_framework framework;        /* recipe.framework: what the kernel model runs */
   struct {
     int kind;             /* 0 timing-only, 1 softmax regression, 2 MLP, 3 a network (net.h) */
     int network;          /* kind net: an index of rh_net_names */
@@ -123,6 +132,8 @@ typedef struct rh_scenario {
     int inputs, classes;  /* synthetic */
     double noise, seed;   /* synthetic; noise < 0: 0.28 sqrt(inputs) */
     char *train_images, *train_labels, *validation_images, *validation_labels; /* IDX */
+    int loader;               /* data.loader: 0 synthetic, 1 cpu, 2 dali_cpu, 3 dali_gpu */
+    double decode_per_thread; /* images/s a CPU thread decodes (0: the loader's default) */
   } data;
   struct {
     double batch; /* per worker */
@@ -220,6 +231,10 @@ typedef struct rh_scenario_opts {
 rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, rh_scenario *sc,
                                 char *err, size_t errlen);
 void rh_scenario_free(rh_scenario *sc);
+
+/* Samples a second the input pipeline (data.loader) feeds each GPU of the first node: its CPU
+ * threads' decode rate shared over its GPUs; 0 where it is no limit (synthetic, dali_gpu). */
+double rh_scenario_input_rate(const rh_scenario *sc);
 
 /* How the scenario launches: its cluster and settings, and the runtime's forms of its failure,
  * elastic and restart sections (has_*: the scenario has the section).  `config` points into

@@ -301,3 +301,77 @@ int rh_read_gemm_table(const char *path, double peak_tflops, rh_gemm_row rows[RH
   fclose(f);
   return rc;
 }
+
+/* ---- the kernel table of `rehearsal-gpu kernels` ------------------------------------------- */
+
+static const char *const table_precisions[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
+
+/* One row of a kernel table into t; NULL, or what is wrong with it. */
+/* tok[from .. from + n) as positive numbers into v */
+static bool positives(char **tok, int from, int n, double *v) {
+  for (int i = 0; i < n; i++)
+    if (!rh_table_number(tok[from + i], &v[i]) || !(v[i] > 0)) return false;
+  return true;
+}
+
+static const char *kernel_row(char **tok, int k, rh_kernel_table *t) {
+  double v[4];
+  if (!strcmp(tok[0], "gemm")) {
+    if (k != 6) return "expected \"gemm PRECISION M N K TFLOPS\"";
+    int p = -1;
+    for (int i = 0; table_precisions[i]; i++)
+      if (!strcmp(tok[1], table_precisions[i])) p = i;
+    if (p < 0) return "the precision is one of fp32, tf32, fp16, bf16, fp8";
+    if (!positives(tok, 2, 4, v)) return "M, N, K and TFLOPS are positive numbers";
+    if (v[3] > t->best[p]) t->best[p] = v[3];
+    t->gemms++;
+    return NULL;
+  }
+  if (!strcmp(tok[0], "copy")) {
+    if (k != 3) return "expected \"copy BYTES GBPS\"";
+    if (!positives(tok, 1, 2, v)) return "BYTES and GBPS are positive numbers";
+    if (v[1] > t->copy_GBps) t->copy_GBps = v[1];
+    return NULL;
+  }
+  if (!strcmp(tok[0], "launch")) {
+    if (k != 3) return "expected \"launch STREAM_US GRAPH_US\"";
+    if (!positives(tok, 1, 2, v)) return "STREAM_US and GRAPH_US are positive numbers";
+    t->launch_us = v[0];
+    t->graph_us = v[1];
+    return NULL;
+  }
+  return "a row is gemm, copy or launch";
+}
+
+int rh_read_kernel_table(const char *path, rh_kernel_table *t, char *err, size_t errlen) {
+  *t = (rh_kernel_table){0};
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    return 2;
+  }
+  int lineno = 0, rc = 0;
+  char *line = NULL;
+  size_t cap = 0;
+  while (rc == 0 && getline(&line, &cap, f) > 0) {
+    lineno++;
+    char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '#') continue;
+    char *tok[8];
+    int k = tokens(p, tok, 8);
+    if (k == 0) continue;
+    const char *why = kernel_row(tok, k, t);
+    if (why) {
+      snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+      rc = 2;
+    }
+  }
+  free(line);
+  fclose(f);
+  if (rc == 0 && !t->gemms && !(t->copy_GBps > 0) && !(t->launch_us > 0)) {
+    snprintf(err, errlen, "%s: no gemm, copy or launch rows", path);
+    rc = 2;
+  }
+  return rc;
+}

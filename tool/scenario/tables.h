@@ -7,6 +7,7 @@
 #define REHEARSAL_TABLES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* One row of an nccl-tests table (its out-of-place columns). */
 typedef struct rh_nccl_row {
@@ -38,6 +39,21 @@ int rh_read_gemm_table(const char *path, double peak_tflops, rh_gemm_row rows[RH
  * CSV whose header names a step_ms column (rehearsal's steps.csv), that column; each above 0 and
  * at most 1e9.  *out is the caller's to free. */
 int rh_read_step_times(const char *path, double **out, int *n);
+
+/* What `rehearsal-gpu kernels` measured on a GPU (presets/measured/NAME-kernels.txt), rows of
+ *   gemm PRECISION M N K TFLOPS     a cuBLAS GEMM (fp32, tf32, fp16, bf16, fp8)
+ *   copy BYTES GBPS                 a device-to-device copy, bytes read and written a second
+ *   launch STREAM_US GRAPH_US       an empty kernel back to back, from a stream and from a graph
+ * (`#` lines are its provenance).  The kernel model takes each precision's best GEMM, the copy
+ * rate and the stream launch in place of the GPU preset's public figures. */
+typedef struct rh_kernel_table {
+  double best[5];        /* TFLOP/s: the best GEMM of each precision (rh_precision's order) */
+  double copy_GBps;      /* the best copy */
+  double launch_us, graph_us;
+  int gemms;
+} rh_kernel_table;
+/* 0, or 2 with "FILE:LINE: why" in err. */
+int rh_read_kernel_table(const char *path, rh_kernel_table *t, char *err, size_t errlen);
 
 /* A whole token as a finite decimal number (no hexadecimal), or false. */
 bool rh_table_number(const char *tok, double *v);

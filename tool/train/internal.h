@@ -68,6 +68,8 @@ struct rank_state {
   int emax_size;  /* the world size emax is for (0: none yet) */
   double emax;    /* E[max of size standard normals]: the slowest rank's excess (losses.h) */
   double alone;   /* the step's GPU work as priced, nothing beside it (no collective's share) */
+  const rh_step_times *priced; /* the kernel model's step of priced_n samples */
+  long priced_n;
   train_tensor *tensors;
   int ntensors;
   size_t nparams;

@@ -309,10 +309,22 @@ static double layer_flops(const rank_state *s, int i, long n, bool backward) {
   return s->cfg->forward_flops * (double)n * s->tensors[i].share * (backward ? 2 : 1);
 }
 
-/* The seconds of layer i by the GPU's model: the roofline when it has a peak rate, else its
- * FLOPs at the sustained rate. */
-static double layer_seconds(const rank_state *s, int i, long n, bool backward) {
+/* The kernel model's step of n samples (priced once for the run, kept by the rank), or NULL. */
+static const rh_step_times *priced(rank_state *s, long n) {
+  if (!s->cfg->priced || s->cfg->real) return NULL;
+  if (!s->priced || s->priced_n != n) {
+    s->priced = rh_step_cache_get(s->cfg->priced, (double)n);
+    s->priced_n = n;
+  }
+  return s->priced;
+}
+
+/* The seconds of layer i by the GPU's model: its kernels (the kernel model), the roofline when
+ * it has a peak rate, else its FLOPs at the sustained rate. */
+static double layer_seconds(rank_state *s, int i, long n, bool backward) {
   const rh_train_config *cfg = s->cfg;
+  const rh_step_times *t = priced(s, n);
+  if (t) return backward ? t->backward[i] : t->forward[i];
   double f = layer_flops(s, i, n, backward);
   if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return f / cfg->gpu.sustained;
   double bytes = cfg->layers[i].memory_bytes * (double)n * (backward ? 2 : 1);
@@ -328,21 +340,54 @@ static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
   return rh_compute_priced(s->ctx, f, seconds);
 }
 
+/* `seconds` of the step's own GPU time (the host's work, the optimizer), traced as `what`. */
+static rh_status step_work(rank_state *s, const char *what, double seconds) {
+  if (!(seconds > 0)) return RH_OK;
+  s->alone += seconds;
+  rh_trace_begin(s->ctx, "layer", what);
+  rh_status st = rh_compute_priced(s->ctx, 0, seconds);
+  rh_trace_end(s->ctx);
+  return st;
+}
+
+/* The input pipeline: the next step's `samples` take samples / input_rate to decode, while this
+ * step runs; what it has not covered by the step's end, the GPU waits (not in `alone`: one GPU,
+ * fed by the whole node, does not wait).  Rank 0 keeps the wait for the report. */
+static rh_status wait_for_input(rank_state *s, long samples, double step_from, double *waited) {
+  *waited = 0;
+  if (!(s->cfg->input_rate > 0) || s->cfg->real) return RH_OK;
+  double need = (double)samples / s->cfg->input_rate, spent = rh_time(s->ctx) - step_from;
+  double wait = need > spent ? need - spent : 0;
+  if (s->rank == 0) s->res->input_step = wait;
+  if (!(wait > 0)) return RH_OK;
+  *waited = wait;
+  rh_trace_begin(s->ctx, "layer", "waiting for input");
+  rh_status st = rh_compute_priced(s->ctx, 0, wait);
+  rh_trace_end(s->ctx);
+  return st;
+}
+
 /* The framework's own work of a step, then the forward pass: one kernel per layer under the
  * roofline, else the model's FLOPs at once.  The overhead is the model's: a real target has
  * its own, which it measures. */
 static rh_status forward(rank_state *s, long n) {
   const rh_train_config *cfg = s->cfg;
-  rh_status st = RH_OK;
-  if (cfg->gpu.overhead > 0) {
-    s->alone += cfg->gpu.overhead;
-    rh_trace_begin(s->ctx, "layer", "framework overhead");
-    st = rh_compute_priced(s->ctx, 0, cfg->gpu.overhead);
-    rh_trace_end(s->ctx);
-  }
+  rh_status st = step_work(s, "framework overhead", cfg->gpu.overhead);
+  const rh_step_times *t = priced(s, n);
+  if (t && st == RH_OK) st = step_work(s, "host", t->host);
   if (cfg->real || !rh_compute_roofline(&cfg->gpu)) {
     s->alone += cfg->forward_flops * (double)n / cfg->gpu.sustained;
     return st == RH_OK ? rh_compute(s->ctx, cfg->forward_flops * (double)n) : st;
+  }
+  if (!rh_trace_on(s->ctx)) { /* no timeline to draw: the layers as one priced kernel (a large
+                                * job simulates a third fewer calls; nothing waits on a layer) */
+    double f = 0, seconds = 0;
+    for (int i = 0; i < s->ntensors; i++) {
+      f += layer_flops(s, i, n, false);
+      seconds += layer_seconds(s, i, n, false);
+    }
+    s->alone += seconds;
+    return st == RH_OK ? rh_compute_priced(s->ctx, f, seconds) : st;
   }
   for (int i = 0; i < s->ntensors && st == RH_OK; i++) {
     rh_trace_begin(s->ctx, "layer", s->tensors[i].name);
@@ -392,7 +437,7 @@ static rh_status slowest_rank(rank_state *s, double compute, double *spent) {
  * up to the threshold, and the next round comes when the cycle has passed and this round's
  * allreduces (the cost model's time) are done, so what became ready meanwhile goes together.
  * Returns, per position of the walking order, whether a bucket ends there (caller frees). */
-static int *plan_rounds(const rank_state *s, const int *order, long n, double threshold,
+static int *plan_rounds(rank_state *s, const int *order, long n, double threshold,
                         double cycle) {
   int nt = s->ntensors;
   int *ends = calloc((size_t)(nt ? nt : 1), sizeof *ends);
@@ -477,6 +522,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   long micro = acc > 1 ? (n + acc - 1) / acc : n;
   rh_status st = RH_OK;
   double step_from = rh_time(ctx), framework = 0;
+  long samples = n;
   s->alone = 0;
   for (int m = 0; m + 1 < acc && st == RH_OK; m++) {
     st = forward(s, micro);
@@ -597,6 +643,16 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   free(order);
   if (first != RH_OK) return train__failed(s, first, RH_CHECK_COLLECTIVES);
 
+  /* the optimizer's kernels once the gradients are in: compute, not waiting (the step's compute
+   * is counted up to *t_compute, its wait after it) */
+  const rh_step_times *t = priced(s, n);
+  if (t && (first = step_work(s, "optimizer", t->optimizer)) != RH_OK)
+    return train__failed(s, first, RH_CHECK_COLLECTIVES);
+  if (t) *t_compute += t->optimizer;
+  double starved = 0;
+  if ((first = wait_for_input(s, samples, step_from, &starved)) != RH_OK)
+    return train__failed(s, first, RH_CHECK_COLLECTIVES);
+  *t_compute += starved;
   double lr = rh_recipe_lr(&s->used_lr, epoch, step, s->steps_per_epoch);
   *lr_out = lr;
   s->step_loss = cfg->real ? loss : NAN;

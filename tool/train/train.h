@@ -13,6 +13,7 @@
 #include "optim.h"
 #include "recipe.h"
 #include "compute_model.h"
+#include "kernels/kernels.h"
 #include "losses.h"
 #include "rehearsal.h"
 
@@ -75,6 +76,8 @@ typedef struct rh_train_config {
   double parameters;
   double forward_flops;       /* per sample, charged to the simulated GPU */
   rh_gpu_model gpu;           /* how long the GPU takes for a layer, and per step */
+  double input_rate;          /* samples/s the input pipeline feeds a GPU (0: no limit) */
+  rh_step_cache *priced;      /* the kernel model's priced steps (NULL: the roofline's layers) */
   long train_samples, validation_samples;
   /* recipe */
   long batch;
@@ -192,6 +195,7 @@ typedef struct rh_train_result {
   double backward;            /* that step's backward, seconds */
   double framework_step;      /* rank 0's last step: the framework's own seconds (losses.h) */
   double framework_after;     /* the part of framework_step after backward (copies out) */
+  double input_step;          /* rank 0's last step: the GPU's wait for the input pipeline */
   double straggler_step;      /* and its wait for the slowest rank */
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */

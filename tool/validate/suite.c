@@ -12,6 +12,16 @@
  *     - name: horovod-vgg16
  *       ...
  *       efficiency: {128: 79, 512: 68}          # % where the source gives no throughputs
+ *   points:                                     # one GPU, priced by the kernel model
+ *     - name: dle-pt-rn50-a100-amp
+ *       scenario: resnet50.yaml
+ *       set: {cluster.gpu: a100-sxm4, model.precision: amp_fp16, recipe.batch_per_worker: 256}
+ *       source: NVIDIA/DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5
+ *       setup: A100-SXM4-80GB, NGC PyTorch 21.03, AMP, batch 256
+ *       published: 2470                         # samples/s
+ *       bound: 25                               # percent
+ *       sweep: s1                               # optional: a batch sweep's points share it
+ *       calibration: the reason                 # optional: a preset's figure was set from it
  */
 #include "suite.h"
 
@@ -151,20 +161,96 @@ static int one_series(reader *r, const yaml_node_t *n, const char *dir, rh_suite
   return 0;
 }
 
+/* set: {KEY: VALUE, ...}: the point's overrides */
+static int point_sets(reader *r, const yaml_node_t *n, rh_suite_point *pt) {
+  if (!n || n->type != YAML_MAPPING_NODE) return fail(r, n, "set", "expected a mapping of keys to values");
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    const char *k = scalar(yaml_document_get_node(r->doc, p->key));
+    const char *v = scalar(yaml_document_get_node(r->doc, p->value));
+    if (!k || !v || !*k || !*v) return fail(r, n, "set", "each override is KEY: VALUE");
+    if (pt->nsets == RH_SUITE_MAX_SETS) return fail(r, n, "set", "at most %d overrides", RH_SUITE_MAX_SETS);
+    size_t len = strlen(k) + strlen(v) + 2;
+    char *kv = malloc(len);
+    if (!kv) return fail(r, n, "set", "out of memory");
+    snprintf(kv, len, "%s=%s", k, v);
+    pt->sets[pt->nsets++] = kv;
+  }
+  return 0;
+}
+
+static int point_scenario(reader *r, const yaml_node_t *v, const char *dir, rh_suite_point *pt) {
+  char *file = NULL;
+  int bad = text(r, v, "scenario", &file);
+  pt->scenario_line = (int)v->start_mark.line + 1;
+  if (!bad) {
+    size_t len = strlen(dir) + strlen(file) + 2;
+    free(pt->scenario);
+    pt->scenario = malloc(len);
+    if (pt->scenario) snprintf(pt->scenario, len, "%s%s", file[0] == '/' ? "" : dir, file);
+    else bad = fail(r, v, "scenario", "out of memory");
+  }
+  free(file);
+  return bad;
+}
+
+static int one_point(reader *r, const yaml_node_t *n, const char *dir, rh_suite_point *pt) {
+  if (n->type != YAML_MAPPING_NODE) return fail(r, n, "points", "each point is a mapping");
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(r->doc, p->key);
+    yaml_node_t *v = yaml_document_get_node(r->doc, p->value);
+    const char *key = scalar(k);
+    int bad = 0;
+    if (!key) bad = fail(r, k, "points", "a key is a name");
+    else if (!strcmp(key, "name")) bad = text(r, v, "name", &pt->name);
+    else if (!strcmp(key, "source")) bad = text(r, v, "source", &pt->source);
+    else if (!strcmp(key, "setup")) bad = text(r, v, "setup", &pt->setup);
+    else if (!strcmp(key, "sweep")) bad = text(r, v, "sweep", &pt->sweep);
+    else if (!strcmp(key, "calibration")) bad = text(r, v, "calibration", &pt->calibration);
+    else if (!strcmp(key, "published")) bad = number(r, v, "published", 0, INFINITY, &pt->published);
+    else if (!strcmp(key, "bound")) bad = number(r, v, "bound", 0, RH_SUITE_MAX_BOUND, &pt->bound);
+    else if (!strcmp(key, "set")) bad = point_sets(r, v, pt);
+    else if (!strcmp(key, "scenario")) bad = point_scenario(r, v, dir, pt);
+    else bad = fail(r, k, key, "unknown key (name, scenario, set, source, setup, published, bound, "
+                               "sweep, calibration)");
+    if (bad) return 2;
+  }
+  const char *missing = !pt->name ? "name" : !pt->scenario ? "scenario" : !pt->source ? "source"
+                        : !pt->setup ? "setup" : !(pt->published > 0) ? "published"
+                        : !(pt->bound > 0) ? "bound" : NULL;
+  return missing ? fail(r, n, missing, "missing") : 0;
+}
+
+static int load_points(reader *r, yaml_node_t *list, const char *dir, rh_suite *out) {
+  if (!list || list->type != YAML_SEQUENCE_NODE || list->data.sequence.items.top == list->data.sequence.items.start)
+    return fail(r, list, "points", "expected a list of points");
+  int n = (int)(list->data.sequence.items.top - list->data.sequence.items.start);
+  out->points = calloc((size_t)n, sizeof *out->points);
+  if (!out->points) return fail(r, list, "points", "out of memory");
+  for (int i = 0; i < n; i++) {
+    yaml_node_t *item = yaml_document_get_node(r->doc, list->data.sequence.items.start[i]);
+    out->npoints = i + 1;
+    if (one_point(r, item, dir, &out->points[i])) return 2;
+    for (int j = 0; j < i; j++)
+      if (!strcmp(out->points[j].name, out->points[i].name))
+        return fail(r, item, "name", "\"%s\" names two points", out->points[i].name);
+  }
+  return 0;
+}
+
 /* A series' scenario is a file that opens, checked once the whole suite reads well: a series
  * whose sweep could not start would otherwise be found only after the others ran. */
-static int scenario_readable(reader *r, const rh_suite_series *s) {
+static int readable(reader *r, const char *scenario, int line, const char *what, const char *name) {
   struct stat st;
   errno = 0;
-  FILE *f = stat(s->scenario, &st) == 0 && S_ISREG(st.st_mode) ? fopen(s->scenario, "rb") : NULL;
+  FILE *f = stat(scenario, &st) == 0 && S_ISREG(st.st_mode) ? fopen(scenario, "rb") : NULL;
   if (f) {
     fclose(f);
     return 0;
   }
   const char *why = errno == 0 || (errno != ENOENT && errno != EACCES) ? "not a readable file"
                                                                        : strerror(errno);
-  snprintf(r->err, r->errlen, "%s:%d: scenario: %s: %s (series %s)", r->path, s->scenario_line,
-           s->scenario, why, s->name);
+  snprintf(r->err, r->errlen, "%s:%d: scenario: %s: %s (%s %s)", r->path, line, scenario, why,
+           what, name);
   return 2;
 }
 
@@ -199,18 +285,22 @@ int rh_suite_load(const char *path, rh_suite *out, char *err, size_t errlen) {
   }
   int rc = 0;
   yaml_node_t *root = yaml_document_get_root_node(&doc);
-  yaml_node_t *list = NULL;
-  if (!root || root->type != YAML_MAPPING_NODE) rc = fail(&r, root, "series", "expected a mapping with series: [...]");
+  yaml_node_t *list = NULL, *pts = NULL;
+  if (!root || root->type != YAML_MAPPING_NODE)
+    rc = fail(&r, root, "series", "expected a mapping with series: [...] or points: [...]");
   for (yaml_node_pair_t *p = rc ? NULL : root->data.mapping.pairs.start;
        p && p < root->data.mapping.pairs.top && !rc; p++) {
     yaml_node_t *k = yaml_document_get_node(&doc, p->key);
     if (scalar(k) && !strcmp(scalar(k), "series")) list = yaml_document_get_node(&doc, p->value);
-    else rc = fail(&r, k, scalar(k) ? scalar(k) : "?", "unknown key (series)");
+    else if (scalar(k) && !strcmp(scalar(k), "points")) pts = yaml_document_get_node(&doc, p->value);
+    else rc = fail(&r, k, scalar(k) ? scalar(k) : "?", "unknown key (series, points)");
   }
-  if (!rc && (!list || list->type != YAML_SEQUENCE_NODE || list->data.sequence.items.top ==
+  if (!rc && !list && !pts) rc = fail(&r, root, "series", "expected a list of series or of points");
+  if (!rc && pts) rc = load_points(&r, pts, dir, out);
+  if (!rc && list && (list->type != YAML_SEQUENCE_NODE || list->data.sequence.items.top ==
                                                               list->data.sequence.items.start))
-    rc = fail(&r, list ? list : root, "series", "expected a list of series");
-  if (!rc) {
+    rc = fail(&r, list, "series", "expected a list of series");
+  if (!rc && list) {
     int n = (int)(list->data.sequence.items.top - list->data.sequence.items.start);
     out->series = calloc((size_t)n, sizeof *out->series);
     if (!out->series) rc = fail(&r, list, "series", "out of memory");
@@ -224,7 +314,10 @@ int rh_suite_load(const char *path, rh_suite *out, char *err, size_t errlen) {
     }
   }
   yaml_document_delete(&doc);
-  for (int i = 0; i < out->nseries && !rc; i++) rc = scenario_readable(&r, &out->series[i]);
+  for (int i = 0; i < out->nseries && !rc; i++)
+    rc = readable(&r, out->series[i].scenario, out->series[i].scenario_line, "series", out->series[i].name);
+  for (int i = 0; i < out->npoints && !rc; i++)
+    rc = readable(&r, out->points[i].scenario, out->points[i].scenario_line, "point", out->points[i].name);
   if (rc) rh_suite_free(out);
   return rc;
 }
@@ -237,6 +330,17 @@ void rh_suite_free(rh_suite *s) {
     free(s->series[i].setup);
   }
   free(s->series);
+  for (int i = 0; i < s->npoints; i++) {
+    rh_suite_point *p = &s->points[i];
+    free(p->name);
+    free(p->scenario);
+    free(p->source);
+    free(p->setup);
+    free(p->calibration);
+    free(p->sweep);
+    for (int j = 0; j < p->nsets; j++) free(p->sets[j]);
+  }
+  free(s->points);
   *s = (rh_suite){0};
 }
 

@@ -30,12 +30,29 @@ typedef struct rh_suite_series {
                                           * (at most RH_SUITE_MAX_EFFICIENCY) */
 } rh_suite_series;
 
+/* A one-GPU point: a scenario with overrides (a GPU, a precision, a batch, a framework), priced
+ * by the kernel model, against the samples/s its source published on one GPU. */
+enum { RH_SUITE_MAX_SETS = 16 };
+typedef struct rh_suite_point {
+  char *name, *scenario, *source, *setup;
+  int scenario_line;
+  char *sets[RH_SUITE_MAX_SETS]; /* KEY=VALUE, as --set takes them */
+  int nsets;
+  double published; /* samples/s on one GPU */
+  double bound;     /* percent the prediction may be off by */
+  char *calibration; /* why a figure of a preset was set from this point; NULL: held out */
+  char *sweep;       /* the batch sweep it belongs to; NULL: none */
+} rh_suite_point;
+
 typedef struct rh_suite {
   rh_suite_series *series;
   int nseries;
+  rh_suite_point *points; /* one-GPU points */
+  int npoints;
 } rh_suite;
 
-/* Reads a suite file; each series' scenario must be a readable file.  0, or 2 with
+/* Reads a suite file (series: [...], points: [...], or both); each scenario must be a readable
+ * file.  0, or 2 with
  * "FILE:LINE: FIELD: why" written into err (nothing kept). */
 int rh_suite_load(const char *path, rh_suite *out, char *err, size_t errlen);
 void rh_suite_free(rh_suite *s);

@@ -1,6 +1,6 @@
 /*
  * cnn.c: the convolutional family (see family.h): torchvision's ResNet-50/101/152 (v1.5: the
- * stride on the 3x3 convolution) and ResNeXt-50 32x4d and 101 32x8d (the same blocks, their 3x3
+ * stride on the 3x3 convolution) and ResNeXt-50 32x4d and 101 32x8d and 32x4d (the same blocks, their 3x3
  * convolution grouped and wider), VGG-16 and Inception v3 (with its auxiliary head, which runs in
  * training), the CIFAR-10 CNN of the AWS workshop (its Keras model_def: six 3x3 convolutions with
  * batch norm, a 512-unit dense layer) and the Fashion-MNIST lab's WRN-16-10 (Zagoruyko &
@@ -21,10 +21,10 @@
 /* the networks written here, then net.h's (rh_net_names, in its order: test_families checks) */
 const char *const rh_cnn_names[] = {"resnet50", "resnet101", "resnet152", "vgg16", "inception_v3",
                                     "cifar10_workshop", "wrn16_10", "resnext50_32x4d",
-                                    "resnext101_32x8d", "mnist_net", "lenet5", "keras_mnist_cnn",
+                                    "resnext101_32x8d", "resnext101_32x4d", "mnist_net", "lenet5", "keras_mnist_cnn",
                                     "tf_mnist_cnn", "keras_fmnist_cnn", "keras_cifar10_cnn", NULL};
 enum { RESNET50, RESNET101, RESNET152, VGG16, INCEPTION_V3, CIFAR10_WORKSHOP, WRN16_10,
-       RESNEXT50_32X4D, RESNEXT101_32X8D, FIRST_NET };
+       RESNEXT50_32X4D, RESNEXT101_32X8D, RESNEXT101_32X4D, FIRST_NET };
 
 int rh_cnn_default_classes(int which) {
   return which >= FIRST_NET || which == CIFAR10_WORKSHOP || which == WRN16_10 ? 10 : 1000;
@@ -74,6 +74,10 @@ static void conv_grouped(net *n, const char *name, int cout, int kh, int kw, int
   double out = size_of(n->x), fan_in = in.c / groups * kh * kw;
   rh_layers_add(n->out, cout * fan_in + (bias ? cout : 0), 2 * out * fan_in, size_of(in) + out, out,
                 "%s", name);
+  rh_layers_shape(n->out, (rh_layer_op){.kind = RH_LAYER_GEMM, .sub = 1, .m = n->x.h * n->x.w, .n = cout,
+                                        .k = fan_in, .groups = groups, .bias = bias,
+                                        .kernel = kh == kw ? kh : 0, .stride = stride,
+                                        .first = n->out->n == 1, .in = size_of(in)});
 }
 
 static void conv2(net *n, const char *name, int cout, int kh, int kw, int stride, int ph, int pw,
@@ -88,18 +92,26 @@ static void conv(net *n, const char *name, int cout, int k, int stride, int pad,
 static void bn(net *n, const char *name) {
   double v = size_of(n->x);
   rh_layers_add(n->out, 2 * n->x.c, 0, 3 * v, v, "%s", name);
+  rh_layers_shape(n->out, (rh_layer_op){.kind = RH_LAYER_NORM, .values = v, .n = n->x.c});
 }
 
 static void relu(net *n, const char *name, bool inplace) {
   double v = size_of(n->x);
   rh_layers_add(n->out, 0, 0, 2 * v, inplace ? 0 : v, "%s", name);
+  rh_layers_shape(n->out, (rh_layer_op){.kind = RH_LAYER_ACT, .values = v});
 }
 
-static void pool(net *n, const char *name, int k, int stride, int pad) {
+/* a max pool, or an average one (avg) */
+static void pool_of(net *n, const char *name, int k, int stride, int pad, bool avg) {
   double in = size_of(n->x);
   conv_hw(n, k, k, stride, pad, pad);
   double v = size_of(n->x);
   rh_layers_add(n->out, 0, 0, in + v, v, "%s", name);
+  rh_layers_shape(n->out, (rh_layer_op){.kind = RH_LAYER_POOL, .sub = avg, .values = v, .in = in});
+}
+
+static void pool(net *n, const char *name, int k, int stride, int pad) {
+  pool_of(n, name, k, stride, pad, false);
 }
 
 /* adaptive average pooling to side x side */
@@ -108,17 +120,21 @@ static void adaptive_pool(net *n, const char *name, int side) {
   n->x.h = n->x.w = side;
   double v = size_of(n->x);
   rh_layers_add(n->out, 0, 0, in + v, v, "%s", name);
+  rh_layers_shape(n->out, (rh_layer_op){.kind = RH_LAYER_POOL, .sub = 1, .values = v, .in = in});
 }
 
 static void linear(net *n, const char *name, int outs, bool bias) {
   double in = size_of(n->x);
   rh_layers_add(n->out, in * outs + (bias ? outs : 0), 2 * in * outs, in + outs, outs, "%s", name);
+  rh_layers_shape(n->out, (rh_layer_op){.kind = RH_LAYER_GEMM, .m = 1, .n = outs, .k = in,
+                                        .groups = 1, .bias = bias, .in = in});
   n->x = (shape){outs, 1, 1};
 }
 
 static void add(net *n, const char *name) {
   double v = size_of(n->x);
   rh_layers_add(n->out, 0, 0, 3 * v, 0, "%s", name);
+  rh_layers_shape(n->out, (rh_layer_op){.kind = RH_LAYER_ADD, .values = v});
 }
 
 /* ---- ResNet (torchvision) ------------------------------------------------------------------- */
@@ -223,12 +239,13 @@ static void join(net *n, branches *b, const char *p) {
   n->x = (shape){b->c, b->h, b->w};
   double v = size_of(n->x);
   rh_layers_add(n->out, 0, 0, 2 * v, v, "%s.cat", p);
+  rh_layers_shape(n->out, (rh_layer_op){.kind = RH_LAYER_CONCAT, .values = v});
 }
 
 static void avg_branch_pool(net *n, const char *p) {
   char name[96];
   snprintf(name, sizeof name, "%s.pool", p);
-  pool(n, name, 3, 1, 1);
+  pool_of(n, name, 3, 1, 1, true);
 }
 
 static void inception_a(net *n, const char *p, int pool_features) {
@@ -343,7 +360,7 @@ static void inception_v3(net *n, int classes) {
   inception_c(n, "Mixed_6e", 192);
   /* the auxiliary head, on Mixed_6e's output (training mode) */
   shape main = n->x;
-  pool(n, "AuxLogits.pool", 5, 3, 0);
+  pool_of(n, "AuxLogits.pool", 5, 3, 0, true);
   basic(n, "AuxLogits", "conv0", 128, 1, 1, 1, 0, 0);
   basic(n, "AuxLogits", "conv1", 768, 5, 5, 1, 0, 0);
   adaptive_pool(n, "AuxLogits.avgpool", 1);
@@ -440,6 +457,7 @@ bool rh_family_cnn(int which, int image, int channels, int classes, rh_layers *o
   case RESNET152: resnet(&n, r152, 1, 64, classes); break;
   case RESNEXT50_32X4D: resnet(&n, r50, 32, 4, classes); break;
   case RESNEXT101_32X8D: resnet(&n, r101, 32, 8, classes); break;
+  case RESNEXT101_32X4D: resnet(&n, r101, 32, 4, classes); break;
   case VGG16: vgg16(&n, classes); break;
   case INCEPTION_V3: inception_v3(&n, classes); break;
   case CIFAR10_WORKSHOP: cifar10_workshop(&n, classes); break;

@@ -15,6 +15,37 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* What a layer computes, for the kernels it expands into (kernels/kernels.h); RH_LAYER_OTHER: a
+ * hand-written or exported layer, one kernel on the roofline. */
+typedef enum rh_layer_kind {
+  RH_LAYER_OTHER = 0,
+  RH_LAYER_GEMM,      /* a linear layer (sub 0) or a convolution (sub 1, an implicit GEMM) */
+  RH_LAYER_ATTENTION, /* the attention core: scores, softmax, their product with the values */
+  RH_LAYER_NORM,      /* batch norm (sub 0), layer norm (1), RMS norm (2) */
+  RH_LAYER_ACT,       /* ReLU (sub 0), GELU (1), SwiGLU (2) */
+  RH_LAYER_ADD,       /* a residual add */
+  RH_LAYER_POOL,      /* max (sub 0) or average (1) pooling */
+  RH_LAYER_CONCAT,    /* branches' outputs copied into one tensor */
+  RH_LAYER_EMBED,     /* a table lookup of `rows` rows */
+  RH_LAYER_LOSS,      /* softmax cross-entropy over `rows` classes, for `m` rows a sample */
+} rh_layer_kind;
+
+/* A layer's shape, per sample.  GEMM: m rows (output positions, or tokens) of n outputs, each a
+ * sum over k inputs, in `groups` groups (n all the outputs, k the fan-in of one); first: no input
+ * gradient (the network's first layer); bias: a bias to reduce in backward; residual: the
+ * layer's output is added to the residual stream (transformers), with dropout before the add
+ * when the model has it.  Elementwise kinds: `values` out, `in` in (pools; a GEMM's input values).
+ * Attention: heads, kv_heads, seq, head_dim, causal.  EMBED: `rows` of the table, n wide.  LOSS:
+ * `rows` classes, for m rows a sample. */
+typedef struct rh_layer_op {
+  rh_layer_kind kind;
+  int sub, groups;
+  int kernel, stride; /* a convolution's square kernel side (0: not square) and stride */
+  double m, n, k, values, in, rows;
+  double heads, kv_heads, seq, head_dim;
+  bool first, bias, residual, causal;
+} rh_layer_op;
+
 typedef struct rh_layer {
   char *name;           /* owned */
   double parameters;
@@ -23,6 +54,7 @@ typedef struct rh_layer {
   double traffic;       /* values read and written per sample, forward */
   double activations;   /* values kept for backward, per sample */
   bool flops_given;     /* a hand-written layer gives forward_gflops_per_sample (0 allowed) */
+  rh_layer_op op;       /* a family's layer: what it computes (kind 0: not known) */
 } rh_layer;
 
 /* A growing list of layers (rh_layers_free releases it). */
@@ -36,6 +68,8 @@ typedef struct rh_layers {
 bool rh_layers_add(rh_layers *l, double parameters, double flops, double traffic,
                    double activations, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* Gives the layer added last its shape (no-op after a failure). */
+void rh_layers_shape(rh_layers *l, rh_layer_op op);
 void rh_layers_free(rh_layers *l);
 
 typedef enum { RH_ACT_GELU = 0, RH_ACT_SWIGLU = 1 } rh_activation;
@@ -51,6 +85,8 @@ typedef struct rh_transformer {
   rh_norm_kind norm;
   rh_attention_kind attention;
   bool tied_embeddings, decoder, bias;
+  double dropout;  /* the dropout rate of the hidden states and attention probabilities */
+  int predictions; /* an encoder's masked-LM head runs on this many tokens a sequence (0: all) */
 } rh_transformer;
 
 /* Why a transformer's figures cannot be built (NULL: they can), naming the key at fault in *key. */

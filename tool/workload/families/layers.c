@@ -36,6 +36,10 @@ bool rh_layers_add(rh_layers *l, double parameters, double flops, double traffic
   return true;
 }
 
+void rh_layers_shape(rh_layers *l, rh_layer_op op) {
+  if (!l->failed && l->n > 0) l->v[l->n - 1].op = op;
+}
+
 void rh_layers_free(rh_layers *l) {
   for (int i = 0; i < l->n; i++) free(l->v[i].name);
   free(l->v);
