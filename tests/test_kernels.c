@@ -349,6 +349,32 @@ static void test_kernel_table(void **state) {
   assert_non_null(strstr(err, "k.txt:2: the precision"));
 }
 
+/* `rehearsal model FILE --kernels`: a row a kernel and the step's totals; --json the same as
+ * summary.json's object; a preset alone (no GPU, no framework) is refused. */
+static void test_model_kernels_command(void **state) {
+  (void)state;
+  char *file = strdup(rh_test_path(tmpdir, "cmd.yaml")), *out = strdup(rh_test_path(tmpdir, "cmd.txt"));
+  write_scenario(file, "pytorch-amp-nhwc");
+  char *argv[] = {RH_BINARY, "model", file, "--kernels", "--batch", "8", NULL};
+  assert_int_equal(rh_test_spawn_expect(argv, out, 0), 0);
+  char *text = rh_test_slurp(out);
+  assert_non_null(strstr(text, "\nconv1 "));
+  assert_non_null(strstr(text, "# step "));
+  assert_non_null(strstr(text, "launch-bound"));
+  free(text);
+  char *argj[] = {RH_BINARY, "model", file, "--kernels", "--json", NULL};
+  assert_int_equal(rh_test_spawn_expect(argj, out, 0), 0);
+  json_error_t err;
+  json_t *root = json_load_file(out, 0, &err);
+  assert_non_null(root);
+  assert_true(json_integer_value(json_object_get(root, "kernels")) > 500);
+  json_decref(root);
+  char *bad[] = {RH_BINARY, "model", "resnet50", "--kernels", NULL};
+  assert_int_equal(rh_test_spawn(bad, "/dev/null", "/dev/null"), 2);
+  free(file);
+  free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm_waves),       cmocka_unit_test(test_grouped_direct),
@@ -356,7 +382,7 @@ int main(void) {
       cmocka_unit_test(test_attention_rate),   cmocka_unit_test(test_launch_queue),
       cmocka_unit_test(test_expansion_fusion), cmocka_unit_test(test_optimizer_kernels),
       cmocka_unit_test(test_default_framework), cmocka_unit_test(test_run_step),
-      cmocka_unit_test(test_kernel_table),
+      cmocka_unit_test(test_kernel_table),     cmocka_unit_test(test_model_kernels_command),
   };
   if (rh_test_mkdtemp(tmpdir, "kernels") != 0) return 1;
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

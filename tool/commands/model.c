@@ -26,6 +26,7 @@ static const char usage_text[] =
     "  --kernels      FILE a scenario: the kernels of one step on its GPU and framework, each\n"
     "                 with its shape, time and what bounds it (compute, memory, launch)\n"
     "  --batch N      --kernels: the step's samples (default: recipe.batch_per_worker)\n"
+    "                 (with --json: summary.json's `kernels` object)\n"
     "  --set K=V      override a scenario key (model.seq_len=2048)\n"
     "      --help, --version\n"
     "Exit status: 0 printed, 2 bad input.\n";
@@ -93,15 +94,20 @@ static void print_table(const rh_scenario *sc, const char *file) {
   }
 }
 
-/* --kernels: the scenario's step as its kernels (frees the scenario). */
-static int kernels(rh_scenario *sc, const char *arg, double batch) {
+/* --kernels: the scenario's step as its kernels, a table or JSON (frees the scenario). */
+static int kernels(rh_scenario *sc, const char *arg, double batch, bool json) {
   int rc = 0;
-  if (!sc->compute.kernels) {
+  json_t *j = json && sc->compute.kernels ? rh_report_kernels_json(sc, batch) : NULL;
+  if (j) {
+    json_dumpf(j, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    printf("\n");
+    json_decref(j);
+  } else if (!sc->compute.kernels) {
     fprintf(stderr, "rehearsal model: %s: --kernels: the model is not timed by its kernels (it needs "
             "a family's layers on a GPU preset's peak, without cluster.gpu.tflops or peak_tflops)\n",
             arg);
     rc = 2;
-  } else if (rh_report_kernels(stdout, sc, batch) != 0) {
+  } else if (json || rh_report_kernels(stdout, sc, batch) != 0) {
     fprintf(stderr, "rehearsal model: out of memory\n");
     rc = 1;
   }
@@ -175,7 +181,7 @@ int rh_cmd_model(int argc, char **argv) {
     rh_scenario_free(&sc);
     return 2;
   }
-  if (fl.kernels) return kernels(&sc, arg, fl.batch > 0 ? fl.batch : sc.recipe.micro_batch);
+  if (fl.kernels) return kernels(&sc, arg, fl.batch > 0 ? fl.batch : sc.recipe.micro_batch, fl.json);
   if (fl.json) {
     json_t *root = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:o}", "name",
                              sc.model.name ? sc.model.name : "", "source", arg, "precision",

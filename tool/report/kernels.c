@@ -15,7 +15,7 @@ static const char *layer_name(const rh_scenario *sc, int layer) {
 static void print_kernel(FILE *f, const rh_scenario *sc, const rh_kernel *k) {
   char shape[64] = "-";
   if (k->kind == RH_KERNEL_GEMM)
-    snprintf(shape, sizeof shape, "%.0fx%.0fx%.0f%s", k->m, k->n, k->k, k->count > 1 ? "" : "");
+    snprintf(shape, sizeof shape, "%.0fx%.0fx%.0f", k->m, k->n, k->k);
   fprintf(f, "%-34s %-4s %-20s %-20s %8.0f %10.4f %10.3f %10.2f %-8s\n", layer_name(sc, k->layer),
           phase_names[k->phase], k->what, shape, k->count, k->flops / 1e9, k->bytes / 1e6,
           k->seconds * 1e6, rh_bound_names[k->bound]);

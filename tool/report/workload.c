@@ -52,7 +52,12 @@ static void kernels_line(FILE *f, json_t *jc, const rh_scenario *sc, const char 
           st.by_bound[RH_BOUND_MEMORY], st.by_bound[RH_BOUND_LAUNCH],
           100 * sc->compute.km.gpu.gemm_efficiency, prec, sc->compute.peak / 1e12,
           sc->compute.memory_bw / 1e9);
+  if (sc->model.family == RH_FAMILY_TRANSFORMER && sc->model.tf.attention == RH_ATTN_FLASH &&
+      !sc->compute.km.flash)
+    fprintf(f, "  attention    eager: FlashAttention runs in fp16 and bf16 on a GPU with its rate "
+            "(attention_fwd_tflops; %s, %s), so the scores go through memory\n", gpu_name(sc), prec);
   json_object_set_new(jc, "model", json_string("kernels"));
+  json_object_set_new(jc, "attention", json_string(sc->compute.km.flash ? "flash" : "eager"));
   json_object_set_new(jc, "framework", json_string(fw));
   json_object_set_new(jc, "peak_tflops", json_real(sc->compute.peak / 1e12));
   json_object_set_new(jc, "memory_GBps", json_real(sc->compute.memory_bw / 1e9));

@@ -178,12 +178,18 @@ static void kernel_model(rh_scenario *sc) {
       .gpu = {.peak = sc->compute.peak, .gemm_efficiency = best, .simt_efficiency = simt,
               .memory_bw = sc->compute.memory_bw, .simt_peak = sc->compute.peaks[RH_PREC_FP32],
               .sms = sc->compute.sms, .kernel_floor = sc->compute.kernel_floor,
+              .conv_efficiency = p == RH_PREC_TF32 ? sc->compute.conv_eff_tf32 : 0,
               .attn_fwd = sc->compute.attn_fwd, .attn_bwd = sc->compute.attn_bwd,
               .attn_seq_half = sc->compute.attn_seq_half, .tensor_cores = p != RH_PREC_FP32},
       .value_bytes = rh_precision_value_bytes(p),
       .mixed = p == RH_PREC_AMP_FP16 || p == RH_PREC_BF16, .scaler = p == RH_PREC_AMP_FP16,
       .dropout = sc->model.tf.dropout, .optimizer = (rh_kernel_optimizer)opt,
       .flash = sc->model.tf.attention == RH_ATTN_FLASH};
+  /* FlashAttention has no published rate on this GPU (none runs on Volta) or runs in fp16 and
+   * bf16 alone: the scores go through memory, as eager attention's do, and the summary says so */
+  bool half = p == RH_PREC_AMP_FP16 || p == RH_PREC_BF16 || p == RH_PREC_FP8;
+  if (sc->compute.km.flash && (!half || !(sc->compute.attn_fwd > 0 && sc->compute.attn_bwd > 0)))
+    sc->compute.km.flash = false;
 }
 
 /* Images a second one CPU thread decodes and augments for ImageNet-style training (random

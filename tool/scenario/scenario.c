@@ -124,6 +124,8 @@ static const field gpu_fields[] = {
         "(default: gemm_efficiency)"),
     NUM("gemm_best_fp32", false, 0.001, false, 1, 1, compute.gemm_best_fp32,
         "the kernel model: the same on the CUDA cores, fp32 (default: gemm_best)"),
+    NUM("conv_efficiency_tf32", false, 0, true, 1, 1, compute.conv_eff_tf32,
+        "the kernel model: cuDNN's TF32 convolutions' rate against cuBLAS's TF32 GEMMs' (0: 1)"),
     STR("kernel_table", false, compute.kernel_table,
         "the kernel model: a table `rehearsal-gpu kernels` measured on this GPU (its best GEMM of "
         "each precision, its copy rate, its launch), in place of the figures above; relative to "

@@ -102,6 +102,7 @@ typedef struct rh_scenario {
     int cpu_threads;             /* cluster.cpu_threads: a node's CPU threads (0: not known) */
     char *kernel_table;          /* cluster.gpu.kernel_table: measured kernel rates (a path) */
     double gemm_best, gemm_best_fp32; /* cluster.gpu: the best GEMMs' share of the peak */
+    double conv_eff_tf32;        /* cluster.gpu.conv_efficiency_tf32 */
     double kernel_floor, attn_fwd, attn_bwd, attn_seq_half; /* cluster.gpu: the kernel model */
     bool kernels;                /* the layers are timed as their kernels (the kernel model) */
     rh_kernel_model km;          /* the kernel model, when `kernels` (its layers the model's) */

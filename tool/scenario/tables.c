@@ -261,43 +261,47 @@ int rh_read_step_times(const char *path, double **out, int *n) {
   return rc;
 }
 
+typedef struct gemm_reading {
+  const char *path;
+  double peak;
+  rh_gemm_row *rows;
+  int *n;
+} gemm_reading;
+
+static int gemm_line(char **tok, int k, int lineno, void *arg) {
+  gemm_reading *g = arg;
+  double M, N, K, tf;
+  bool whole = k == 4 && rh_table_number(tok[0], &M) && rh_table_number(tok[1], &N) &&
+               rh_table_number(tok[2], &K) && rh_table_number(tok[3], &tf) && M >= 1 && N >= 1 &&
+               K >= 1 && M <= 1e7 && N <= 1e7 && K <= 1e7 && M == floor(M) && N == floor(N) &&
+               K == floor(K) && tf > 0;
+  if (!whole) {
+    fprintf(stderr, "rehearsal calibrate: %s:%d: expected \"M N K TFLOPS\": three whole sizes "
+                    "and a positive rate\n", g->path, lineno);
+    return 2;
+  }
+  if (tf > g->peak) {
+    fprintf(stderr, "rehearsal calibrate: %s:%d: TFLOPS: %g is above the GPU's peak_tflops %g\n",
+            g->path, lineno, tf, g->peak);
+    return 2;
+  }
+  if (*g->n == RH_GEMM_ROWS) {
+    fprintf(stderr, "rehearsal calibrate: %s:%d: more than %d GEMM sizes\n", g->path, lineno,
+            RH_GEMM_ROWS);
+    return 2;
+  }
+  g->rows[(*g->n)++] = (rh_gemm_row){2 * M * N * K, tf};
+  return 0;
+}
+
+static int each_row(FILE *f, int (*row)(char **tok, int k, int lineno, void *arg), void *arg);
+
 int rh_read_gemm_table(const char *path, double peak_tflops, rh_gemm_row rows[RH_GEMM_ROWS], int *n) {
   FILE *f = open_table(path);
   if (!f) return 2;
-  int lineno = 0, rc = 0;
-  char *line = NULL;
-  size_t cap_line = 0;
   *n = 0;
-  while (rc == 0 && getline(&line, &cap_line, f) > 0) {
-    lineno++;
-    char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '#') continue;
-    char *tok[8];
-    int k = tokens(p, tok, 8);
-    if (k == 0) continue;
-    double M, N, K, tf;
-    bool whole = k == 4 && rh_table_number(tok[0], &M) && rh_table_number(tok[1], &N) &&
-                 rh_table_number(tok[2], &K) && rh_table_number(tok[3], &tf) && M >= 1 && N >= 1 &&
-                 K >= 1 && M <= 1e7 && N <= 1e7 && K <= 1e7 && M == floor(M) && N == floor(N) &&
-                 K == floor(K) && tf > 0;
-    if (!whole) {
-      fprintf(stderr, "rehearsal calibrate: %s:%d: expected \"M N K TFLOPS\": three whole sizes "
-                      "and a positive rate\n", path, lineno);
-      rc = 2;
-    } else if (tf > peak_tflops) {
-      fprintf(stderr, "rehearsal calibrate: %s:%d: TFLOPS: %g is above the GPU's peak_tflops %g\n",
-              path, lineno, tf, peak_tflops);
-      rc = 2;
-    } else if (*n == RH_GEMM_ROWS) {
-      fprintf(stderr, "rehearsal calibrate: %s:%d: more than %d GEMM sizes\n", path, lineno,
-              RH_GEMM_ROWS);
-      rc = 2;
-    } else {
-      rows[(*n)++] = (rh_gemm_row){2 * M * N * K, tf};
-    }
-  }
-  free(line);
+  gemm_reading g = {path, peak_tflops, rows, n};
+  int rc = each_row(f, gemm_line, &g);
   fclose(f);
   return rc;
 }
@@ -343,13 +347,9 @@ static const char *kernel_row(char **tok, int k, rh_kernel_table *t) {
   return "a row is gemm, copy or launch";
 }
 
-int rh_read_kernel_table(const char *path, rh_kernel_table *t, char *err, size_t errlen) {
-  *t = (rh_kernel_table){0};
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    return 2;
-  }
+/* Calls row(tok, k, lineno, arg) for each row of f (lines that are not blank or `#`), until one
+ * returns non-zero; that, or 0. */
+static int each_row(FILE *f, int (*row)(char **tok, int k, int lineno, void *arg), void *arg) {
   int lineno = 0, rc = 0;
   char *line = NULL;
   size_t cap = 0;
@@ -360,14 +360,36 @@ int rh_read_kernel_table(const char *path, rh_kernel_table *t, char *err, size_t
     if (*p == '#') continue;
     char *tok[8];
     int k = tokens(p, tok, 8);
-    if (k == 0) continue;
-    const char *why = kernel_row(tok, k, t);
-    if (why) {
-      snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
-      rc = 2;
-    }
+    if (k > 0) rc = row(tok, k, lineno, arg);
   }
   free(line);
+  return rc;
+}
+
+typedef struct kernel_reading {
+  const char *path;
+  rh_kernel_table *t;
+  char *err;
+  size_t errlen;
+} kernel_reading;
+
+static int kernel_line(char **tok, int k, int lineno, void *arg) {
+  kernel_reading *kr = arg;
+  const char *why = kernel_row(tok, k, kr->t);
+  if (!why) return 0;
+  snprintf(kr->err, kr->errlen, "%s:%d: %s", kr->path, lineno, why);
+  return 2;
+}
+
+int rh_read_kernel_table(const char *path, rh_kernel_table *t, char *err, size_t errlen) {
+  *t = (rh_kernel_table){0};
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    return 2;
+  }
+  kernel_reading kr = {path, t, err, errlen};
+  int rc = each_row(f, kernel_line, &kr);
   fclose(f);
   if (rc == 0 && !t->gemms && !(t->copy_GBps > 0) && !(t->launch_us > 0)) {
     snprintf(err, errlen, "%s: no gemm, copy or launch rows", path);

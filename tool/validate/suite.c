@@ -108,6 +108,22 @@ static int points(reader *r, const yaml_node_t *n, const char *field, rh_suite_s
   return 0;
 }
 
+/* scenario: FILE, resolved against the suite's folder `dir` into *out, its line into *line */
+static int scenario_path(reader *r, const yaml_node_t *v, const char *dir, char **out, int *line) {
+  char *file = NULL;
+  int bad = text(r, v, "scenario", &file);
+  *line = (int)v->start_mark.line + 1;
+  if (!bad) {
+    size_t len = strlen(dir) + strlen(file) + 2;
+    free(*out);
+    *out = malloc(len);
+    if (*out) snprintf(*out, len, "%s%s", file[0] == '/' ? "" : dir, file);
+    else bad = fail(r, v, "scenario", "out of memory");
+  }
+  free(file);
+  return bad;
+}
+
 static int one_series(reader *r, const yaml_node_t *n, const char *dir, rh_suite_series *s) {
   if (n->type != YAML_MAPPING_NODE) return fail(r, n, "series", "each series is a mapping");
   const yaml_node_t *given_at = NULL, *eff_at = NULL;
@@ -122,19 +138,8 @@ static int one_series(reader *r, const yaml_node_t *n, const char *dir, rh_suite
     else if (!strcmp(key, "setup")) bad = text(r, v, "setup", &s->setup);
     else if (!strcmp(key, "bound")) bad = number(r, v, "bound", 0, RH_SUITE_MAX_BOUND, &s->bound);
     else if (!strcmp(key, "one_gpu")) bad = number(r, v, "one_gpu", 0, INFINITY, &s->one_gpu);
-    else if (!strcmp(key, "scenario")) {
-      char *file = NULL;
-      bad = text(r, v, "scenario", &file);
-      s->scenario_line = (int)v->start_mark.line + 1;
-      if (!bad) {
-        size_t len = strlen(dir) + strlen(file) + 2;
-        free(s->scenario);
-        s->scenario = malloc(len);
-        if (s->scenario) snprintf(s->scenario, len, "%s%s", file[0] == '/' ? "" : dir, file);
-        else bad = fail(r, v, "scenario", "out of memory");
-      }
-      free(file);
-    } else if (!strcmp(key, "samples_per_s") || !strcmp(key, "efficiency")) {
+    else if (!strcmp(key, "scenario")) bad = scenario_path(r, v, dir, &s->scenario, &s->scenario_line);
+    else if (!strcmp(key, "samples_per_s") || !strcmp(key, "efficiency")) {
       if (given_at || eff_at)
         bad = fail(r, k, key, "a series gives samples_per_s or efficiency, once");
       else bad = points(r, v, key, s);
@@ -178,20 +183,6 @@ static int point_sets(reader *r, const yaml_node_t *n, rh_suite_point *pt) {
   return 0;
 }
 
-static int point_scenario(reader *r, const yaml_node_t *v, const char *dir, rh_suite_point *pt) {
-  char *file = NULL;
-  int bad = text(r, v, "scenario", &file);
-  pt->scenario_line = (int)v->start_mark.line + 1;
-  if (!bad) {
-    size_t len = strlen(dir) + strlen(file) + 2;
-    free(pt->scenario);
-    pt->scenario = malloc(len);
-    if (pt->scenario) snprintf(pt->scenario, len, "%s%s", file[0] == '/' ? "" : dir, file);
-    else bad = fail(r, v, "scenario", "out of memory");
-  }
-  free(file);
-  return bad;
-}
 
 static int one_point(reader *r, const yaml_node_t *n, const char *dir, rh_suite_point *pt) {
   if (n->type != YAML_MAPPING_NODE) return fail(r, n, "points", "each point is a mapping");
@@ -209,7 +200,7 @@ static int one_point(reader *r, const yaml_node_t *n, const char *dir, rh_suite_
     else if (!strcmp(key, "published")) bad = number(r, v, "published", 0, INFINITY, &pt->published);
     else if (!strcmp(key, "bound")) bad = number(r, v, "bound", 0, RH_SUITE_MAX_BOUND, &pt->bound);
     else if (!strcmp(key, "set")) bad = point_sets(r, v, pt);
-    else if (!strcmp(key, "scenario")) bad = point_scenario(r, v, dir, pt);
+    else if (!strcmp(key, "scenario")) bad = scenario_path(r, v, dir, &pt->scenario, &pt->scenario_line);
     else bad = fail(r, k, key, "unknown key (name, scenario, set, source, setup, published, bound, "
                                "sweep, calibration)");
     if (bad) return 2;

@@ -45,7 +45,7 @@ static void gemm(expansion *x, const char *what, double m, double n, double k, d
                  double bytes) {
   rh__kernel_emit(x, (rh_kernel){.what = what, .kind = RH_KERNEL_GEMM, .m = m, .n = n, .k = k,
                                  .count = count, .flops = 2 * m * n * k * count, .bytes = bytes,
-                                 .winograd = x->winograd});
+                                 .winograd = x->winograd, .conv = x->conv});
 }
 
 /* A 3x3 convolution of stride 1, not grouped: cuDNN may run its forward and data gradient as
@@ -63,6 +63,7 @@ void rh_kernel_list_free(rh_kernel_list *l) {
 
 static void gemm_forward(expansion *x, const rh_layer *l) {
   const rh_layer_op *o = &l->op;
+  x->conv = o->sub == 1;
   double vb = x->km->value_bytes, B = x->batch, M = B * o->m, g = o->groups > 0 ? o->groups : 1;
   double in = B * o->in, out = M * o->n, weights = o->n * o->k, ng = o->n / g;
   if (x->km->mixed && x->km->fw.amp_weight_casts && l->parameters > 0)
@@ -77,6 +78,7 @@ static void gemm_forward(expansion *x, const rh_layer *l) {
 
 static void gemm_backward(expansion *x, const rh_layer *l) {
   const rh_layer_op *o = &l->op;
+  x->conv = o->sub == 1;
   const rh_framework *fw = &x->km->fw;
   double vb = x->km->value_bytes, B = x->batch, M = B * o->m, g = o->groups > 0 ? o->groups : 1;
   double in = B * o->in, out = M * o->n, weights = o->n * o->k, ng = o->n / g;

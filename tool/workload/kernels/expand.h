@@ -16,6 +16,7 @@ typedef struct expansion {
   bool fuse_next_norm; /* the residual add goes into the norm that follows */
   bool add_into_norm;  /* this norm takes the residual add before it */
   bool winograd;       /* the GEMMs being added may run as Winograd's (a 3x3 convolution) */
+  bool conv;           /* the GEMMs being added are a convolution's */
 } expansion;
 
 /* Appends a kernel (its layer and phase the walk's); false when out of memory. */

@@ -44,6 +44,7 @@ typedef struct rh_kernel {
   double seq, head_dim;
   bool causal, backward;
   bool winograd; /* a 3x3 stride-1 convolution, which the CUDA cores may run as Winograd's */
+  bool conv;     /* a convolution (cuDNN's), not a GEMM of a linear layer (cuBLAS's) */
   double flops, bytes;
   int launches;
   double seconds; /* on the GPU alone (rh_kernels_price) */
@@ -65,6 +66,7 @@ typedef struct rh_kernel_gpu {
   double memory_bw;       /* bytes/s a copy kernel reaches */
   double simt_peak;       /* FLOP/s of the CUDA cores (fp32): narrow grouped convolutions */
   double simt_efficiency; /* the best share of simt_peak an fp32 GEMM reaches */
+  double conv_efficiency; /* cuDNN's convolutions against cuBLAS's GEMMs at this precision (0: 1) */
   int sms;                /* streaming multiprocessors */
   double kernel_floor;    /* s: the shortest a kernel takes on the GPU, back to back */
   double attn_fwd, attn_bwd; /* FLOP/s of the fused attention kernels at long sequences */

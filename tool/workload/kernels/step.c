@@ -29,6 +29,7 @@ static double compute_seconds(const rh_kernel_gpu *g, const rh_kernel *k) {
     return rh_attention_seconds(g, k->flops, k->seq, k->causal, k->backward);
   if (k->kind != RH_KERNEL_GEMM) return k->flops > 0 ? k->flops / (g->peak * eff) : 0;
   double t = rh_gemm_seconds(g, k->m, k->n, k->k, k->count);
+  if (k->conv && g->conv_efficiency > 0) t /= g->conv_efficiency;
   if (k->winograd && !g->tensor_cores && g->memory_bw > 0) /* kernels.h: Winograd's */
     t = fmin(t, k->flops / 2.25 / (g->peak * eff) + 9 * k->bytes / g->memory_bw);
   return t;
