@@ -61,7 +61,7 @@ static const bad_case bad_cases[] = {
     {"tab_indentation", 7, "YAML syntax error", "cannot start any token"},
     {"top_level_list", 2, "scenario", "expected a mapping at the top level, got a list"},
     /* keys */
-    {"unknown_key", 8, "cluster.gpu.memory_size_GB", "unknown key (expected one of: tflops, tflops_measured_on, name, reduce_GBps, arch, nccl_slowdown, step_spread, peak_tflops, peak_tflops_fp32, peak_tflops_tf32, peak_tflops_fp16, peak_tflops_bf16, peak_tflops_fp8, memory_GB, memory_GBps, gemm_efficiency, gemm_half_gflop, gemm_best, gemm_best_fp32, kernel_table, sms, kernel_floor_us, attention_fwd_tflops, attention_bwd_tflops, attention_seq_half, preset)"},
+    {"unknown_key", 8, "cluster.gpu.memory_size_GB", "unknown key (expected one of: tflops, tflops_measured_on, name, reduce_GBps, arch, nccl_slowdown, step_spread, peak_tflops, peak_tflops_fp32, peak_tflops_tf32, peak_tflops_fp16, peak_tflops_bf16, peak_tflops_fp8, memory_GB, memory_GBps, gemm_efficiency, gemm_half_gflop, gemm_best, gemm_best_fp32, conv_efficiency_tf32, kernel_table, sms, kernel_floor_us, attention_fwd_tflops, attention_bwd_tflops, attention_seq_half, preset)"},
     {"duplicate_key", 6, "cluster.nodes", "appears twice"},
     /* a missing key is reported at the first line of the mapping that lacks it */
     {"missing_nodes", 3, "cluster.nodes", "missing (required)"},
