@@ -209,13 +209,22 @@ double rh_scenario_input_rate(const rh_scenario *sc) {
 /* The measured kernel table (cluster.gpu.kernel_table) in place of the preset's figures: each
  * precision's best GEMM over its peak, the copy rate, the launch floor.  NULL, or why not. */
 static const char *measured_kernels(rh_scenario *sc, const char **at) {
-  static char why[1400];
+  static char why[3200];
   char path[1024], root[800];
   const char *t = sc->compute.kernel_table, *slash = strrchr(sc->path, '/');
   if (t[0] == '/' || !slash) snprintf(path, sizeof path, "%s", t);
   else snprintf(path, sizeof path, "%.*s/%s", (int)(slash - sc->path), sc->path, t);
-  if (t[0] != '/' && access(path, F_OK) != 0)
+  char beside[1024];
+  snprintf(beside, sizeof beside, "%s", path);
+  if (t[0] != '/' && access(path, F_OK) != 0) {
     snprintf(path, sizeof path, "%s/%s", rh_presets_root(root, sizeof root, NULL), t);
+    if (access(path, F_OK) != 0) {
+      *at = "cluster.gpu.kernel_table";
+      snprintf(why, sizeof why, "%s is neither beside the scenario (%s) nor in the presets (%s)", t,
+               beside, path);
+      return why;
+    }
+  }
   rh_kernel_table k;
   char err[1200];
   if (rh_read_kernel_table(path, &k, err, sizeof err) != 0) {
