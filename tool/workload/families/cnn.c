@@ -21,13 +21,16 @@
 /* the networks written here, then net.h's (rh_net_names, in its order: test_families checks) */
 const char *const rh_cnn_names[] = {"resnet50", "resnet101", "resnet152", "vgg16", "inception_v3",
                                     "cifar10_workshop", "wrn16_10", "resnext50_32x4d",
-                                    "resnext101_32x8d", "resnext101_32x4d", "mnist_net", "lenet5", "keras_mnist_cnn",
+                                    "resnext101_32x8d", "resnext101_32x4d", "resnet18_cifar", "mnist_net", "lenet5", "keras_mnist_cnn",
                                     "tf_mnist_cnn", "keras_fmnist_cnn", "keras_cifar10_cnn", NULL};
 enum { RESNET50, RESNET101, RESNET152, VGG16, INCEPTION_V3, CIFAR10_WORKSHOP, WRN16_10,
-       RESNEXT50_32X4D, RESNEXT101_32X8D, RESNEXT101_32X4D, FIRST_NET };
+       RESNEXT50_32X4D, RESNEXT101_32X8D, RESNEXT101_32X4D, RESNET18_CIFAR, FIRST_NET };
 
 int rh_cnn_default_classes(int which) {
-  return which >= FIRST_NET || which == CIFAR10_WORKSHOP || which == WRN16_10 ? 10 : 1000;
+  return which >= FIRST_NET || which == CIFAR10_WORKSHOP || which == WRN16_10 ||
+                 which == RESNET18_CIFAR
+             ? 10
+             : 1000;
 }
 
 int rh_cnn_default_image(int which) {
@@ -35,6 +38,7 @@ int rh_cnn_default_image(int which) {
   switch (which) {
   case INCEPTION_V3: return 299;
   case WRN16_10: return 28;
+  case RESNET18_CIFAR: return 32;
   case CIFAR10_WORKSHOP: return 32;
   default: return 224;
   }
@@ -181,6 +185,44 @@ static void resnet(net *n, const int blocks[4], int groups, int base_width, int 
     }
   adaptive_pool(n, "avgpool", 1);
   linear(n, "fc", classes, true);
+}
+
+/* ResNet-18 for CIFAR-10 as kuangliu/pytorch-cifar writes it (Gavel's workload): a 3x3 stem of
+ * 64 without a pool, four stages of two basic blocks (3x3, 3x3; a 1x1 projection with batch norm
+ * where the shape changes) of 64 to 512 channels, a 4x4 average pool, the classifier. */
+static void basic_block(net *n, const char *p, int planes, int stride) {
+  char name[96];
+  shape in = n->x;
+#define NAME(suffix) (snprintf(name, sizeof name, "%s.%s", p, suffix), name)
+  conv(n, NAME("conv1"), planes, 3, stride, 1, false);
+  bn(n, NAME("bn1"));
+  relu(n, NAME("relu1"), true);
+  conv(n, NAME("conv2"), planes, 3, 1, 1, false);
+  bn(n, NAME("bn2"));
+  if (stride != 1 || in.c != planes) {
+    shape main = n->x;
+    n->x = in;
+    conv(n, NAME("shortcut.0"), planes, 1, stride, 0, false);
+    bn(n, NAME("shortcut.1"));
+    n->x = main;
+  }
+  add(n, NAME("add"));
+  relu(n, NAME("relu2"), true);
+#undef NAME
+}
+
+static void resnet18_cifar(net *n, int classes) {
+  conv(n, "conv1", 64, 3, 1, 1, false);
+  bn(n, "bn1");
+  relu(n, "relu", true);
+  for (int g = 0; g < 4; g++)
+    for (int b = 0; b < 2; b++) {
+      char p[32];
+      snprintf(p, sizeof p, "layer%d.%d", g + 1, b);
+      basic_block(n, p, 64 << g, b == 0 && g > 0 ? 2 : 1);
+    }
+  pool_of(n, "avgpool", 4, 4, 0, true);
+  linear(n, "linear", classes, true);
 }
 
 /* ---- VGG-16 (torchvision, configuration D, no batch norm) ----------------------------------- */
@@ -458,6 +500,7 @@ bool rh_family_cnn(int which, int image, int channels, int classes, rh_layers *o
   case RESNEXT50_32X4D: resnet(&n, r50, 32, 4, classes); break;
   case RESNEXT101_32X8D: resnet(&n, r101, 32, 8, classes); break;
   case RESNEXT101_32X4D: resnet(&n, r101, 32, 4, classes); break;
+  case RESNET18_CIFAR: resnet18_cifar(&n, classes); break;
   case VGG16: vgg16(&n, classes); break;
   case INCEPTION_V3: inception_v3(&n, classes); break;
   case CIFAR10_WORKSHOP: cifar10_workshop(&n, classes); break;
