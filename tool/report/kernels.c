@@ -65,20 +65,25 @@ static json_t *layer_json(const rh_scenario *sc, const rh_step_times *st, const 
                    names);
 }
 
+json_t *rh_report_kernels_json_of(const rh_scenario *sc, const rh_step_times *st,
+                                  const rh_kernel_list *l) {
+  json_t *layers = json_array();
+  for (int i = 0; i < sc->model.nlayers; i++) json_array_append_new(layers, layer_json(sc, st, l, i));
+  return json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:{s:i, s:i, s:i}, s:o}",
+                   "framework", sc->framework.name ? sc->framework.name : "pytorch",
+                   "batch", st->batch, "step_ms", st->total * 1e3, "host_ms", st->host * 1e3,
+                   "gpu_busy_ms", st->gpu_busy * 1e3, "optimizer_ms", st->optimizer * 1e3,
+                   "kernels", st->kernels, "launches", st->launches, "bound", "compute",
+                   st->by_bound[0], "memory", st->by_bound[1], "launch", st->by_bound[2],
+                   "layers", layers);
+}
+
 json_t *rh_report_kernels_json(const rh_scenario *sc, double batch) {
   if (!sc->compute.kernels) return NULL;
   rh_step_times st;
   rh_kernel_list l;
   if (!rh_step_price(&sc->compute.km, batch, &st, &l)) return NULL;
-  json_t *layers = json_array();
-  for (int i = 0; i < sc->model.nlayers; i++) json_array_append_new(layers, layer_json(sc, &st, &l, i));
-  json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:{s:i, s:i, s:i}, s:o}",
-                        "framework", sc->framework.name ? sc->framework.name : "pytorch",
-                        "batch", batch, "step_ms", st.total * 1e3, "host_ms", st.host * 1e3,
-                        "gpu_busy_ms", st.gpu_busy * 1e3, "optimizer_ms", st.optimizer * 1e3,
-                        "kernels", st.kernels, "launches", st.launches, "bound", "compute",
-                        st.by_bound[0], "memory", st.by_bound[1], "launch", st.by_bound[2],
-                        "layers", layers);
+  json_t *o = rh_report_kernels_json_of(sc, &st, &l);
   rh_kernel_list_free(&l);
   rh_step_times_free(&st);
   return o;

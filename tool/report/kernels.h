@@ -17,5 +17,8 @@ int rh_report_kernels(FILE *f, const rh_scenario *sc, double batch);
 /* The step of `batch` samples as JSON: its totals and each layer's kernels (NULL when the
  * scenario has no kernel model, or out of memory; the caller's reference). */
 json_t *rh_report_kernels_json(const rh_scenario *sc, double batch);
+/* The same of a step already priced (rh_step_price's times and kernels). */
+json_t *rh_report_kernels_json_of(const rh_scenario *sc, const rh_step_times *st,
+                                  const rh_kernel_list *l);
 
 #endif

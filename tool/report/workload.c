@@ -42,14 +42,13 @@ static const char *gpu_name(const rh_scenario *sc) {
 }
 
 /* The kernel model's line: the GPU, the framework, the step's kernels and what bounds them. */
-static void kernels_line(FILE *f, json_t *jc, const rh_scenario *sc, const char *prec) {
-  rh_step_times st;
-  if (!rh_step_price(&sc->compute.km, sc->recipe.micro_batch, &st, NULL)) return;
+static void kernels_line(FILE *f, json_t *jc, const rh_scenario *sc, const char *prec,
+                         const rh_step_times *st) {
   const char *fw = sc->framework.name ? sc->framework.name : "PyTorch 2 (eager)";
   fprintf(f, "  compute      kernels of %s under %s: %d a step (%d launches), %d compute-, %d memory-, "
           "%d launch-bound; GEMMs up to %.3g%% of the %s peak %.4g TFLOP/s, memory %.4g GB/s\n",
-          gpu_name(sc), fw, st.kernels, st.launches, st.by_bound[RH_BOUND_COMPUTE],
-          st.by_bound[RH_BOUND_MEMORY], st.by_bound[RH_BOUND_LAUNCH],
+          gpu_name(sc), fw, st->kernels, st->launches, st->by_bound[RH_BOUND_COMPUTE],
+          st->by_bound[RH_BOUND_MEMORY], st->by_bound[RH_BOUND_LAUNCH],
           100 * sc->compute.km.gpu.gemm_efficiency, prec, sc->compute.peak / 1e12,
           sc->compute.memory_bw / 1e9);
   if (sc->model.family == RH_FAMILY_TRANSFORMER && sc->model.tf.attention == RH_ATTN_FLASH &&
@@ -61,7 +60,6 @@ static void kernels_line(FILE *f, json_t *jc, const rh_scenario *sc, const char 
   json_object_set_new(jc, "framework", json_string(fw));
   json_object_set_new(jc, "peak_tflops", json_real(sc->compute.peak / 1e12));
   json_object_set_new(jc, "memory_GBps", json_real(sc->compute.memory_bw / 1e9));
-  rh_step_times_free(&st);
 }
 
 static void roofline_line(FILE *f, json_t *jc, const rh_scenario *sc, const char *prec) {
@@ -91,17 +89,15 @@ static void sustained_line(FILE *f, json_t *jc, const rh_scenario *sc) {
 }
 
 /* Each layer's forward and backward seconds of `micro` samples, as the run prices them: its
- * kernels (the kernel model), else the roofline or the sustained rate.  False: out of memory. */
-static bool layer_times(const rh_scenario *sc, double micro, double *fw, double *bw) {
-  if (sc->compute.kernels) {
-    rh_step_times st;
-    if (!rh_step_price(&sc->compute.km, micro, &st, NULL)) return false;
+ * kernels (the kernel model's priced step, st), else the roofline or the sustained rate. */
+static void layer_times(const rh_scenario *sc, const rh_step_times *st, double micro, double *fw,
+                        double *bw) {
+  if (st) {
     for (int i = 0; i < sc->model.nlayers; i++) {
-      fw[i] = st.forward[i];
-      bw[i] = st.backward[i];
+      fw[i] = st->forward[i];
+      bw[i] = st->backward[i];
     }
-    rh_step_times_free(&st);
-    return true;
+    return;
   }
   rh_gpu_model g = {.sustained = sc->cluster.gpu_flops, .peak = sc->compute.peak,
                     .memory_bw = sc->compute.memory_bw,
@@ -111,11 +107,10 @@ static bool layer_times(const rh_scenario *sc, double micro, double *fw, double 
     fw[i] = layer_seconds(sc, &g, i, micro, false);
     bw[i] = layer_seconds(sc, &g, i, micro, true);
   }
-  return true;
 }
 
 /* The slowest layers on `f`, and every layer's times in summary.json. */
-static void layers_report(FILE *f, json_t *root, const rh_scenario *sc) {
+static void layers_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_step_times *st) {
   double micro = sc->recipe.micro_batch;
   int n = sc->model.nlayers;
   json_t *jl = json_array();
@@ -123,7 +118,8 @@ static void layers_report(FILE *f, json_t *root, const rh_scenario *sc) {
   double *bw = calloc((size_t)(n > 0 ? n : 1), sizeof *bw);
   int top[3] = {-1, -1, -1};
   double total = 0;
-  bool ok = fw && bw && layer_times(sc, micro, fw, bw);
+  bool ok = fw && bw;
+  if (ok) layer_times(sc, st, micro, fw, bw);
   for (int i = 0; i < n && ok; i++) {
     double t = fw[i] + bw[i];
     total += t;
@@ -156,15 +152,22 @@ static void layers_report(FILE *f, json_t *root, const rh_scenario *sc) {
 void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double samples_per_s,
                         int size) {
   const char *prec = rh_precision_names[sc->model.precision];
+  /* the kernel model's step, priced once for the compute line, the kernels and the layers */
+  rh_step_times st;
+  rh_kernel_list kl;
+  bool priced = sc->compute.kernels && rh_step_price(&sc->compute.km, sc->recipe.micro_batch, &st, &kl);
   json_t *jc = json_object();
-  if (sc->compute.kernels) kernels_line(f, jc, sc, prec);
+  if (priced) kernels_line(f, jc, sc, prec, &st);
   else if (sc->compute.roofline) roofline_line(f, jc, sc, prec);
   else sustained_line(f, jc, sc);
   json_object_set_new(jc, "precision", json_string(prec));
   json_object_set_new(root, "compute", jc);
-  json_t *jk = rh_report_kernels_json(sc, sc->recipe.micro_batch);
-  if (jk) json_object_set_new(root, "kernels", jk);
-  layers_report(f, root, sc);
+  if (priced) json_object_set_new(root, "kernels", rh_report_kernels_json_of(sc, &st, &kl));
+  layers_report(f, root, sc, priced ? &st : NULL);
+  if (priced) {
+    rh_kernel_list_free(&kl);
+    rh_step_times_free(&st);
+  }
 
   json_t *js = json_object(); /* the summary's rates, which the caller merges into it */
   json_object_set_new(root, "rates", js);

@@ -12,8 +12,8 @@
 
 enum { SWEEP_BOUND = 10 }; /* percent: every batch of a sweep */
 
-int rh_onegpu_predict(const rh_suite_point *p, const rh_scenario_opts *opts, double *predicted,
-                      char *err, size_t errlen) {
+int rh_onegpu_load(const rh_suite_point *p, const rh_scenario_opts *opts, rh_scenario *sc,
+                   char *err, size_t errlen) {
   const char *sets[RH_SUITE_MAX_SETS + 64];
   int n = 0;
   for (int i = 0; i < p->nsets; i++) sets[n++] = p->sets[i];
@@ -21,8 +21,13 @@ int rh_onegpu_predict(const rh_suite_point *p, const rh_scenario_opts *opts, dou
   rh_scenario_opts o = *opts;
   o.sets = sets;
   o.nsets = n;
+  return rh_scenario_load_opts(p->scenario, &o, sc, err, errlen) == RH_OK ? 0 : 2;
+}
+
+int rh_onegpu_predict(const rh_suite_point *p, const rh_scenario_opts *opts, double *predicted,
+                      char *err, size_t errlen) {
   rh_scenario sc;
-  if (rh_scenario_load_opts(p->scenario, &o, &sc, err, errlen) != RH_OK) return 2;
+  if (rh_onegpu_load(p, opts, &sc, err, errlen) != 0) return 2;
   int rc = 1;
   rh_step_times st;
   if (!sc.compute.kernels) {

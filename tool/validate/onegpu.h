@@ -17,6 +17,11 @@ typedef struct rh_onegpu_score {
   double cal_mean, cal_max; /* over the calibration points */
 } rh_onegpu_score;
 
+/* Loads suite point `p`'s scenario with its overrides, then `opts`' --set ones: 0, or 2 with the
+ * scenario's error in err.  *sc is the caller's to free on success. */
+int rh_onegpu_load(const rh_suite_point *p, const rh_scenario_opts *opts, rh_scenario *sc,
+                   char *err, size_t errlen);
+
 /* Prices suite point `p` (its overrides, then `opts`' --set ones): *predicted samples/s.  0, 2 for
  * a scenario that does not load (err says why), 1 when it has no kernel model or memory ran out. */
 int rh_onegpu_predict(const rh_suite_point *p, const rh_scenario_opts *opts, double *predicted,
