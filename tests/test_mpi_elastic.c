@@ -416,7 +416,7 @@ static void test_discovery_script_blacklists(void **state) {
   int rc;
   char *err, *mpi = under_driver_with("tests/scenarios/mpi/elastic-grow-crash.yaml", "grow-crash",
                                       &err, &rc, "--host-discovery-script",
-                                      "tests/scenarios/mpi/discovery.sh");
+                                      "tests/scenarios/mpi/discovery-after-reset.sh");
   if (rc != 0) fail_msg("exit %d\n%s\n%s", rc, mpi, err);
   const char *says[] = {"rank 1 (node 1) was killed by signal 9",
                         "rehearsal elastic: world 1: 2 ranks, ranks 0,2 of world 0 in order\n",
