@@ -2,7 +2,7 @@
  * trust.c: see trust.h.  The figures are docs/validation.md's: over the suite's 37 points of
  * published data-parallel scaling (P100, V100 and A100 servers), the predicted scaling efficiency
  * is within 5.8 points on average and 27.5 at worst, each GPU timed by the kernel model; over the
- * one-GPU suite's held-out points the kernel model's throughput is 21.5% off on average.  A
+ * one-GPU suite's held-out points the kernel model's throughput is 21.4% off on average.  A
  * roofline's rate is unchecked, and a given rate is as good as its measurement.  test_trust holds
  * the generations below to those of the suite's scenarios, test_validate the kernel model's
  * figures to what the one-GPU suite prints.
@@ -18,7 +18,7 @@ static const char *const validated_archs[] = {"pascal", "volta", "ampere", NULL}
 static const double mean_points = 5.8, worst_points = 27.5;
 /* The kernel model's error over the one-GPU suite's held-out points (`rehearsal validate
  * --one-gpu`, docs/validation.md), in percent; test_validate holds these to what it prints. */
-const double rh_trust_kernels_mean = 21.5, rh_trust_kernels_worst = 87.0;
+const double rh_trust_kernels_mean = 21.4, rh_trust_kernels_worst = 87.0;
 
 /* The GPU generation the scenario names (a GPU preset's, or cluster.gpu.arch); NULL where it
  * names none and the default (ampere, for NCCL's ceilings) stands in: a GPU given by its tflops
