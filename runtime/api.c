@@ -132,7 +132,7 @@ static bool coarse_for(const rh_ctx *ctx, bool timing_only, bool even) {
 
 /* ---- running the algorithm ------------------------------------------------------------------ */
 
-typedef enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_BARRIER } coll_kind;
+typedef enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER } coll_kind;
 
 /* One run of an algorithm over the world. */
 typedef struct algo_run {
@@ -154,6 +154,7 @@ static rh_status run_algo(void *arg, bool symmetric) {
                                                      : rh__allreduce_ring(a->c);
   case K_BROADCAST:
     return a->algo == RH_ALG_BCAST_RING ? rh__bcast_ring(a->c, a->root) : rh__bcast_tree(a->c, a->root);
+  case K_REDUCE_SCATTER: return rh__reduce_scatter_ring(a->c);
   default: return rh__allgatherv_ring(a->c, a->counts);
   }
 }
@@ -186,7 +187,8 @@ const char *rh_last_error(const rh_ctx *ctx) { return ctx->last_error; }
 
 /* ---- negotiation -------------------------------------------------------------------------- */
 
-static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "barrier"};
+static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                          "barrier"};
 
 /* What a rank says it is about to run; compared byte for byte across ranks. */
 typedef struct coll_desc {
@@ -220,7 +222,8 @@ static int say(const coll_desc *d, char *buf, size_t len) {
   int k = snprintf(buf, len, "%s%s%s%s (%llu x %s", kind_names[d->kind], d->name[0] ? " '" : "",
                    d->name, d->name[0] ? "'" : "", (unsigned long long)d->count,
                    rh_dtype_name((rh_dtype)d->dtype));
-  if (d->kind == K_ALLREDUCE) k += snprintf(buf + k, len - (size_t)k, ", %s", rh_op_name((rh_op)d->op));
+  if (d->kind == K_ALLREDUCE || d->kind == K_REDUCE_SCATTER)
+    k += snprintf(buf + k, len - (size_t)k, ", %s", rh_op_name((rh_op)d->op));
   if (d->kind == K_BROADCAST) k += snprintf(buf + k, len - (size_t)k, ", root %d", d->root);
   if (d->prescale != 1 || d->postscale != 1)
     k += snprintf(buf + k, len - (size_t)k, ", scale %g/%g", d->prescale, d->postscale);
@@ -702,15 +705,72 @@ static rh_status allgatherv_run(rh_request *r) {
   return run_algorithm(&run, r->counts[0] * esz * (size_t)ctx->world.n);
 }
 
+/* ---- reduce-scatter ------------------------------------------------------------------------- */
+
+/* Reduces `work` (world.n blocks of r->count elements, in work memory) so that block `rank`
+ * holds the result: prescale, the algorithm or the native collective, then AVERAGE's division and
+ * postscale on this rank's block.  work NULL: timing-only. */
+static rh_status scatter_in_place(rh_request *r, void *work) {
+  rh_ctx *ctx = r->ctx;
+  const rh_memory_ops *m = work_memory(ctx);
+  size_t n = (size_t)ctx->world.n, total = r->count * n, esz = rh_dtype_size(r->dtype);
+  rh_status st = work ? m->scale(ctx, work, total, r->dtype, r->opts.prescale) : RH_OK;
+  rh_coll c = coll_for(ctx, r->seq, work, total, r->dtype, r->op);
+  if (st != RH_OK || r->count == 0) {
+  } else if (use_native(ctx, ctx->ops->reduce_scatter != NULL, work)) {
+    native_phase(ctx, "reduce-scatter");
+    st = ctx->ops->reduce_scatter(ctx, work, r->count, r->dtype, c.op, c.timeout);
+    rh__trace_end(ctx, RH_TRACK_COMM, NAN);
+  } else if (priced(ctx)) {
+    rh_plan plan = rh__plan(ctx, RH_NC_REDUCE_SCATTER, total * esz);
+    trace_plan(ctx, &plan);
+    st = rh__coll_priced(&c, RH_NC_REDUCE_SCATTER, &plan, 0, NULL);
+  } else if (n > 1) {
+    c.coarse = coarse_for(ctx, !work, true); /* equal blocks: every ring step alike */
+    rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", "ring");
+    algo_run run = {.c = &c, .kind = K_REDUCE_SCATTER};
+    st = run_algorithm(&run, total * esz);
+  }
+  if (st == RH_OK && work) {
+    void *mine = (char *)work + (size_t)ctx->rank * r->count * esz;
+    double post = r->opts.postscale;
+    if (r->op == RH_AVERAGE && r->dtype == RH_INT32) /* exact integer division, toward zero */
+      st = m->divide(ctx, mine, r->count, ctx->world.n);
+    else if (r->op == RH_AVERAGE)
+      post *= 1.0 / ctx->world.n;
+    if (st == RH_OK) st = m->scale(ctx, mine, r->count, r->dtype, post);
+  }
+  return st;
+}
+
+/* The send buffer is the caller's and stays as it was: the work runs on a copy, and this rank's
+ * block of it goes to recv (timing-only on a device target: a scratch buffer, for real). */
+static rh_status reduce_scatter_run(rh_request *r) {
+  rh_ctx *ctx = r->ctx;
+  const rh_memory_ops *m = work_memory(ctx);
+  size_t block = r->count * rh_dtype_size(r->dtype), bytes = block * (size_t)ctx->world.n;
+  bool timing_only = !r->send;
+  if (timing_only && !ctx->ops->device) return scatter_in_place(r, NULL);
+  void *work = m->alloc(ctx, bytes + 1);
+  if (!work) return RH_ERR_NOMEM;
+  rh_status st = timing_only ? RH_OK : m->copy(ctx, work, r->send, bytes);
+  if (st == RH_OK) st = scatter_in_place(r, work);
+  if (st == RH_OK && !timing_only)
+    st = m->copy(ctx, r->recv, (char *)work + (size_t)ctx->rank * block, block);
+  m->release(ctx, work);
+  if (st == RH_OK) st = m->sync(ctx);
+  return st;
+}
+
 static const rh_phase kind_phases[] = {RH_PHASE_ALLREDUCE, RH_PHASE_BROADCAST, RH_PHASE_ALLGATHER,
-                                       RH_PHASE_NONE};
+                                       RH_PHASE_REDUCE_SCATTER, RH_PHASE_NONE};
 
 /* Agrees with the other ranks on the collective, then runs it. */
 static rh_status run_collective(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   ctx->last_error[0] = 0;
   coll_desc d = describe(r->kind, r->dtype, r->op, r->root, r->count,
-                         r->kind == K_ALLREDUCE ? &r->opts : NULL);
+                         r->kind == K_ALLREDUCE || r->kind == K_REDUCE_SCATTER ? &r->opts : NULL);
   if (ctx->broken) {
     char what[160];
     say(&d, what, sizeof what);
@@ -757,6 +817,7 @@ static rh_status run_collective(rh_request *r) {
     case K_ALLREDUCE: st = allreduce_run(r); break;
     case K_BROADCAST: st = broadcast_run(r); break;
     case K_ALLGATHER: st = allgatherv_run(r); break;
+    case K_REDUCE_SCATTER: st = reduce_scatter_run(r); break;
     case K_BARRIER: {
       rh_coll c = coll_for(ctx, r->seq, NULL, 0, RH_FLOAT32, RH_SUM);
       rh__trace_phase(ctx, &ctx->world, "dissemination");
@@ -772,9 +833,11 @@ static rh_status run_collective(rh_request *r) {
   return st;
 }
 
-/* The bytes a collective moves, for the timeline: its buffer's (allgather: all blocks). */
+/* The bytes a collective moves, for the timeline: its buffer's (allgather, reduce-scatter: all
+ * blocks, as nccl-tests' size). */
 static double coll_bytes(const rh_request *r) {
   double count = (double)r->count;
+  if (r->kind == K_REDUCE_SCATTER) count *= r->ctx->world.n;
   if (r->kind == K_ALLGATHER) {
     count = 0;
     for (int i = 0; i < r->ctx->world.n; i++) count += (double)r->counts[i];
@@ -982,6 +1045,29 @@ rh_status rh_allgather(rh_ctx *ctx, const void *send, size_t count, void *recv, 
   rh_status st = rh_allgatherv(ctx, send, recv, counts, dtype);
   free(counts);
   return st;
+}
+
+static rh_request *reduce_scatter_request(rh_ctx *ctx, const void *send, void *recv,
+                                          size_t count, rh_dtype dtype, rh_op op,
+                                          const rh_reduce_opts *opts) {
+  rh_request *r = allreduce_request(ctx, send, recv, count, dtype, op, opts);
+  if (!r) return NULL;
+  r->kind = K_REDUCE_SCATTER;
+  return r;
+}
+
+rh_status rh_reduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t count,
+                            rh_dtype dtype, rh_op op, const rh_reduce_opts *opts) {
+  rh_request *r = reduce_scatter_request(ctx, send, recv, count, dtype, op, opts);
+  return r ? submit(r, NULL) : RH_ERR_NOMEM;
+}
+
+rh_status rh_ireduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t count,
+                             rh_dtype dtype, rh_op op, const rh_reduce_opts *opts,
+                             rh_request **out) {
+  if (!out) return RH_ERR_INVALID;
+  rh_request *r = reduce_scatter_request(ctx, send, recv, count, dtype, op, opts);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
 }
 
 rh_status rh_barrier(rh_ctx *ctx) {

@@ -85,6 +85,7 @@ static rh_status numbers(const rh_coll *c, rh_nccl_coll coll, int root, const si
     if (st != RH_OK) break;
     switch (coll) {
     case RH_NC_ALLREDUCE:
+    case RH_NC_REDUCE_SCATTER: /* every block reduced; this rank keeps its own */
       memcpy(buf + lo * esz, all, bytes);
       for (size_t r = 1; r < n; r++) rh__reduce(buf + lo * esz, all + r * bytes, m, c->dtype, c->op);
       break;

@@ -91,6 +91,7 @@ typedef enum rh_phase {
   RH_PHASE_SYNC,       /* the state broadcast from rank 0 after a (re)start */
   RH_PHASE_RENDEZVOUS, /* re-forming the world after a failure or a host change */
   RH_PHASE_STEP,       /* rh_step_begin */
+  RH_PHASE_REDUCE_SCATTER,
   RH_PHASE_COUNT
 } rh_phase;
 
@@ -419,6 +420,9 @@ typedef struct rh_backend_ops {
   /* buf holds every rank's block in rank order, this rank's already in place */
   rh_status (*allgatherv)(rh_ctx *ctx, void *buf, const size_t *counts, rh_dtype dtype,
                           double timeout);
+  /* buf holds size blocks of count elements; on return block `rank` holds their reduction */
+  rh_status (*reduce_scatter)(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, rh_op op,
+                              double timeout);
   /* A device target's memory (NULL: host memory only).  On such a target every collective on
    * real buffers runs through the native collectives above, on this memory: host buffers are
    * staged through it, so the scaling, compression and fusion run as its kernels. */
@@ -627,25 +631,27 @@ typedef struct rh_coll {
 
 /* How a buffer is cut into a group's n blocks: listed (`counts`, `offsets`: allgatherv's
  * blocks), or, with counts NULL, `count` elements from element `base` split evenly, the first
- * count % n blocks one longer.  An even split is worked out block by block, so a rank of a
+ * count % n blocks one longer, block i of the group being the split's block (i + rot) % n (a
+ * reduce-scatter that leaves group index i its own block i shifts by n - 1).  An even split is worked out block by block, so a rank of a
  * 16,384-GPU ring holds no world-sized arrays while it waits. */
 typedef struct rh_blocks {
   const size_t *counts, *offsets;
   size_t count, base;
-  int n;
+  int n, rot;
 } rh_blocks;
 
 static inline rh_blocks rh__even_blocks(size_t count, int n, size_t base) {
-  rh_blocks b = {NULL, NULL, count, base, n};
+  rh_blocks b = {NULL, NULL, count, base, n, 0};
   return b;
 }
 static inline size_t rh__block_count(const rh_blocks *b, int i) {
   if (b->counts) return b->counts[i];
-  return b->count / (size_t)b->n + ((size_t)i < b->count % (size_t)b->n ? 1 : 0);
+  size_t k = (size_t)((i + b->rot) % b->n);
+  return b->count / (size_t)b->n + (k < b->count % (size_t)b->n ? 1 : 0);
 }
 static inline size_t rh__block_offset(const rh_blocks *b, int i) {
   if (b->offsets) return b->offsets[i];
-  size_t q = b->count / (size_t)b->n, r = b->count % (size_t)b->n, k = (size_t)i;
+  size_t q = b->count / (size_t)b->n, r = b->count % (size_t)b->n, k = (size_t)((i + b->rot) % b->n);
   return b->base + k * q + (k < r ? k : r);
 }
 
@@ -660,6 +666,8 @@ rh_status rh__bcast_ring(const rh_coll *c, int root);
 rh_status rh__bcast_tree(const rh_coll *c, int root);
 /* c->buf is the whole output; this rank's block is already in place. */
 rh_status rh__allgatherv_ring(const rh_coll *c, const size_t *counts);
+/* c->buf holds world.n blocks of c->count / world.n elements; after it, block `rank` is reduced. */
+rh_status rh__reduce_scatter_ring(const rh_coll *c);
 rh_status rh__barrier_dissemination(const rh_coll *c);
 
 /* ---- decision ---------------------------------------------------------------------------- */

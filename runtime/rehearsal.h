@@ -166,6 +166,14 @@ rh_status rh_allgather(rh_ctx *ctx, const void *send, size_t count, void *recv, 
 rh_status rh_allgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
                         rh_dtype dtype);
 
+/* Reduces every rank's `send` (size x count elements) and leaves block `rank` of the result
+ * (its elements rank x count to rank x count + count - 1) in `recv`, count elements: NCCL's
+ * ncclReduceScatter, MPI_Reduce_scatter_block, the gradient step of ZeRO and FSDP.  `send` is
+ * left as it was; recv may be send's own block.  opts as the allreduce's (prescale, postscale,
+ * name; no compression).  send and recv NULL: timing-only. */
+rh_status rh_reduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t count,
+                            rh_dtype dtype, rh_op op, const rh_reduce_opts *opts);
+
 /* Returns once every rank has entered. */
 rh_status rh_barrier(rh_ctx *ctx);
 
@@ -210,6 +218,9 @@ rh_status rh_ibroadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, in
                         rh_request **out);
 rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
                          rh_dtype dtype, rh_request **out);
+rh_status rh_ireduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t count,
+                             rh_dtype dtype, rh_op op, const rh_reduce_opts *opts,
+                             rh_request **out);
 
 /* Blocks until the request's collective finished on this rank or the collective timeout
  * (RH_TIMEOUT) passed; returns its status and frees the request. */

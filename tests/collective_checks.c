@@ -169,6 +169,51 @@ static void check_allgather(rh_ctx *ctx) {
   free(cnt);
 }
 
+/* Rank me's block of the reduction of every rank's n x count buffer: element i of it is element
+ * me x count + i of the whole, each rank's values folded in double as for allreduce.  Counts
+ * alternate between a separate recv (send checked unchanged) and recv inside send (in place). */
+static void check_reduce_scatter(rh_ctx *ctx) {
+  int n = rh_size(ctx), me = rh_rank(ctx);
+  for (size_t c = 0; c < NCOUNTS; c++)
+    for (int op = 0; op < RH_OP_COUNT; op++)
+      for (int t = 0; t < RH_DTYPE_COUNT; t++) {
+        size_t count = counts[c], esz = rh_dtype_size((rh_dtype)t), all = count * (size_t)n;
+        char *in = malloc(all * esz), *out = malloc(count * esz);
+        for (size_t i = 0; i < all; i++) store(in, i, (rh_dtype)t, value((rh_op)op, me, i, n));
+        bool in_place = c % 2 == 1;
+        char *recv = in_place ? in + (size_t)me * count * esz : out;
+        rh_status st = rh_reduce_scatter(ctx, in, recv, count, (rh_dtype)t, (rh_op)op, NULL);
+        CHECK(st == RH_OK, "reduce_scatter %s %s count %zu: %s", rh_op_name(op),
+              rh_dtype_name(t), count, rh_status_string(st));
+        for (size_t i = 0; i < count && st == RH_OK; i++) {
+          size_t at = (size_t)me * count + i;
+          double got = load(recv, i, (rh_dtype)t), want = expected((rh_op)op, (rh_dtype)t, at, n);
+          CHECK(close_enough((rh_op)op, (rh_dtype)t, got, want),
+                "reduce_scatter %s %s count %zu [%zu]: got %.17g want %.17g", rh_op_name(op),
+                rh_dtype_name(t), count, i, got, want);
+        }
+        for (size_t i = 0; i < all && !in_place; i++)
+          CHECK(load(in, i, (rh_dtype)t) == value((rh_op)op, me, i, n),
+                "reduce_scatter changed its send buffer [%zu]", i);
+        free(in);
+        free(out);
+      }
+  /* scaled and non-blocking: (3 x sum) / 2 of rank me's block */
+  size_t count = 257;
+  double *d = malloc(count * (size_t)n * sizeof *d), *mine = malloc(count * sizeof *mine);
+  for (size_t i = 0; i < count * (size_t)n; i++) d[i] = value(RH_SUM, me, i, n);
+  rh_reduce_opts o = {.prescale = 3.0, .postscale = 0.5, .compression = RH_COMPRESS_NONE};
+  rh_request *req = NULL;
+  rh_status st = rh_ireduce_scatter(ctx, d, mine, count, RH_FLOAT64, RH_SUM, &o, &req);
+  if (st == RH_OK) st = rh_wait(req);
+  CHECK(st == RH_OK, "scaled ireduce_scatter: %s", rh_status_string(st));
+  for (size_t i = 0; i < count && st == RH_OK; i++)
+    CHECK(mine[i] == 1.5 * expected(RH_SUM, RH_FLOAT64, (size_t)me * count + i, n),
+          "scaled reduce_scatter [%zu]: %.17g", i, mine[i]);
+  free(d);
+  free(mine);
+}
+
 static void check_barrier(rh_ctx *ctx) {
   int n = rh_size(ctx), me = rh_rank(ctx);
   /* rank r arrives r milliseconds late; nobody may leave before the last one arrived (by the
@@ -366,6 +411,7 @@ int rh_test_all_collectives(rh_ctx *ctx, void *arg) {
   check_scaling_and_compression(ctx);
   check_broadcast(ctx);
   check_allgather(ctx);
+  check_reduce_scatter(ctx);
   check_barrier(ctx);
   check_nonblocking(ctx);
   check_tensors(ctx);

@@ -60,11 +60,11 @@ static char *scenario(const char *name, const char *cluster) {
   return scenario_batch(name, cluster, 1);
 }
 
-/* `rehearsal collective` on a scenario: its JSON rows (caller decrefs). */
-static json_t *sweep(const char *file, const char *tag) {
+/* `rehearsal collective --coll COLL` on a scenario: its JSON rows (caller decrefs). */
+static json_t *sweep_coll(const char *file, const char *tag, const char *coll) {
   char *out = path(tag), json[300];
   char *argv[] = {RH_BINARY, "collective", (char *)file, "--min", "1KiB", "--max", "4GiB",
-                  "--mem-limit", "1MiB", "--out", out, NULL};
+                  "--mem-limit", "1MiB", "--out", out, "--coll", (char *)coll, NULL};
   assert_int_equal(rh_test_spawn_expect(argv, NULL, 0), 0);
   snprintf(json, sizeof json, "%s/collective.json", out);
   json_error_t err;
@@ -73,12 +73,15 @@ static json_t *sweep(const char *file, const char *tag) {
   return root;
 }
 
-/* The rows as nccl-tests prints them, with its header, rank lines and noise. */
-static void as_nccl_tests(json_t *root, int ranks, const char *file) {
+static json_t *sweep(const char *file, const char *tag) { return sweep_coll(file, tag, "allreduce"); }
+
+/* The rows as nccl-tests' `perf` binary (all_reduce_perf ...) prints them, with its header, rank
+ * lines and noise. */
+static void as_nccl_tests_of(json_t *root, int ranks, const char *file, const char *perf) {
   FILE *f = fopen(file, "w");
   assert_non_null(f);
-  fprintf(f, "# Collective test starting: all_reduce_perf\n"
-             "# nThread 1 nGpus 1 minBytes 1024 maxBytes 4294967296 step: 2(factor) warmup iters: 5 "
+  fprintf(f, "# Collective test starting: %s\n", perf);
+  fprintf(f, "# nThread 1 nGpus 1 minBytes 1024 maxBytes 4294967296 step: 2(factor) warmup iters: 5 "
              "iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n");
   for (int r = 0; r < ranks; r++)
     fprintf(f, "#  Rank %2d Group  0 Pid  %d on node0 device %2d [0x%02x] NVIDIA A100-SXM4-80GB\n", r,
@@ -102,6 +105,10 @@ static void as_nccl_tests(json_t *root, int ranks, const char *file) {
   }
   fprintf(f, "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 100.0\n#\n");
   fclose(f);
+}
+
+static void as_nccl_tests(json_t *root, int ranks, const char *file) {
+  as_nccl_tests_of(root, ranks, file, "all_reduce_perf");
 }
 
 static int calibrate(const char *file, const char *flag, const char *value, const char *out,
@@ -182,6 +189,32 @@ static void test_nic_round_trip(void **state) {
   double eff = preset_value(fitted, "efficiency");
   print_message("fitted network efficiency %.6f (measured cluster: 0.8)\n", eff);
   assert_true(fabs(eff - 0.8) < 1e-4);
+  json_decref(measured);
+}
+
+/* A reduce-scatter sweep calibrates as an allreduce one does: its own bus factor and price
+ * (NCCL's ring, p - 1 steps); an allreduce file given as reduce_scatter is refused. */
+static void test_reduce_scatter_round_trip(void **state) {
+  (void)state;
+  const char *truth = "  node: dgx-a100\n  nodes: 2\n  network: {preset: ib-hdr-200g, "
+                      "nics_per_node: 8, efficiency: 0.7}\n";
+  json_t *measured = sweep_coll(scenario("rs-truth", truth), "rs-truth", "reduce_scatter");
+  char *txt = path("rs.txt"), *fitted = path("rs-fitted.yaml");
+  as_nccl_tests_of(measured, 16, txt, "reduce_scatter_perf");
+  char *file = scenario("rs-written", "  node: dgx-a100\n  nodes: 2\n");
+  char *argv[] = {RH_BINARY, "calibrate", file, "--nccl-tests", txt, "--coll", "reduce_scatter",
+                  "--out", fitted, NULL};
+  assert_int_equal(rh_test_spawn(argv, NULL, path("rs.log")), 0);
+  double eff = preset_value(fitted, "efficiency");
+  print_message("fitted network efficiency %.6f from reduce_scatter (measured cluster: 0.7)\n", eff);
+  assert_true(fabs(eff - 0.7) < 1e-4);
+  char *ar = path("rs-as-ar.txt");
+  as_nccl_tests(measured, 16, ar);
+  argv[4] = ar;
+  assert_int_equal(rh_test_spawn(argv, NULL, path("rs-refused.log")), 2);
+  char *log = rh_test_slurp(path("rs-refused.log"));
+  if (!strstr(log, "the file is all_reduce_perf, not reduce_scatter")) fail_msg("%s", log);
+  free(log);
   json_decref(measured);
 }
 
@@ -519,6 +552,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvlink_round_trip), cmocka_unit_test(test_nic_round_trip),
+      cmocka_unit_test(test_reduce_scatter_round_trip),
       cmocka_unit_test(test_gemm_fit),          cmocka_unit_test(test_step_fit),
       cmocka_unit_test(test_scenario_path_reaches_no_shell),
       cmocka_unit_test(test_steps_spread),

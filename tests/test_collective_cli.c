@@ -218,12 +218,12 @@ static void test_help(void **state) {
 /* Every op, type and collective: both placements' results checked and right. */
 static void test_in_place_checked(void **state) {
   (void)state;
-  static const char *const colls[] = {"allreduce", "allgather", "broadcast"};
+  static const char *const colls[] = {"allreduce", "reduce_scatter", "allgather", "broadcast"};
   static const char *const types[] = {"float", "half", "int32", "double"};
   static const char *const ops[] = {"sum", "avg", "min", "max"};
-  for (int c = 0; c < 3; c++)
+  for (int c = 0; c < 4; c++)
     for (int t = 0; t < 4; t++)
-      for (int o = 0; o < (c == 0 ? 4 : 1); o++) {
+      for (int o = 0; o < (c < 2 ? 4 : 1); o++) {
         int rc = collective("tests/scenarios/good/uneven_hosts.yaml", "--coll", colls[c], "-d",
                             types[t], "-o", ops[o], "-r", "3", "-b", "64", "-e", "64K", "-f",
                             "16", NULL);
@@ -439,8 +439,9 @@ static void test_names_listed(void **state) {
   static const char *const cases[][3] = {
       {"-d", "bfloat16", "cannot use -d bfloat16: expected float, double, half or int32"},
       {"-o", "prod", "cannot use -o prod: expected sum, avg, min or max"},
-      {"--coll", "alltoall", "--coll alltoall: expected allreduce, broadcast or allgather"},
-      {"--coll", "reduce_scatter", "expected allreduce, broadcast or allgather"},
+      {"--coll", "alltoall",
+       "--coll alltoall: expected allreduce, broadcast, allgather or reduce_scatter"},
+      {"--coll", "reduce-scatter", "expected allreduce, broadcast, allgather or reduce_scatter"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     assert_int_equal(collective("scenarios/default.yaml", cases[i][0], cases[i][1], NULL), 2);

@@ -1,7 +1,7 @@
 /*
  * test_collectives.c: every collective gives exact results on the simulator, for every op and
  * type, on 1, 2, 3, 5 (uneven hosts), 8 and 64 ranks, with counts that the rank count does not
- * divide, under each algorithm.  Each case runs in a forked child (one simulation per process);
+ * divide, under each algorithm, and priced by NCCL's model.  Each case runs in a forked child (one simulation per process);
  * every rank checks its own results against values folded in double on the rank itself.
  */
 #include <setjmp.h>
@@ -18,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Runs the whole set on a layout under one allreduce and one broadcast algorithm. */
-static void run_layout(int nodes, int per_node, const int *slots, const char *allreduce,
-                       const char *bcast) {
+/* Runs the whole set on a layout under one allreduce and one broadcast algorithm, or priced by
+ * NCCL's model (nccl: the numbers exchanged through the audit, coll_priced.c). */
+static void run_layout_on(int nodes, int per_node, const int *slots, const char *allreduce,
+                          const char *bcast, bool nccl) {
   rh_cluster cl = rh_test_cluster(nodes, per_node, slots);
+  if (nccl) cl.net_model = RH_NET_NCCL;
   rh_settings s;
   char err[128];
   assert_int_equal(rh_settings_init(&s, err, sizeof err), RH_OK);
@@ -34,6 +36,11 @@ static void run_layout(int nodes, int per_node, const int *slots, const char *al
                 bcast, rc);
   assert_int_equal(rc, 0);
   free(cl.gpus_per_node);
+}
+
+static void run_layout(int nodes, int per_node, const int *slots, const char *allreduce,
+                       const char *bcast) {
+  run_layout_on(nodes, per_node, slots, allreduce, bcast, false);
 }
 
 static void test_np1(void **s) { (void)s; run_layout(1, 1, NULL, "auto", "auto"); }
@@ -52,6 +59,7 @@ static void test_np8_two_nodes(void **s) {
   run_layout(2, 4, NULL, "ring", "tree");
   run_layout(4, 2, NULL, "auto", "auto");
 }
+static void test_np4_priced(void **s) { (void)s; run_layout_on(2, 2, NULL, "auto", "auto", true); }
 static void test_np64(void **s) {
   (void)s;
   run_layout(8, 8, NULL, "hierarchical", "tree");
@@ -63,6 +71,7 @@ int main(void) {
       cmocka_unit_test(test_np1),          cmocka_unit_test(test_np2),
       cmocka_unit_test(test_np3),          cmocka_unit_test(test_np5_uneven),
       cmocka_unit_test(test_np8_one_node), cmocka_unit_test(test_np8_two_nodes),
+      cmocka_unit_test(test_np4_priced),
       cmocka_unit_test(test_np64),
   };
   if (getenv("RH_TEST_FILTER")) cmocka_set_test_filter(getenv("RH_TEST_FILTER"));

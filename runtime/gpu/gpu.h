@@ -89,6 +89,9 @@ rh_status rh_nccl_broadcast(rh_nccl *c, void *buf, size_t count, rh_dtype dtype,
 /* buf holds every rank's block in rank order (counts[r] elements), this rank's in place. */
 rh_status rh_nccl_allgatherv(rh_nccl *c, void *buf, const size_t *counts, rh_dtype dtype,
                              double timeout);
+/* buf holds the ranks' count-element blocks; block `rank` (this one's) receives their reduction. */
+rh_status rh_nccl_reduce_scatter(rh_nccl *c, void *buf, size_t count, rh_dtype dtype, rh_op op,
+                                 int rank, double timeout);
 /* What the last failure was, in NCCL's words ("" when none). */
 const char *rh_nccl_error(const rh_nccl *c);
 void rh_nccl_free(rh_nccl *c);

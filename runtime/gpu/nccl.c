@@ -168,6 +168,16 @@ rh_status rh_nccl_broadcast(rh_nccl *c, void *buf, size_t count, rh_dtype dtype,
                 "ncclBroadcast", timeout);
 }
 
+/* In place as NCCL defines it: the result lands in this rank's block of buf. */
+rh_status rh_nccl_reduce_scatter(rh_nccl *c, void *buf, size_t count, rh_dtype dtype, rh_op op,
+                                 int rank, double timeout) {
+  if (c->aborted) return RH_ERR_ABORTED;
+  ncclRedOp_t r = op == RH_MIN ? ncclMin : op == RH_MAX ? ncclMax : ncclSum;
+  char *mine = (char *)buf + (size_t)rank * count * rh_dtype_size(dtype);
+  return settle(c, ncclReduceScatter(buf, mine, count, type_of(dtype), r, c->comm, c->stream),
+                "ncclReduceScatter", timeout);
+}
+
 /* NCCL has no allgatherv: one broadcast per rank in a group, as Horovod does. */
 rh_status rh_nccl_allgatherv(rh_nccl *c, void *buf, const size_t *counts, rh_dtype dtype,
                              double timeout) {

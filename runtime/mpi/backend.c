@@ -329,6 +329,26 @@ CPU_ONLY static rh_status mpi_allgatherv(rh_ctx *ctx, void *buf, const size_t *c
   return st;
 }
 
+/* MPI_Reduce_scatter_block into a block of its own, then into this rank's place in buf (MPI's
+ * in-place form leaves the result at the front of the buffer). */
+CPU_ONLY static rh_status mpi_reduce_scatter(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype,
+                                             rh_op op, double timeout) {
+  if (count > 0x7fffffff) return RH_ERR_UNSUPPORTED;
+  mpi_job *job = job_of(ctx);
+  size_t block = count * rh_dtype_size(dtype);
+  char *mine = malloc(block + 1);
+  if (!mine) return RH_ERR_NOMEM;
+  MPI_Request req;
+  pthread_mutex_lock(&job->lock);
+  int err = MPI_Ireduce_scatter_block(buf, mine, (int)count, mpi_type(dtype),
+                                      mpi_op(job, dtype, op), job->comms.native, &req);
+  pthread_mutex_unlock(&job->lock);
+  rh_status st = finish(ctx, err, &req, timeout);
+  if (st == RH_OK) memcpy((char *)buf + (size_t)ctx->rank * block, mine, block);
+  if (st != RH_ERR_TIMEOUT) free(mine); /* an abandoned collective may still write into it */
+  return st;
+}
+
 #ifdef RH_MPI_GPU
 /* ---- NCCL's collectives and real compute on the rank's GPU ----------------------------------- */
 
@@ -356,6 +376,14 @@ static rh_status gpu_allgatherv(rh_ctx *ctx, void *buf, const size_t *counts, rh
                                 double timeout) {
   rh_status st = rh_gpu_bind();
   if (st == RH_OK) st = rh_nccl_allgatherv(job_of(ctx)->nccl, buf, counts, dtype, timeout);
+  return nccl_failed(ctx, st);
+}
+
+static rh_status gpu_reduce_scatter(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype,
+                                    rh_op op, double timeout) {
+  rh_status st = rh_gpu_bind();
+  if (st == RH_OK)
+    st = rh_nccl_reduce_scatter(job_of(ctx)->nccl, buf, count, dtype, op, ctx->rank, timeout);
   return nccl_failed(ctx, st);
 }
 
@@ -505,6 +533,7 @@ static const rh_backend_ops mpi_ops = {
     .allreduce = gpu_allreduce,
     .broadcast = gpu_broadcast,
     .allgatherv = gpu_allgatherv,
+    .reduce_scatter = gpu_reduce_scatter,
     .device = &rh_gpu_memory,
 #else
     .name = "mpi",
@@ -512,6 +541,7 @@ static const rh_backend_ops mpi_ops = {
     .allreduce = mpi_allreduce,
     .broadcast = mpi_broadcast,
     .allgatherv = mpi_allgatherv,
+    .reduce_scatter = mpi_reduce_scatter,
 #endif
 };
 

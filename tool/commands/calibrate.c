@@ -38,7 +38,8 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-    "usage: rehearsal calibrate FILE [--nccl-tests OUT] [--coll allreduce|allgather|broadcast]\n"
+    "usage: rehearsal calibrate FILE [--nccl-tests OUT]\n"
+    "                                [--coll allreduce|allgather|broadcast|reduce_scatter]\n"
     "         [--gemm TABLE] [--step-ms MS] [--steps FILE] [--out PRESET.yaml] [--set KEY=VALUE]...\n"
     "  FILE              the scenario whose cluster the measurements were taken on\n"
     "  --nccl-tests OUT  nccl-tests output (all_reduce_perf by default, see --coll)\n"
@@ -76,8 +77,10 @@ static int calib_option(int c, const char *v, void *arg) {
     return 0;
   }
   case 'c':
-    if (strcmp(v, "allreduce") && strcmp(v, "broadcast") && strcmp(v, "allgather"))
-      return rh_cli_error("calibrate", "--coll: expected allreduce, broadcast or allgather, got \"%s\"", v);
+    if (strcmp(v, "allreduce") && strcmp(v, "broadcast") && strcmp(v, "allgather") &&
+        strcmp(v, "reduce_scatter"))
+      return rh_cli_error("calibrate",
+                          "--coll: expected allreduce, broadcast, allgather or reduce_scatter, got \"%s\"", v);
     f->coll = v;
     return 0;
   case 's':
@@ -185,12 +188,14 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
   char coll_seen[64] = "";
   int rc = rh_read_nccl_tests(path, &m, &n, &ranks, coll_seen, &unmeasured);
   if (rc) return rc;
-  static const char *const names[] = {"allreduce", "broadcast", "allgather"};
-  static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER};
+  static const char *const names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
+  static const char *const files[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"};
+  static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER,
+                                       RH_NC_REDUCE_SCATTER};
   int which = 0;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (strcmp(coll_name, names[i]) == 0) which = i;
-  if (*coll_seen && !strstr(coll_seen, which == 0 ? "all_reduce" : which == 1 ? "broadcast" : "all_gather")) {
+  if (*coll_seen && !strstr(coll_seen, files[which])) {
     fprintf(stderr, "rehearsal calibrate: %s: the file is %s, not %s (say --coll)\n", path,
             coll_seen, coll_name);
     free(m);

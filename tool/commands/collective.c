@@ -28,9 +28,14 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER } coll_kind;
-static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", NULL};
-static const rh_nccl_coll coll_models[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER};
+typedef enum { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER, COLL_REDUCE_SCATTER } coll_kind;
+static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                         NULL};
+static const rh_nccl_coll coll_models[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER,
+                                           RH_NC_REDUCE_SCATTER};
+
+/* A reduction: allreduce or reduce-scatter (an op, sums checked as allreduce's). */
+static bool reduces(coll_kind k) { return k == COLL_ALLREDUCE || k == COLL_REDUCE_SCATTER; }
 /* rh_op order; nccl-tests' names */
 static const char *const op_names[] = {"sum", "avg", "min", "max", NULL};
 /* rh_dtype order, with the names nccl-tests and NCCL give the same types */
@@ -78,7 +83,7 @@ typedef struct bench {
 
 /* The value rank r contributes at element i, in double; exact in every type for <= 1024 ranks. */
 static double value(const bench *b, int r, size_t i, int n) {
-  if (b->coll == COLL_ALLREDUCE && (b->op == RH_SUM || b->op == RH_AVERAGE))
+  if (reduces(b->coll) && (b->op == RH_SUM || b->op == RH_AVERAGE))
     return 1 + (double)((r + (int)(i % 1024)) % 2);
   double v = (double)(r + 1) * (double)(i % 3 + 1);
   return (i % 2) ? v : -v - (double)(n - r);
@@ -129,17 +134,23 @@ static double expected_reduce(const bench *b, size_t i, int n) {
 
 /* Tolerance: exact, but an average may differ from acc / n by the rounding of the type. */
 static bool matches(const bench *b, double got, double want) {
-  if (b->coll == COLL_ALLREDUCE && b->op == RH_AVERAGE && b->dtype != RH_INT32) {
+  if (reduces(b->coll) && b->op == RH_AVERAGE && b->dtype != RH_INT32) {
     double ulp = b->dtype == RH_FLOAT16 ? 0x1p-10 : b->dtype == RH_FLOAT32 ? 0x1p-23 : 0x1p-52;
     return fabs(got - want) <= 2 * ulp * fabs(want);
   }
   return got == want;
 }
 
+/* count: the input's elements (a reduce-scatter's result is this rank's 1/n of them) */
 static long check(bench *b, const rh_ctx *ctx, const void *out, size_t count) {
   int n = rh_size(ctx);
   long wrong = 0;
-  if (b->coll == COLL_ALLREDUCE) {
+  if (reduces(b->coll)) {
+    size_t first = 0;
+    if (b->coll == COLL_REDUCE_SCATTER) {
+      count /= (size_t)n;
+      first = (size_t)rh_rank(ctx) * count;
+    }
     /* value() depends on the element only through i % 1024 (sum, avg) or i % 6 (min, max):
      * the expected results of one period, folded over the ranks once, serve every element */
     size_t period = b->op == RH_SUM || b->op == RH_AVERAGE ? 1024 : 6;
@@ -149,7 +160,7 @@ static long check(bench *b, const rh_ctx *ctx, const void *out, size_t count) {
       b->want_len = period;
     }
     for (size_t i = 0; i < count; i++)
-      if (!matches(b, load(out, i, b->dtype), b->want[i % period])) wrong++;
+      if (!matches(b, load(out, i, b->dtype), b->want[(first + i) % period])) wrong++;
   } else if (b->coll == COLL_BROADCAST) {
     for (size_t i = 0; i < count; i++)
       if (load(out, i, b->dtype) != as_type(value(b, b->root, i, n), b->dtype)) wrong++;
@@ -191,6 +202,10 @@ static place place_of(const bench *b, int me, int where, const buffers *u) {
   case COLL_ALLGATHER:
     return (place){in_place && u->tout ? (char *)u->tout + (size_t)me * u->count * u->esz : u->tin,
                    u->tout, u->out_count};
+  case COLL_REDUCE_SCATTER: /* in place: the result in this rank's block of the input */
+    return (place){u->tin, in_place && u->tin ? (char *)u->tin + (size_t)me * u->out_count * u->esz
+                                              : u->tout,
+                   u->out_count};
   default:
     return (place){u->tin, in_place || me == b->root ? u->tin : u->tout, u->count};
   }
@@ -200,6 +215,9 @@ static place place_of(const bench *b, int me, int where, const buffers *u) {
 static rh_status run_once(rh_ctx *ctx, const bench *b, const place *p, size_t count) {
   if (b->coll == COLL_ALLREDUCE) return rh_allreduce(ctx, p->send, p->recv, count, b->dtype, b->op, NULL);
   if (b->coll == COLL_BROADCAST) return rh_broadcast(ctx, p->recv, count, b->dtype, b->root);
+  if (b->coll == COLL_REDUCE_SCATTER)
+    return rh_reduce_scatter(ctx, p->send, p->recv, count / (size_t)rh_size(ctx), b->dtype, b->op,
+                             NULL);
   return rh_allgather(ctx, p->send, count, p->recv, b->dtype);
 }
 
@@ -219,7 +237,7 @@ static rh_status prepare(rh_ctx *ctx, const bench *b, const buffers *u, const pl
  * result can be checked): everything but an in-place sum or average, which reduces its result
  * again on each run. */
 static bool repeatable(const bench *b, int where) {
-  return !(where == IN_PLACE && b->coll == COLL_ALLREDUCE && (b->op == RH_SUM || b->op == RH_AVERAGE));
+  return !(where == IN_PLACE && reduces(b->coll) && (b->op == RH_SUM || b->op == RH_AVERAGE));
 }
 
 /* One placement of one size: warm-up, timed iterations, then the checks.  *seconds: this rank's
@@ -280,10 +298,14 @@ static int bench_rank(rh_ctx *ctx, void *arg) {
   size_t esz = rh_dtype_size(b->dtype);
   rh_status st = RH_OK;
   for (int row = 0; row < b->nsizes && st == RH_OK; row++) {
-    /* count: elements per rank (allgather: the output holds n of them) */
+    /* count: the input's elements (allgather: the output holds n of them; reduce-scatter: the
+     * input holds n results, a whole number of elements each) */
     buffers u = {.count = (size_t)(b->sizes[row] / esz), .esz = esz};
     if (b->coll == COLL_ALLGATHER) u.count /= (size_t)n;
-    u.out_count = b->coll == COLL_ALLGATHER ? u.count * (size_t)n : u.count;
+    if (b->coll == COLL_REDUCE_SCATTER) u.count -= u.count % (size_t)n;
+    u.out_count = b->coll == COLL_ALLGATHER ? u.count * (size_t)n
+                  : b->coll == COLL_REDUCE_SCATTER ? u.count / (size_t)n : u.count;
+    size_t largest = u.count > u.out_count ? u.count : u.out_count;
     bool real = peak_estimate(&u, n, sim) <= b->mem_limit;
     if (real) {
       /* the numbers are made on the host and run from tensor memory (the GPU's, on the GPU
@@ -312,10 +334,10 @@ static int bench_rank(rh_ctx *ctx, void *arg) {
     if (st == RH_OK) st = rh_allreduce(ctx, w, w, PLACES, RH_INT32, RH_SUM, NULL);
     if (me == 0 && st == RH_OK) {
       result *r = &b->res[row];
-      rh_plan plan = rh__plan(ctx, coll_models[b->coll], u.out_count * esz);
+      rh_plan plan = rh__plan(ctx, coll_models[b->coll], largest * esz);
       rh__plan_name(&plan, r->algo, sizeof r->algo);
-      r->bytes = (double)(u.out_count * esz);
-      r->count = (double)u.count;
+      r->bytes = (double)(largest * esz);
+      r->count = (double)(b->coll == COLL_REDUCE_SCATTER ? u.out_count : u.count);
       for (int k = 0; k < PLACES; k++) {
         r->time[k] = seconds[k];
         r->wrong[k] = wrong[k] < 0 ? -1 : w[k];
@@ -417,7 +439,8 @@ static const char usage_text[] =
     "  -r, --root R            the broadcast's root rank (default 0)\n"
     "  -g, --ngpus 1           GPUs per process: always 1 (one process per GPU)\n"
     "  -t, --nthreads 1        threads per process: always 1\n"
-    "      --coll C            allreduce, broadcast or allgather (default allreduce)\n"
+    "      --coll C            allreduce, broadcast, allgather or reduce_scatter\n"
+    "                          (default allreduce)\n"
     "      --mem-limit SIZE    a size is checked only when its checked run's estimated peak over\n"
     "                          all ranks fits (input and result in host and tensor memory; on the\n"
     "                          simulator once more in flight, and 32 MiB + 64 KiB a rank);\n"
@@ -619,7 +642,7 @@ static long report(const bench *b, const options *o, int n, const char *cluster,
     }
     EMIT("%15.0f %12.0f %7s %6s %5d %12.3f %9.3f %9.3f %7s %12.3f %9.3f %9.3f %7s  %s\n",
          res->bytes, res->count, rh_dtype_name(b->dtype),
-         b->coll == COLL_ALLREDUCE ? rh_op_name(b->op) : "none",
+         reduces(b->coll) ? rh_op_name(b->op) : "none",
          b->coll == COLL_BROADCAST ? b->root : -1, res->time[0] * 1e6, algbw[0], busbw[0],
          wrong[0], res->time[1] * 1e6, algbw[1], busbw[1], wrong[1], res->algo);
     json_array_append_new(

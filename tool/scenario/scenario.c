@@ -68,7 +68,7 @@ static const char *const shuffles[] = {"false", "true", "torch", NULL};
 static const char *const shardings[] = {"distributed", "replicated", NULL};
 static const char *const fault_links[] = {"uplink", "gpu", NULL};
 static const char *const fault_phases[] = {"allreduce", "broadcast", "allgather", "commit",
-                                           "sync", "rendezvous", "step", NULL};
+                                           "sync", "rendezvous", "step", "reduce_scatter", NULL};
 static const char *const restart_policies[] = {"none", "from_checkpoint", NULL};
 static const char *const families[] = {"custom", "transformer", "cnn", NULL};
 static const char *const activations[] = {"gelu", "swiglu", NULL};
