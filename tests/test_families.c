@@ -234,13 +234,40 @@ static void test_bad_model_origins(void **state) {
 }
 
 /* ZeRO (Rajbhandari et al. 2020, section 3): mixed-precision Adam holds 16 bytes a parameter (2
- * weights, 2 gradients, 4 master weights, 8 Adam moments); fp32 SGD with momentum 12. */
+ * weights, 2 gradients, 4 master weights, 8 Adam moments); fp32 SGD with momentum 12.  Sharded
+ * over Nd ranks (its figure 1, 7.5B parameters, Nd = 64, K = 12): stage 1 (2 + 2 + K/Nd) x 7.5 GB
+ * = 31.4 GB, stage 2 (2 + (2 + K)/Nd) x 7.5 = 16.6 GB, stage 3 (16/Nd) x 7.5 = 1.9 GB. */
 static void test_memory(void **state) {
   (void)state;
   rh_memory_use m;
-  rh_memory_estimate(1e9, 0, true, 1, RH_PREC_BF16, RH_OPT_ADAM, 0, false, 0, &m);
+  rh_memory_estimate(1e9, 0, true, 1, RH_PREC_BF16, RH_OPT_ADAM, 0, false, 0, NULL, &m);
   assert_near(m.weights + m.master + m.gradients + m.optimizer, 16e9, 1e-15);
-  rh_memory_estimate(1e9, 1e6, true, 8, RH_PREC_FP32, RH_OPT_SGD, 0.9, true, 0, &m);
+  const double psi = 7.5e9, nd = 64, k = 12, zero[] = {(2 + 2 + k / nd) * psi,
+                                                       (2 + (2 + k) / nd) * psi, 16 / nd * psi};
+  const double printed[] = {31.4e9, 16.6e9, 1.9e9};
+  const rh_sharding stages[] = {RH_SHARD_OPTIMIZER, RH_SHARD_GRADIENTS, RH_SHARD_FULL};
+  for (int i = 0; i < 3; i++) {
+    rh_shard_plan plan = {.stage = stages[i], .degree = 64}; /* units left out, as ZeRO's count */
+    rh_memory_estimate(psi, 0, true, 1, RH_PREC_BF16, RH_OPT_ADAM, 0, false, 0, &plan, &m);
+    double state_bytes = m.weights + m.master + m.gradients + m.optimizer + m.units;
+    assert_near(state_bytes, zero[i], 1e-12);
+    assert_true(fabs(state_bytes - printed[i]) < 0.05e9); /* the paper's one decimal */
+  }
+  /* full sharding gathers the root unit whole, the unit running and the next, and one unit's
+   * gradients: (root + 2 unit) x 2 bytes + unit x 2 bytes in bf16 */
+  rh_shard_plan fsdp = {.stage = RH_SHARD_FULL, .degree = 8, .unit = 2e8, .root = 5e8};
+  rh_memory_estimate(7e9, 0, true, 1, RH_PREC_BF16, RH_OPT_ADAM, 0, true, 0, &fsdp, &m);
+  assert_near(m.units, (5e8 + 2 * 2e8) * 2 + 2e8 * 2, 1e-15);
+  assert_near(m.weights + m.master + m.gradients + m.optimizer, 16 * 7e9 / 8, 1e-15);
+  /* units: transformer blocks by their first two name parts; the rest is the root unit */
+  const char *names[] = {"embed.tokens", "blocks.0.attn", "blocks.0.mlp", "blocks.1.attn",
+                         "blocks.1.mlp", "blocks.10.attn", "norm", "head"};
+  const double params[] = {100, 10, 20, 11, 25, 5, 1, 100};
+  double largest, root;
+  rh_memory_units(names, params, 8, &largest, &root);
+  assert_near(largest, 36, 1e-15);
+  assert_near(root, 201, 1e-15);
+  rh_memory_estimate(1e9, 1e6, true, 8, RH_PREC_FP32, RH_OPT_SGD, 0.9, true, 0, NULL, &m);
   assert_near(m.weights + m.gradients + m.optimizer, 12e9, 1e-15);
   assert_near(m.activations, 1e6 * 8 * 4, 1e-15); /* fp32 values */
   assert_near(m.buffers, 4e9, 1e-15);               /* DDP's buckets: a copy of the gradients */

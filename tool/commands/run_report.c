@@ -597,9 +597,15 @@ static void report_late_checks(report *r) {
     rh_train_verdict_accuracy(res, acc, base, nbase, j->sc.checks.accuracy_within, source);
   }
   if (cfg->check[RH_CHECK_FITS_MEMORY]) {
-    rh_memory_use mem;
+    rh_memory_use mem, alt;
     rh_workload_memory(&j->sc, &mem);
-    if (j->sc.compute.capacity > 0) rh_train_verdict_memory(res, &mem, j->sc.compute.capacity);
+    double cap = j->sc.compute.capacity;
+    char fits[160] = "";
+    int s = cap > 0 && mem.total > cap ? rh_workload_sharding_that_fits(&j->sc, cap, &alt) : -1;
+    if (s >= 0)
+      snprintf(fits, sizeof fits, "recipe.sharding: %s (%s) over %d ranks would fit, %.2f GB per GPU",
+               rh_sharding_names[s], rh_sharding_titles[s], alt.degree, alt.total / 1e9);
+    if (cap > 0) rh_train_verdict_memory(res, &mem, cap, fits);
   }
 }
 

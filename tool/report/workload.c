@@ -18,13 +18,49 @@ double rh_workload_peak(const rh_scenario *sc) {
   return sc->compute.peaks[sc->model.precision];
 }
 
-void rh_workload_memory(const rh_scenario *sc, rh_memory_use *m) {
+/* The ranks a stage shards over, and FSDP's units of the model's layers (hybrid, full). */
+static rh_shard_plan shard_plan(const rh_scenario *sc, rh_sharding stage) {
+  rh_shard_plan p = {.stage = stage, .degree = rh_scenario_size(sc)};
+  if (stage == RH_SHARD_HYBRID) p.degree = sc->cluster.gpus_per_node ? sc->cluster.gpus_per_node[0] : 1;
+  int n = sc->model.nlayers;
+  if (stage < RH_SHARD_HYBRID || n == 0) return p;
+  const char **names = malloc((size_t)n * sizeof *names);
+  double *params = malloc((size_t)n * sizeof *params);
+  if (names && params) {
+    for (int i = 0; i < n; i++) {
+      names[i] = sc->model.layers[i].name;
+      params[i] = sc->model.layers[i].parameters;
+    }
+    rh_memory_units(names, params, n, &p.unit, &p.root);
+  } else {
+    p.root = sc->model.parameters; /* out of memory: the whole model one unit */
+  }
+  free(names);
+  free(params);
+  return p;
+}
+
+void rh_workload_memory_as(const rh_scenario *sc, rh_sharding stage, rh_memory_use *m) {
   double acts = 0;
   for (int i = 0; i < sc->model.nlayers; i++) acts += sc->model.layers[i].activations;
+  rh_shard_plan plan = shard_plan(sc, stage);
   rh_memory_estimate(sc->model.parameters, acts, sc->model.shaped, sc->recipe.micro_batch,
                      sc->model.precision, (rh_optimizer_kind)sc->recipe.optimizer,
                      sc->recipe.momentum, sc->recipe.framework == 1,
-                     sc->settings.value[RH_SETTING_FUSION_THRESHOLD], m);
+                     sc->settings.value[RH_SETTING_FUSION_THRESHOLD], &plan, m);
+}
+
+void rh_workload_memory(const rh_scenario *sc, rh_memory_use *m) {
+  rh_workload_memory_as(sc, (rh_sharding)sc->recipe.state_sharding, m);
+}
+
+int rh_workload_sharding_that_fits(const rh_scenario *sc, double capacity, rh_memory_use *m) {
+  for (int s = sc->recipe.state_sharding + 1; s < RH_SHARD_COUNT; s++) {
+    if (s == RH_SHARD_HYBRID && sc->cluster.nodes < 2) continue; /* one node: full's own */
+    rh_workload_memory_as(sc, (rh_sharding)s, m);
+    if (m->total <= capacity) return s;
+  }
+  return -1;
 }
 
 /* The seconds of layer i on `n` samples, forward or backward, as the loop prices it. */
@@ -195,17 +231,25 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
   char acts[64];
   if (m.activations_known) snprintf(acts, sizeof acts, "%.2f", m.activations / 1e9);
   else snprintf(acts, sizeof acts, "not known (layers without them)");
-  char of[48] = "";
+  char of[48] = "", units[48] = "";
   if (cap > 0) snprintf(of, sizeof of, " of %.4g GB", cap / 1e9);
+  if (m.units > 0) snprintf(units, sizeof units, ", gathered units %.2f", m.units / 1e9);
   fprintf(f, "  memory       %.2f GB per GPU%s: weights %.2f%s, gradients %.2f, optimizer %.2f, "
-          "activations %s, buffers %.2f (GB)\n", m.total / 1e9, of, m.weights / 1e9,
+          "activations %s, buffers %.2f%s (GB)\n", m.total / 1e9, of, m.weights / 1e9,
           m.master > 0 ? " + its fp32 copy" : "", m.gradients / 1e9, m.optimizer / 1e9, acts,
-          m.buffers / 1e9);
-  json_t *jm = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "total_GB", m.total / 1e9,
-                         "weights_GB", m.weights / 1e9, "master_GB", m.master / 1e9,
+          m.buffers / 1e9, units);
+  if (m.degree > 1)
+    fprintf(f, "  sharding     %s (%s) over %d ranks: the state above is this GPU's shard; the step "
+            "is still timed and trained as DDP's (the sharded step's allgathers and "
+            "reduce-scatters are not run yet)\n", rh_sharding_names[m.sharding],
+            rh_sharding_titles[m.sharding], m.degree);
+  json_t *jm = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:i}", "total_GB",
+                         m.total / 1e9, "weights_GB", m.weights / 1e9, "master_GB", m.master / 1e9,
                          "gradients_GB", m.gradients / 1e9, "optimizer_GB", m.optimizer / 1e9,
                          "activations_GB", m.activations / 1e9, "buffers_GB", m.buffers / 1e9,
-                         "activations_known", m.activations_known);
+                         "units_GB", m.units / 1e9, "activations_known", m.activations_known,
+                         "sharding", rh_sharding_names[m.degree > 1 ? m.sharding : 0],
+                         "shard_degree", m.degree);
   if (cap > 0) json_object_set_new(jm, "gpu_GB", json_real(cap / 1e9));
   json_object_set_new(root, "memory", jm);
 }

@@ -12,8 +12,14 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* The memory of one GPU of the scenario's job (timing models). */
+/* The memory of one GPU of the scenario's job (timing models), its state sharded as
+ * recipe.sharding says. */
 void rh_workload_memory(const rh_scenario *sc, rh_memory_use *m);
+/* The same with the state sharded as `stage` says, over every rank (a node's GPUs: hybrid). */
+void rh_workload_memory_as(const rh_scenario *sc, rh_sharding stage, rh_memory_use *m);
+/* The least sharding beyond the scenario's own whose memory fits `capacity` bytes (its memory in
+ * *m), or -1 when none does (*m: full sharding's). */
+int rh_workload_sharding_that_fits(const rh_scenario *sc, double capacity, rh_memory_use *m);
 
 /* The peak FLOP/s MFU is taken against: the roofline's, else the precision's of the GPU; 0: none. */
 double rh_workload_peak(const rh_scenario *sc);

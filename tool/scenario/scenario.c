@@ -9,6 +9,7 @@
 #include "data.h"
 #include "net/net.h"
 #include "schema.h"
+#include "memory.h"
 
 #include <yaml.h>
 
@@ -65,7 +66,10 @@ static const char *const steps_rules[] = {"divided", "full", "loader", NULL};
 static const char *const val_rules[] = {"divided", "oversampled", "full", "none", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
 static const char *const shuffles[] = {"false", "true", "torch", NULL};
-static const char *const shardings[] = {"distributed", "replicated", NULL};
+static const char *const sample_shardings[] = {"distributed", "replicated", NULL};
+/* recipe.sharding: the state's (rh_sharding's order, from 2), and the samples' older spelling */
+static const char *const shardings[] = {"distributed", "replicated", "none", "optimizer",
+                                        "gradients", "hybrid", "full", NULL};
 static const char *const fault_links[] = {"uplink", "gpu", NULL};
 static const char *const fault_phases[] = {"allreduce", "broadcast", "allgather", "commit",
                                            "sync", "rendezvous", "step", "reduce_scatter", NULL};
@@ -353,6 +357,9 @@ static const field data_fields[] = {
         "images: the divisor after the mean (MNIST 0.3081); absent: no normalisation"),
     STR("validation_labels", false, data.validation_labels,
         "idx: the validation labels"),
+    ENUM("sharding", sample_shardings, recipe.sharding,
+        "the samples: distributed (DistributedSampler: each rank its share), or replicated "
+        "(every rank the whole set)"),
     ENUM("loader", loaders, data.loader,
         "the input pipeline a timing model's images go through: synthetic (none: the GPU never "
         "waits), cpu (PyTorch's DataLoader: JPEG decode and augmentation on the node's CPUs), "
@@ -420,8 +427,13 @@ static const field recipe_fields[] = {
         "examples: 0; Horovod's elastic MNIST, seed 001: 1); it seeds torch's order"),
     INT("checkpoint_every_epochs", false, 0, 1 << 20, recipe.checkpoint_every,
         "rank 0 writes a checkpoint every N epochs; 0: never"),
-    ENUM("sharding", shardings, recipe.sharding,
-        "distributed (DistributedSampler), or replicated (every rank the whole set)"),
+    ENUM("sharding", shardings, recipe.sharding_key,
+        "the training state sharded over the data-parallel ranks: none (DDP, Horovod), "
+        "optimizer (ZeRO-1: the optimizer's state and fp32 master copy), gradients (ZeRO-2, FSDP "
+        "SHARD_GRAD_OP: and the gradients), hybrid (FSDP HYBRID_SHARD: everything, inside each "
+        "node), full (ZeRO-3, FSDP FULL_SHARD: everything); distributed and replicated are "
+        "data.sharding's older spelling.  The memory is the sharded one; the step is still timed "
+        "and trained as DDP's"),
     COUNT("validation_batch", false, 1, 1e8, recipe.val_batch,
         "the batch of validation steps (default: batch_per_worker)"),
     COUNT("checkpoint_every_steps", false, 0, 1e12, recipe.checkpoint_every_steps,
@@ -1794,6 +1806,38 @@ static void check_elastic(walker *w) {
 /* A timing model's layers: a family's built (model.c), a list's sums checked.  An error about a
  * key a preset gave names the preset's file and line; one where a preset's key conflicts with a
  * key written in the scenario or on the command line is said at the latter, naming both. */
+/* recipe.sharding: the state's stage, or the samples' older spelling (data.sharding's values);
+ * hybrid sharding needs the same GPUs on every node. */
+static bool finish_sharding(walker *w) {
+  rh_scenario *sc = w->sc;
+  bool written, samples_written;
+  const yaml_node_t *key = key_at(w->doc, "recipe.sharding", &written);
+  key_at(w->doc, "data.sharding", &samples_written);
+  int k = sc->recipe.sharding_key;
+  if (k >= 2) {
+    sc->recipe.state_sharding = k - 2;
+  } else if (written) {
+    if (samples_written) {
+      fail(w, key, "recipe.sharding", "%s is the samples' sharding, given by data.sharding too: "
+           "give it there alone (recipe.sharding is the state's: none, optimizer, gradients, "
+           "hybrid or full)", sample_shardings[k]);
+      return false;
+    }
+    sc->recipe.sharding = k;
+  }
+  if (sc->recipe.state_sharding != RH_SHARD_HYBRID) return true;
+  const rh_cluster *cl = &sc->cluster;
+  bool uniform = cl->nodes > 0 && cl->gpus_per_node;
+  for (int i = 1; uniform && i < cl->nodes; i++)
+    uniform = cl->gpus_per_node[i] == cl->gpus_per_node[0];
+  if (!uniform) {
+    fail(w, key, "recipe.sharding", "hybrid shards inside each node and replicates across them: "
+         "every node needs the same GPUs (cluster.gpus_per_node)");
+    return false;
+  }
+  return true;
+}
+
 static bool finish_model(walker *w) {
   rh_scenario *sc = w->sc;
   if (sc->model.kind != 0) return true;
@@ -2077,6 +2121,7 @@ static void check_whole(walker *w) {
   if (!check_model_layers(w)) return;
   if (sc->recipe.sampler_seed < 0) /* DistributedSampler's default seed is 0 */
     sc->recipe.sampler_seed = sc->recipe.shuffle == RH_SHUFFLE_TORCH ? 0 : sc->recipe.seed;
+  if (!finish_sharding(w)) return;
   /* gradient accumulation: a step's batch is its micro-batches' */
   sc->recipe.micro_batch = sc->recipe.batch;
   if (sc->recipe.accumulation > 1) {

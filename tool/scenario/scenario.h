@@ -158,7 +158,11 @@ typedef struct rh_scenario {
     int shuffle;          /* rh_shuffle: false, true (rehearsal's generator), torch */
     double first_epoch;   /* the epoch number set_epoch gets first (torch's order) */
     int checkpoint_every;
-    int sharding;         /* 0 distributed (DistributedSampler), 1 replicated (whole set per rank) */
+    int sharding;         /* the samples (data.sharding): 0 distributed (DistributedSampler), 1
+                           * replicated (whole set per rank) */
+    int sharding_key;     /* recipe.sharding as written: 0, 1 the samples' older spelling, 2 on
+                           * the state's (rh_sharding + 2) */
+    int state_sharding;   /* rh_sharding: ZeRO's stage, FSDP's strategy */
     double val_batch;     /* 0: batch_per_worker */
     double checkpoint_every_steps; /* 0: none between epochs */
     bool lr_written;      /* base_lr is given (a timing-only model prints no lr without it) */

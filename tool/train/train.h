@@ -278,6 +278,9 @@ void rh_train_verdict_accuracy(rh_train_result *r, double accuracy, const double
 /* fits_memory: the estimate of one GPU's memory (parts in bytes, memory.h) is at most the GPU's
  * `capacity` bytes. */
 struct rh_memory_use;
-void rh_train_verdict_memory(rh_train_result *r, const struct rh_memory_use *m, double capacity);
+/* `fits`: what would fit instead, for a job that does not ("sharding: optimizer (ZeRO-1) over
+ * 128 ranks, 45.6 GB"; NULL or "": nothing known). */
+void rh_train_verdict_memory(rh_train_result *r, const struct rh_memory_use *m, double capacity,
+                             const char *fits);
 
 #endif

@@ -5,12 +5,36 @@
 
 #include "scenario.h"
 
+#include <string.h>
+
+const char *const rh_sharding_names[RH_SHARD_COUNT + 1] = {"none", "optimizer", "gradients",
+                                                           "hybrid", "full", NULL};
+const char *const rh_sharding_titles[RH_SHARD_COUNT] = {
+    "DDP", "ZeRO-1", "ZeRO-2, FSDP SHARD_GRAD_OP", "FSDP HYBRID_SHARD", "ZeRO-3, FSDP FULL_SHARD"};
+
+/* Divides what the stage shards by its degree and adds what full sharding gathers: the root unit
+ * (FSDP keeps it whole from forward to the end of backward), the unit running and the one
+ * prefetched, and one unit's gradients whole before their reduce-scatter. */
+static void shard(rh_memory_use *m, const rh_shard_plan *p, double parameters, double grad) {
+  if (!p || p->stage == RH_SHARD_NONE || p->degree < 2) return;
+  double d = p->degree, w = parameters > 0 ? m->weights / parameters : 0;
+  m->sharding = p->stage;
+  m->degree = p->degree;
+  m->master /= d;
+  m->optimizer /= d;
+  if (p->stage == RH_SHARD_OPTIMIZER) return;
+  m->gradients /= d;
+  if (p->stage == RH_SHARD_GRADIENTS) return;
+  m->weights /= d;
+  m->units = (p->root + 2 * p->unit) * w + p->unit * grad;
+}
+
 void rh_memory_estimate(double parameters, double activations, bool known, double micro_batch,
                         int precision, rh_optimizer_kind optimizer, double momentum, bool ddp,
-                        double fusion, rh_memory_use *m) {
+                        double fusion, const rh_shard_plan *plan, rh_memory_use *m) {
   double grad = rh_precision_grad_bytes(precision), value = rh_precision_value_bytes(precision);
   bool low = grad < 4; /* bf16 / fp8 weights, updated through an fp32 master copy */
-  *m = (rh_memory_use){.activations_known = known};
+  *m = (rh_memory_use){.activations_known = known, .degree = 1};
   m->weights = parameters * (low ? 2 : 4);
   m->master = low ? parameters * 4 : 0;
   m->gradients = parameters * grad;
@@ -19,6 +43,32 @@ void rh_memory_estimate(double parameters, double activations, bool known, doubl
                                                                          : 0;
   m->optimizer = parameters * 4 * states; /* fp32 states */
   m->activations = known ? activations * value * micro_batch : 0;
-  m->buffers = ddp ? m->gradients : (fusion < m->gradients ? fusion : m->gradients);
-  m->total = m->weights + m->master + m->gradients + m->optimizer + m->activations + m->buffers;
+  bool sharded_grads = plan && plan->degree > 1 && plan->stage >= RH_SHARD_GRADIENTS;
+  m->buffers = ddp && !sharded_grads ? m->gradients : (fusion < m->gradients ? fusion : m->gradients);
+  shard(m, plan, parameters, grad);
+  m->total = m->weights + m->master + m->gradients + m->optimizer + m->activations + m->buffers +
+             m->units;
+}
+
+/* "blocks.3.attn.qkv" -> length of "blocks.3"; 0 when the name has fewer than two dots */
+static size_t unit_key(const char *name) {
+  const char *dot = name ? strchr(name, '.') : NULL;
+  const char *second = dot ? strchr(dot + 1, '.') : NULL;
+  return second ? (size_t)(second - name) : 0;
+}
+
+void rh_memory_units(const char *const *names, const double *params, int n, double *largest,
+                     double *root) {
+  *largest = *root = 0;
+  double run = 0;
+  for (int i = 0; i < n; i++) {
+    size_t k = unit_key(names[i]);
+    if (k == 0) {
+      *root += params[i];
+      continue;
+    }
+    bool same = i > 0 && unit_key(names[i - 1]) == k && strncmp(names[i - 1], names[i], k) == 0;
+    run = same ? run + params[i] : params[i];
+    if (run > *largest) *largest = run;
+  }
 }

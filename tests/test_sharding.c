@@ -1,0 +1,163 @@
+/*
+ * test_sharding.c: the memory a sharded job plans for, as a user meets it.  Llama-2-7B in bf16
+ * with Adam on 16 nodes of 8 H100 (80 GB): without sharding it does not fit, and the check names
+ * the least sharding that does; with each sharding, the state one GPU holds is the bytes a
+ * parameter each part takes, divided by the ranks it is sharded over, derived here from the
+ * architecture (Touvron et al. 2023) and ZeRO's accounting (Rajbhandari et al. 2020), not from
+ * the tool.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[64];
+
+/* Llama-2-7B: 32 blocks of attention (q, k, v, o: 4 x 4096^2), SwiGLU (3 x 4096 x 11008) and two
+ * RMSNorms (2 x 4096); embeddings and an untied head of 32000 x 4096, and the last norm. */
+static const double block = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008 + 2 * 4096;
+static const double root = 2.0 * 32000 * 4096 + 4096;
+#define PARAMS (32 * block + root)
+
+static const char scenario[] = "name: llama7b-128\n"
+                               "cluster: {node: dgx-h100, nodes: 16}\n"
+                               "model: {preset: llama2-7b, precision: bf16}\n"
+                               "data: {train_samples: 4096, validation_samples: 0}\n"
+                               "recipe: {batch_per_worker: 1, optimizer: adam, steps: 2}\n";
+
+/* `rehearsal run` with recipe.sharding=S: its exit status, console and summary.json */
+static json_t *run(const char *sharding, int *rc, char **text) {
+  char *file = rh_test_path(tmpdir, "llama.yaml"), set[64], tag[64];
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs(scenario, f);
+  fclose(f);
+  snprintf(set, sizeof set, "recipe.sharding=%s", sharding);
+  snprintf(tag, sizeof tag, "out-%s", sharding);
+  char *out = rh_test_path(tmpdir, tag), log[128];
+  snprintf(log, sizeof log, "%s.txt", out);
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, "--set", set, NULL};
+  *rc = rh_test_spawn(argv, log, NULL);
+  *text = rh_test_slurp(log);
+  char json[160];
+  snprintf(json, sizeof json, "%s/summary.json", out);
+  json_error_t err;
+  json_t *root_js = json_load_file(json, 0, &err);
+  assert_non_null(root_js);
+  return root_js;
+}
+
+static double memory_gb(json_t *js, const char *key) {
+  return json_real_value(json_object_get(json_object_get(js, "memory"), key));
+}
+
+/* Weights 2, gradients 2, fp32 master 4, Adam's moments 8 bytes a parameter; ZeRO-1 shards the
+ * last two, ZeRO-2 the gradients too, hybrid (over a node's 8) and full (over 128) everything,
+ * and full sharding gathers the root unit, two blocks and one block's gradients whole. */
+static void test_memory_per_sharding(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    double d, weights, gradients, sharded; /* degree; bytes a parameter, whole and sharded */
+    bool units;
+  } cases[] = {{"none", 1, 2, 2, 12, false},     {"optimizer", 128, 2, 2, 12, false},
+               {"gradients", 128, 2, 0, 14, false}, {"hybrid", 8, 0, 0, 16, true},
+               {"full", 128, 0, 0, 16, true}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int rc;
+    char *text;
+    json_t *js = run(cases[i].name, &rc, &text);
+    double state_b = (cases[i].weights + cases[i].gradients + cases[i].sharded / cases[i].d) * PARAMS;
+    double units = cases[i].units ? (root + 2 * block) * 2 + block * 2 : 0;
+    double got = (memory_gb(js, "weights_GB") + memory_gb(js, "master_GB") +
+                  memory_gb(js, "gradients_GB") + memory_gb(js, "optimizer_GB")) * 1e9;
+    print_message("%-9s state %.3f GB (derived %.3f), units %.3f GB (derived %.3f), total %.2f GB\n",
+                  cases[i].name, got / 1e9, state_b / 1e9, memory_gb(js, "units_GB"), units / 1e9,
+                  memory_gb(js, "total_GB"));
+    assert_true(fabs(got - state_b) <= 0.01 * state_b);
+    assert_true(fabs(memory_gb(js, "units_GB") * 1e9 - units) <= 0.01 * units + 1);
+    assert_int_equal((int)json_integer_value(json_object_get(json_object_get(js, "memory"),
+                                                             "shard_degree")), (int)cases[i].d);
+    bool fits = memory_gb(js, "total_GB") <= 80;
+    if (strcmp(cases[i].name, "none") == 0) {
+      /* 16 bytes a parameter, 108 GB before any activation: the check fails and names ZeRO-1 */
+      assert_false(fits);
+      assert_int_equal(rc, 1);
+      if (!strstr(text, "FAIL  fits_memory") ||
+          !strstr(text, "recipe.sharding: optimizer (ZeRO-1) over 128 ranks would fit"))
+        fail_msg("%s", text);
+    } else {
+      assert_true(fits);
+      assert_non_null(strstr(text, "PASS  fits_memory"));
+      assert_non_null(strstr(text, "  sharding     "));
+    }
+    free(text);
+    json_decref(js);
+  }
+}
+
+/* The samples' older spelling still reaches the samples; written twice, it is refused; a hybrid
+ * group needs the same GPUs on every node. */
+static void test_bad_sharding(void **state) {
+  (void)state;
+  char file[128], out[128], err[128]; /* rh_test_path's buffer is reused by each call */
+  snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "bad.yaml"));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "bad"));
+  snprintf(err, sizeof err, "%s", rh_test_path(tmpdir, "bad.err"));
+  static const char *const cases[][2] = {
+      {"data: {train_samples: 64, sharding: replicated}\nrecipe: {batch_per_worker: 4, epochs: 1, "
+       "sharding: distributed}\n",
+       "bad.yaml:5: recipe.sharding: distributed is the samples' sharding, given by data.sharding "
+       "too"},
+      {"data: {train_samples: 64}\nrecipe: {batch_per_worker: 4, epochs: 1, sharding: zero3}\n",
+       "recipe.sharding"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fprintf(f, "name: bad\ncluster: {nodes: 2, gpus_per_node: 2, gpu: {tflops: 10}, intra: "
+               "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\n%s", cases[i][0]);
+    fclose(f);
+    char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
+    assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
+    char *text = rh_test_slurp(err);
+    if (!strstr(text, cases[i][1])) fail_msg("%s", text);
+    free(text);
+  }
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs("name: bad\ncluster: {nodes: 2, gpus_per_node: [3, 2], gpu: {tflops: 10}, intra: "
+        "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\ndata: {train_samples: 64}\n"
+        "recipe: {batch_per_worker: 4, epochs: 1, sharding: hybrid}\n", f);
+  fclose(f);
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
+  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
+  char *text = rh_test_slurp(err);
+  if (!strstr(text, "recipe.sharding: hybrid shards inside each node")) fail_msg("%s", text);
+  free(text);
+}
+
+static int setup(void **state) {
+  (void)state;
+  return rh_test_mkdtemp(tmpdir, "sharding");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return rh_test_rmdir(tmpdir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_memory_per_sharding),
+                                     cmocka_unit_test(test_bad_sharding)};
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
