@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "run_summary.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -48,12 +49,7 @@ static json_t *run(const char *sharding, int *rc, char **text) {
   char *argv[] = {RH_BINARY, "run", file, "--out", out, "--set", set, NULL};
   *rc = rh_test_spawn(argv, log, NULL);
   *text = rh_test_slurp(log);
-  char json[160];
-  snprintf(json, sizeof json, "%s/summary.json", out);
-  json_error_t err;
-  json_t *root_js = json_load_file(json, 0, &err);
-  assert_non_null(root_js);
-  return root_js;
+  return rh_test_summary_in(out);
 }
 
 static double memory_gb(json_t *js, const char *key) {
