@@ -744,7 +744,9 @@ static rh_status scatter_in_place(rh_request *r, void *work) {
 }
 
 /* The send buffer is the caller's and stays as it was: the work runs on a copy, and this rank's
- * block of it goes to recv (timing-only on a device target: a scratch buffer, for real). */
+ * block of it goes to recv (timing-only on a device target: a scratch buffer, for real).  A copy
+ * that a failed native collective (MPI's, NCCL's) was given is not released: abandoned, that
+ * collective may still reach it. */
 static rh_status reduce_scatter_run(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   const rh_memory_ops *m = work_memory(ctx);
@@ -753,11 +755,12 @@ static rh_status reduce_scatter_run(rh_request *r) {
   if (timing_only && !ctx->ops->device) return scatter_in_place(r, NULL);
   void *work = m->alloc(ctx, bytes + 1);
   if (!work) return RH_ERR_NOMEM;
+  bool native = use_native(ctx, ctx->ops->reduce_scatter != NULL, work);
   rh_status st = timing_only ? RH_OK : m->copy(ctx, work, r->send, bytes);
   if (st == RH_OK) st = scatter_in_place(r, work);
   if (st == RH_OK && !timing_only)
     st = m->copy(ctx, r->recv, (char *)work + (size_t)ctx->rank * block, block);
-  m->release(ctx, work);
+  if (st == RH_OK || !native) m->release(ctx, work);
   if (st == RH_OK) st = m->sync(ctx);
   return st;
 }
@@ -1053,6 +1056,7 @@ static rh_request *reduce_scatter_request(rh_ctx *ctx, const void *send, void *r
   rh_request *r = allreduce_request(ctx, send, recv, count, dtype, op, opts);
   if (!r) return NULL;
   r->kind = K_REDUCE_SCATTER;
+  r->invalid = r->invalid || (opts && opts->compression == RH_COMPRESS_FP16); /* none here */
   return r;
 }
 

@@ -632,8 +632,9 @@ typedef struct rh_coll {
 /* How a buffer is cut into a group's n blocks: listed (`counts`, `offsets`: allgatherv's
  * blocks), or, with counts NULL, `count` elements from element `base` split evenly, the first
  * count % n blocks one longer, block i of the group being the split's block (i + rot) % n (a
- * reduce-scatter that leaves group index i its own block i shifts by n - 1).  An even split is worked out block by block, so a rank of a
- * 16,384-GPU ring holds no world-sized arrays while it waits. */
+ * reduce-scatter that leaves group index i its own block i shifts by n - 1).  An even split is
+ * worked out block by block, so a rank of a 16,384-GPU ring holds no world-sized arrays while it
+ * waits. */
 typedef struct rh_blocks {
   const size_t *counts, *offsets;
   size_t count, base;
@@ -651,7 +652,8 @@ static inline size_t rh__block_count(const rh_blocks *b, int i) {
 }
 static inline size_t rh__block_offset(const rh_blocks *b, int i) {
   if (b->offsets) return b->offsets[i];
-  size_t q = b->count / (size_t)b->n, r = b->count % (size_t)b->n, k = (size_t)((i + b->rot) % b->n);
+  size_t q = b->count / (size_t)b->n, r = b->count % (size_t)b->n;
+  size_t k = (size_t)((i + b->rot) % b->n);
   return b->base + k * q + (k < r ? k : r);
 }
 

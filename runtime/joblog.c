@@ -14,7 +14,8 @@ const char *const rh_fault_names[RH_FAULT_KIND_COUNT + 1] = {
     "host_crash", "gpu_crash", "hang", "link_down", "link_degraded", "straggler", NULL};
 
 const char *const rh_phase_names[RH_PHASE_COUNT + 1] = {
-    "-", "allreduce", "broadcast", "allgather", "commit", "sync", "rendezvous", "step", "reduce_scatter", NULL};
+    "-",    "allreduce",  "broadcast", "allgather",      "commit",
+    "sync", "rendezvous", "step",      "reduce_scatter", NULL};
 
 void rh__log(rh_joblog *log, const rh_event *e) {
   if (!log) return;

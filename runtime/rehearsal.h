@@ -170,7 +170,7 @@ rh_status rh_allgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t 
  * (its elements rank x count to rank x count + count - 1) in `recv`, count elements: NCCL's
  * ncclReduceScatter, MPI_Reduce_scatter_block, the gradient step of ZeRO and FSDP.  `send` is
  * left as it was; recv may be send's own block.  opts as the allreduce's (prescale, postscale,
- * name; no compression).  send and recv NULL: timing-only. */
+ * name; fp16 compression is RH_ERR_INVALID).  send and recv NULL: timing-only. */
 rh_status rh_reduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t count,
                             rh_dtype dtype, rh_op op, const rh_reduce_opts *opts);
 

@@ -55,7 +55,8 @@ static rh_status ring_phase(const rh_coll *c, const rh_group *g, const rh_blocks
   rh_ctx *ctx = c->ctx;
   void *tmp = NULL;
   if (c->buf && reduce) {
-    size_t maxc = rh__block_count(b, 0); /* an even split's first block is its longest */
+    /* the longest block: of an even split, whichever a rotation put first */
+    size_t maxc = b->counts ? b->counts[0] : b->count / (size_t)n + (b->count % (size_t)n != 0);
     for (int i = 1; b->counts && i < n; i++)
       if (b->counts[i] > maxc) maxc = b->counts[i];
     tmp = malloc(maxc * rh_dtype_size(c->dtype) + 1);

@@ -72,11 +72,13 @@ static void test_memory_per_sharding(void **state) {
     int rc;
     char *text;
     json_t *js = run(cases[i].name, &rc, &text);
-    double state_b = (cases[i].weights + cases[i].gradients + cases[i].sharded / cases[i].d) * PARAMS;
+    double per = cases[i].weights + cases[i].gradients + cases[i].sharded / cases[i].d;
+    double state_b = per * PARAMS;
     double units = cases[i].units ? (root + 2 * block) * 2 + block * 2 : 0;
     double got = (memory_gb(js, "weights_GB") + memory_gb(js, "master_GB") +
                   memory_gb(js, "gradients_GB") + memory_gb(js, "optimizer_GB")) * 1e9;
-    print_message("%-9s state %.3f GB (derived %.3f), units %.3f GB (derived %.3f), total %.2f GB\n",
+    print_message("%-9s state %.3f GB (derived %.3f), units %.3f GB (derived %.3f), "
+                  "total %.2f GB\n",
                   cases[i].name, got / 1e9, state_b / 1e9, memory_gb(js, "units_GB"), units / 1e9,
                   memory_gb(js, "total_GB"));
     assert_true(fabs(got - state_b) <= 0.01 * state_b);
@@ -115,13 +117,14 @@ static void test_bad_sharding(void **state) {
        "bad.yaml:5: recipe.sharding: distributed is the samples' sharding, given by data.sharding "
        "too"},
       {"data: {train_samples: 64}\nrecipe: {batch_per_worker: 4, epochs: 1, sharding: zero3}\n",
-       "recipe.sharding"},
+       "bad.yaml:5: recipe.sharding: expected one of none, optimizer, gradients, hybrid, full"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     FILE *f = fopen(file, "w");
     assert_non_null(f);
     fprintf(f, "name: bad\ncluster: {nodes: 2, gpus_per_node: 2, gpu: {tflops: 10}, intra: "
-               "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\n%s", cases[i][0]);
+               "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\n%s",
+            cases[i][0]);
     fclose(f);
     char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
     assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
@@ -132,7 +135,8 @@ static void test_bad_sharding(void **state) {
   FILE *f = fopen(file, "w");
   assert_non_null(f);
   fputs("name: bad\ncluster: {nodes: 2, gpus_per_node: [3, 2], gpu: {tflops: 10}, intra: "
-        "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\ndata: {train_samples: 64}\n"
+        "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\n"
+        "data: {train_samples: 64}\n"
         "recipe: {batch_per_worker: 4, epochs: 1, sharding: hybrid}\n", f);
   fclose(f);
   char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};

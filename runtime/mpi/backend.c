@@ -329,23 +329,20 @@ CPU_ONLY static rh_status mpi_allgatherv(rh_ctx *ctx, void *buf, const size_t *c
   return st;
 }
 
-/* MPI_Reduce_scatter_block into a block of its own, then into this rank's place in buf (MPI's
- * in-place form leaves the result at the front of the buffer). */
+/* MPI_Reduce_scatter_block in place: MPI leaves the result at the front of buf, and it moves to
+ * this rank's block. */
 CPU_ONLY static rh_status mpi_reduce_scatter(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype,
                                              rh_op op, double timeout) {
   if (count > 0x7fffffff) return RH_ERR_UNSUPPORTED;
   mpi_job *job = job_of(ctx);
-  size_t block = count * rh_dtype_size(dtype);
-  char *mine = malloc(block + 1);
-  if (!mine) return RH_ERR_NOMEM;
   MPI_Request req;
   pthread_mutex_lock(&job->lock);
-  int err = MPI_Ireduce_scatter_block(buf, mine, (int)count, mpi_type(dtype),
+  int err = MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)count, mpi_type(dtype),
                                       mpi_op(job, dtype, op), job->comms.native, &req);
   pthread_mutex_unlock(&job->lock);
   rh_status st = finish(ctx, err, &req, timeout);
-  if (st == RH_OK) memcpy((char *)buf + (size_t)ctx->rank * block, mine, block);
-  if (st != RH_ERR_TIMEOUT) free(mine); /* an abandoned collective may still write into it */
+  size_t block = count * rh_dtype_size(dtype);
+  if (st == RH_OK && ctx->rank > 0) memmove((char *)buf + (size_t)ctx->rank * block, buf, block);
   return st;
 }
 

@@ -79,8 +79,8 @@ static int calib_option(int c, const char *v, void *arg) {
   case 'c':
     if (strcmp(v, "allreduce") && strcmp(v, "broadcast") && strcmp(v, "allgather") &&
         strcmp(v, "reduce_scatter"))
-      return rh_cli_error("calibrate",
-                          "--coll: expected allreduce, broadcast, allgather or reduce_scatter, got \"%s\"", v);
+      return rh_cli_error("calibrate", "--coll: expected allreduce, broadcast, allgather or "
+                          "reduce_scatter, got \"%s\"", v);
     f->coll = v;
     return 0;
   case 's':

@@ -21,8 +21,10 @@ double rh_workload_peak(const rh_scenario *sc) {
 /* The ranks a stage shards over, and FSDP's units of the model's layers (hybrid, full). */
 static rh_shard_plan shard_plan(const rh_scenario *sc, rh_sharding stage) {
   rh_shard_plan p = {.stage = stage, .degree = rh_scenario_size(sc)};
-  if (stage == RH_SHARD_HYBRID) p.degree = sc->cluster.gpus_per_node ? sc->cluster.gpus_per_node[0] : 1;
+  if (stage == RH_SHARD_HYBRID)
+    p.degree = sc->cluster.gpus_per_node ? sc->cluster.gpus_per_node[0] : 1;
   int n = sc->model.nlayers;
+  p.units_unknown = n == 0;
   if (stage < RH_SHARD_HYBRID || n == 0) return p;
   const char **names = malloc((size_t)n * sizeof *names);
   double *params = malloc((size_t)n * sizeof *params);
@@ -231,13 +233,15 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
   char acts[64];
   if (m.activations_known) snprintf(acts, sizeof acts, "%.2f", m.activations / 1e9);
   else snprintf(acts, sizeof acts, "not known (layers without them)");
-  char of[48] = "", units[48] = "";
+  char of[48] = "", units[64] = "", master[48] = "";
   if (cap > 0) snprintf(of, sizeof of, " of %.4g GB", cap / 1e9);
   if (m.units > 0) snprintf(units, sizeof units, ", gathered units %.2f", m.units / 1e9);
+  else if (m.sharding >= RH_SHARD_HYBRID && m.degree > 1 && !m.units_known)
+    snprintf(units, sizeof units, ", gathered units not known (no layers)");
+  if (m.master > 0) snprintf(master, sizeof master, " + fp32 copy %.2f", m.master / 1e9);
   fprintf(f, "  memory       %.2f GB per GPU%s: weights %.2f%s, gradients %.2f, optimizer %.2f, "
-          "activations %s, buffers %.2f%s (GB)\n", m.total / 1e9, of, m.weights / 1e9,
-          m.master > 0 ? " + its fp32 copy" : "", m.gradients / 1e9, m.optimizer / 1e9, acts,
-          m.buffers / 1e9, units);
+          "activations %s, buffers %.2f%s (GB)\n", m.total / 1e9, of, m.weights / 1e9, master,
+          m.gradients / 1e9, m.optimizer / 1e9, acts, m.buffers / 1e9, units);
   if (m.degree > 1)
     fprintf(f, "  sharding     %s (%s) over %d ranks: the state above is this GPU's shard; the step "
             "is still timed and trained as DDP's (the sharded step's allgathers and "

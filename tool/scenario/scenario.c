@@ -67,9 +67,11 @@ static const char *const val_rules[] = {"divided", "oversampled", "full", "none"
 static const char *const booleans[] = {"false", "true", NULL};
 static const char *const shuffles[] = {"false", "true", "torch", NULL};
 static const char *const sample_shardings[] = {"distributed", "replicated", NULL};
-/* recipe.sharding: the state's (rh_sharding's order, from 2), and the samples' older spelling */
-static const char *const shardings[] = {"distributed", "replicated", "none", "optimizer",
-                                        "gradients", "hybrid", "full", NULL};
+/* recipe.sharding: the state's (rh_sharding's order), then the samples' older spelling (from
+ * SAMPLES_AT: data.sharding's values) */
+static const char *const shardings[] = {"none", "optimizer", "gradients", "hybrid", "full",
+                                        "distributed", "replicated", NULL};
+enum { SAMPLES_AT = RH_SHARD_COUNT };
 static const char *const fault_links[] = {"uplink", "gpu", NULL};
 static const char *const fault_phases[] = {"allreduce", "broadcast", "allgather", "commit",
                                            "sync", "rendezvous", "step", "reduce_scatter", NULL};
@@ -1803,9 +1805,6 @@ static void check_elastic(walker *w) {
   }
 }
 
-/* A timing model's layers: a family's built (model.c), a list's sums checked.  An error about a
- * key a preset gave names the preset's file and line; one where a preset's key conflicts with a
- * key written in the scenario or on the command line is said at the latter, naming both. */
 /* recipe.sharding: the state's stage, or the samples' older spelling (data.sharding's values);
  * hybrid sharding needs the same GPUs on every node. */
 static bool finish_sharding(walker *w) {
@@ -1814,16 +1813,16 @@ static bool finish_sharding(walker *w) {
   const yaml_node_t *key = key_at(w->doc, "recipe.sharding", &written);
   key_at(w->doc, "data.sharding", &samples_written);
   int k = sc->recipe.sharding_key;
-  if (k >= 2) {
-    sc->recipe.state_sharding = k - 2;
+  if (k < SAMPLES_AT) {
+    sc->recipe.state_sharding = k;
   } else if (written) {
     if (samples_written) {
       fail(w, key, "recipe.sharding", "%s is the samples' sharding, given by data.sharding too: "
            "give it there alone (recipe.sharding is the state's: none, optimizer, gradients, "
-           "hybrid or full)", sample_shardings[k]);
+           "hybrid or full)", sample_shardings[k - SAMPLES_AT]);
       return false;
     }
-    sc->recipe.sharding = k;
+    sc->recipe.sharding = k - SAMPLES_AT;
   }
   if (sc->recipe.state_sharding != RH_SHARD_HYBRID) return true;
   const rh_cluster *cl = &sc->cluster;
@@ -1838,6 +1837,9 @@ static bool finish_sharding(walker *w) {
   return true;
 }
 
+/* A timing model's layers: a family's built (model.c), a list's sums checked.  An error about a
+ * key a preset gave names the preset's file and line; one where a preset's key conflicts with a
+ * key written in the scenario or on the command line is said at the latter, naming both. */
 static bool finish_model(walker *w) {
   rh_scenario *sc = w->sc;
   if (sc->model.kind != 0) return true;

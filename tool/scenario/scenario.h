@@ -160,8 +160,8 @@ typedef struct rh_scenario {
     int checkpoint_every;
     int sharding;         /* the samples (data.sharding): 0 distributed (DistributedSampler), 1
                            * replicated (whole set per rank) */
-    int sharding_key;     /* recipe.sharding as written: 0, 1 the samples' older spelling, 2 on
-                           * the state's (rh_sharding + 2) */
+    int sharding_key;     /* recipe.sharding as written: the state's (rh_sharding), then the
+                           * samples' older spelling (RH_SHARD_COUNT + data.sharding's) */
     int state_sharding;   /* rh_sharding: ZeRO's stage, FSDP's strategy */
     double val_batch;     /* 0: batch_per_worker */
     double checkpoint_every_steps; /* 0: none between epochs */

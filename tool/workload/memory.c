@@ -26,7 +26,9 @@ static void shard(rh_memory_use *m, const rh_shard_plan *p, double parameters, d
   m->gradients /= d;
   if (p->stage == RH_SHARD_GRADIENTS) return;
   m->weights /= d;
-  m->units = (p->root + 2 * p->unit) * w + p->unit * grad;
+  m->buffers = 0; /* a unit's gradients are reduce-scattered from where they are */
+  m->units_known = !p->units_unknown;
+  m->units = m->units_known ? (p->root + 2 * p->unit) * w + p->unit * grad : 0;
 }
 
 void rh_memory_estimate(double parameters, double activations, bool known, double micro_batch,
@@ -44,7 +46,8 @@ void rh_memory_estimate(double parameters, double activations, bool known, doubl
   m->optimizer = parameters * 4 * states; /* fp32 states */
   m->activations = known ? activations * value * micro_batch : 0;
   bool sharded_grads = plan && plan->degree > 1 && plan->stage >= RH_SHARD_GRADIENTS;
-  m->buffers = ddp && !sharded_grads ? m->gradients : (fusion < m->gradients ? fusion : m->gradients);
+  double bucket = fusion < m->gradients ? fusion : m->gradients;
+  m->buffers = ddp && !sharded_grads ? m->gradients : bucket;
   shard(m, plan, parameters, grad);
   m->total = m->weights + m->master + m->gradients + m->optimizer + m->activations + m->buffers +
              m->units;

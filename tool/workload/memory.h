@@ -30,11 +30,13 @@ extern const char *const rh_sharding_names[RH_SHARD_COUNT + 1]; /* "none", ...; 
 extern const char *const rh_sharding_titles[RH_SHARD_COUNT];
 
 /* How the state is sharded: over `degree` ranks; under hybrid and full sharding the largest
- * unit's and the root unit's parameters (a unit is gathered whole while its layers run). */
+ * unit's and the root unit's parameters (a unit is gathered whole while its layers run), unless
+ * !units_known (a model given by its parameters alone: no layers to wrap). */
 typedef struct rh_shard_plan {
   rh_sharding stage;
   int degree;
   double unit, root;
+  bool units_unknown;
 } rh_shard_plan;
 
 typedef struct rh_memory_use {
@@ -42,6 +44,7 @@ typedef struct rh_memory_use {
   double units; /* full sharding: the root unit and two units gathered whole, one unit's gradients */
   double total;
   bool activations_known; /* the model's layers give their activations */
+  bool units_known;       /* full sharding: the model's layers give its units */
   rh_sharding sharding;
   int degree;             /* the ranks the state is sharded over (1: none) */
 } rh_memory_use;
@@ -49,7 +52,8 @@ typedef struct rh_memory_use {
 /* The memory of one GPU training `parameters` in precision (rh_precision) with micro-batches of
  * `micro_batch` samples that keep `activations` values each (0 with !known); the optimizer's
  * state; ddp: the buckets' copy of the gradients, else Horovod's fusion buffer of `fusion` bytes
- * (sharded gradients: one bucket of `fusion` bytes before its reduce-scatter).  shard NULL: none. */
+ * (ZeRO-2: one bucket of `fusion` bytes before its reduce-scatter; hybrid and full: none apart
+ * from the unit's gradients).  shard NULL: none. */
 void rh_memory_estimate(double parameters, double activations, bool known, double micro_batch,
                         int precision, rh_optimizer_kind optimizer, double momentum, bool ddp,
                         double fusion, const rh_shard_plan *shard, rh_memory_use *m);

@@ -18,8 +18,11 @@ static void parts(const rh_memory_use *m, const char *acts, char *buf, size_t le
   int k = snprintf(buf, len, "weights %.2f, master %.2f, gradients %.2f, optimizer %.2f, "
                    "activations %s, buffers %.2f", m->weights / 1e9, m->master / 1e9,
                    m->gradients / 1e9, m->optimizer / 1e9, acts, m->buffers / 1e9);
-  if (m->units > 0 && k > 0 && (size_t)k < len)
+  if (k <= 0 || (size_t)k >= len) return;
+  if (m->units > 0)
     snprintf(buf + k, len - (size_t)k, ", gathered units %.2f", m->units / 1e9);
+  else if (m->sharding >= RH_SHARD_HYBRID && m->degree > 1 && !m->units_known)
+    snprintf(buf + k, len - (size_t)k, ", gathered units not known");
 }
 
 void rh_train_verdict_memory(rh_train_result *r, const rh_memory_use *m, double capacity,
@@ -50,7 +53,7 @@ void rh_train_verdict_memory(rh_train_result *r, const rh_memory_use *m, double 
              "accumulation, or activation checkpointing)");
   else
     snprintf(advice, sizeof advice, ": it would run out of memory before any activation (a "
-             "lower precision, a lighter optimizer, or sharding)");
+             "lower precision, or a lighter optimizer)");
   snprintf(c->detail, sizeof c->detail, "%.2f GB per GPU of %.4g GB%s: %s%s", m->total / 1e9,
            capacity / 1e9, sharded, what, ok ? "" : advice);
 }
