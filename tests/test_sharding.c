@@ -35,21 +35,28 @@ static const char scenario[] = "name: llama7b-128\n"
                                "data: {train_samples: 4096, validation_samples: 0}\n"
                                "recipe: {batch_per_worker: 1, optimizer: adam, steps: 2}\n";
 
-/* `rehearsal run` with recipe.sharding=S: its exit status, console and summary.json */
-static json_t *run(const char *sharding, int *rc, char **text) {
+/* `rehearsal run` with recipe.sharding=S (and activation checkpointing `ac`): its exit status,
+ * console and summary.json */
+static json_t *run_with(const char *sharding, const char *ac, int *rc, char **text) {
   char *file = rh_test_path(tmpdir, "llama.yaml"), set[64], tag[64];
   FILE *f = fopen(file, "w");
   assert_non_null(f);
   fputs(scenario, f);
   fclose(f);
+  char acset[64];
   snprintf(set, sizeof set, "recipe.sharding=%s", sharding);
-  snprintf(tag, sizeof tag, "out-%s", sharding);
+  snprintf(acset, sizeof acset, "recipe.activation_checkpointing=%s", ac);
+  snprintf(tag, sizeof tag, "out-%s-%s", sharding, ac);
   char *out = rh_test_path(tmpdir, tag), log[128];
   snprintf(log, sizeof log, "%s.txt", out);
-  char *argv[] = {RH_BINARY, "run", file, "--out", out, "--set", set, NULL};
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, "--set", set, "--set", acset, NULL};
   *rc = rh_test_spawn(argv, log, NULL);
   *text = rh_test_slurp(log);
   return rh_test_summary_in(out);
+}
+
+static json_t *run(const char *sharding, int *rc, char **text) {
+  return run_with(sharding, "none", rc, text);
 }
 
 static double memory_gb(json_t *js, const char *key) {
@@ -103,6 +110,49 @@ static void test_memory_per_sharding(void **state) {
   }
 }
 
+static double steady_ms(json_t *js) {
+  return json_real_value(json_object_get(json_object_get(js, "summary"), "steady_step_ms"));
+}
+
+/* Activation checkpointing.  A Llama-2 block keeps, per sample of s = 4,096 tokens (h = 4,096,
+ * f = 11,008), 8 s h + 3 s f values (its two norms, q/k/v, the attention's output, the output
+ * projection, the residual's; SwiGLU's two up-projections and their product), 2 bytes each.
+ * Full checkpointing keeps each of the 32 blocks' input (s h) and one block whole while it is
+ * recomputed: 31 (8 s h + 3 s f) - 32 s h values fewer.  Selective recomputes the attention cores
+ * (s h each): 31 s h fewer.  Full checkpointing runs each block's forward again in backward: the
+ * step grows by the blocks' forward times the report lists. */
+static void test_activation_checkpointing(void **state) {
+  (void)state;
+  const double s = 4096, h = 4096, f = 11008, block_acts = 8 * s * h + 3 * s * f;
+  const double saved[] = {0, 31 * s * h * 2, (31 * block_acts - 32 * s * h) * 2};
+  const char *modes[] = {"none", "selective", "full"};
+  double acts0 = 0, step0 = 0;
+  for (int i = 0; i < 3; i++) {
+    int rc;
+    char *text;
+    json_t *js = run_with("full", modes[i], &rc, &text);
+    assert_int_equal(rc, 0);
+    double acts = memory_gb(js, "activations_GB") * 1e9, step = steady_ms(js);
+    if (i == 0) acts0 = acts, step0 = step;
+    print_message("%-9s activations %.3f GB (%.3f fewer, derived %.3f), step %.2f ms\n", modes[i],
+                  acts / 1e9, (acts0 - acts) / 1e9, saved[i] / 1e9, step);
+    assert_true(fabs((acts0 - acts) - saved[i]) <= 1e-6 * acts0);
+    if (i == 2) { /* the blocks' forward again */
+      json_t *layers = json_object_get(js, "layers");
+      double forward = 0;
+      for (size_t k = 0; k < json_array_size(layers); k++) {
+        json_t *l = json_array_get(layers, k);
+        if (strncmp(json_string_value(json_object_get(l, "name")), "blocks.", 7) == 0)
+          forward += json_real_value(json_object_get(l, "forward_ms"));
+      }
+      print_message("full: step +%.2f ms, the blocks' forward %.2f ms\n", step - step0, forward);
+      assert_true(fabs(step - step0 - forward) <= 0.01 * forward);
+    }
+    free(text);
+    json_decref(js);
+  }
+}
+
 /* The samples' older spelling still reaches the samples; written twice, it is refused; a hybrid
  * group needs the same GPUs on every node. */
 static void test_bad_sharding(void **state) {
@@ -144,6 +194,18 @@ static void test_bad_sharding(void **state) {
   char *text = rh_test_slurp(err);
   if (!strstr(text, "recipe.sharding: hybrid shards inside each node")) fail_msg("%s", text);
   free(text);
+  f = fopen(file, "w"); /* checkpointing needs blocks: a CNN has none */
+  assert_non_null(f);
+  fputs("name: bad\ncluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 10}, intra: "
+        "{bandwidth_GBps: 100}}\nmodel: {preset: resnet50}\ndata: {train_samples: 64}\n"
+        "recipe: {batch_per_worker: 4, epochs: 1, activation_checkpointing: full}\n", f);
+  fclose(f);
+  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
+  text = rh_test_slurp(err);
+  if (!strstr(text, "bad.yaml:5: recipe.activation_checkpointing: the model has no transformer "
+                    "blocks"))
+    fail_msg("%s", text);
+  free(text);
 }
 
 static int setup(void **state) {
@@ -158,6 +220,7 @@ static int teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_memory_per_sharding),
+                                     cmocka_unit_test(test_activation_checkpointing),
                                      cmocka_unit_test(test_bad_sharding)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

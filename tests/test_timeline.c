@@ -56,7 +56,7 @@ static int training_init(training *t, const char *file) {
   for (int i = 0; i < sc->model.nlayers; i++)
     t->layers[i] = (rh_train_layer){sc->model.layers[i].name, sc->model.layers[i].parameters,
                                     sc->model.layers[i].forward_flops,
-                                    sc->model.layers[i].memory_bytes};
+                                    sc->model.layers[i].memory_bytes, false};
   const rh_elastic_config *el = t->launch.config.elastic;
   int slots = 0;
   for (int n = 0; n < sc->cluster.nodes + sc->cluster.spares; n++) slots += sc->cluster.gpus_per_node[n];

@@ -11,6 +11,8 @@
 #include "run.h"
 #include "scenario.h"
 #include "workload.h"
+#include "recompute.h"
+#include "family.h"
 #include "train/train.h"
 
 #include <jansson.h>
@@ -198,10 +200,12 @@ static int prepare_timing(const rh_scenario *sc, const char *out, bool resume, r
   rh_train_config *c = &in->cfg;
   in->layers = calloc((size_t)sc->model.nlayers, sizeof *in->layers);
   if (!in->layers) return 1;
-  for (int i = 0; i < sc->model.nlayers; i++)
-    in->layers[i] = (rh_train_layer){sc->model.layers[i].name, sc->model.layers[i].parameters,
-                                     sc->model.layers[i].forward_flops,
-                                     sc->model.layers[i].memory_bytes};
+  for (int i = 0; i < sc->model.nlayers; i++) {
+    const rh_layer *l = &sc->model.layers[i];
+    in->layers[i] = (rh_train_layer){l->name, l->parameters, l->forward_flops, l->memory_bytes,
+                                     rh_recompute_layer((rh_recompute)sc->recipe.recompute, l->name,
+                                                        l->op.kind == RH_LAYER_ATTENTION)};
+  }
   c->layers = in->layers;
   c->nlayers = sc->model.nlayers;
   if (sc->compute.kernels) { /* each step shape priced once, for every rank */

@@ -8,6 +8,7 @@
 #include "kernels.h"
 
 #include "compute_model.h"
+#include "recompute.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,9 +43,29 @@ static rh_shard_plan shard_plan(const rh_scenario *sc, rh_sharding stage) {
   return p;
 }
 
+/* Values a sample keeps for backward, with the scenario's activation checkpointing. */
+static double kept_activations(const rh_scenario *sc) {
+  int n = sc->model.nlayers;
+  const char **names = malloc((size_t)n * sizeof *names + 1);
+  bool *attention = malloc((size_t)n * sizeof *attention + 1);
+  double *acts = malloc((size_t)n * sizeof *acts + 1), kept = 0;
+  for (int i = 0; i < n; i++) kept += sc->model.layers[i].activations;
+  if (names && attention && acts) {
+    for (int i = 0; i < n; i++) {
+      names[i] = sc->model.layers[i].name;
+      attention[i] = sc->model.layers[i].op.kind == RH_LAYER_ATTENTION;
+      acts[i] = sc->model.layers[i].activations;
+    }
+    kept = rh_recompute_activations((rh_recompute)sc->recipe.recompute, names, attention, acts, n);
+  }
+  free(names);
+  free(attention);
+  free(acts);
+  return kept;
+}
+
 void rh_workload_memory_as(const rh_scenario *sc, rh_sharding stage, rh_memory_use *m) {
-  double acts = 0;
-  for (int i = 0; i < sc->model.nlayers; i++) acts += sc->model.layers[i].activations;
+  double acts = kept_activations(sc);
   rh_shard_plan plan = shard_plan(sc, stage);
   rh_memory_estimate(sc->model.parameters, acts, sc->model.shaped, sc->recipe.micro_batch,
                      sc->model.precision, (rh_optimizer_kind)sc->recipe.optimizer,

@@ -10,6 +10,7 @@
 #include "net/net.h"
 #include "schema.h"
 #include "memory.h"
+#include "recompute.h"
 
 #include <yaml.h>
 
@@ -436,6 +437,10 @@ static const field recipe_fields[] = {
         "node), full (ZeRO-3, FSDP FULL_SHARD: everything); distributed and replicated are "
         "data.sharding's older spelling.  The memory is the sharded one; the step is still timed "
         "and trained as DDP's"),
+    ENUM("activation_checkpointing", rh_recompute_names, recipe.recompute,
+        "none; selective (Megatron-LM: each block's attention core recomputed in backward); full "
+        "(each transformer block, as checkpoint_wrapper: only its input kept, its forward run "
+        "again in backward)"),
     COUNT("validation_batch", false, 1, 1e8, recipe.val_batch,
         "the batch of validation steps (default: batch_per_worker)"),
     COUNT("checkpoint_every_steps", false, 0, 1e12, recipe.checkpoint_every_steps,
@@ -1823,6 +1828,20 @@ static bool finish_sharding(walker *w) {
       return false;
     }
     sc->recipe.sharding = k - SAMPLES_AT;
+  }
+  if (sc->recipe.recompute != RH_RECOMPUTE_NONE) {
+    int n = sc->model.nlayers;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    for (int i = 0; names && i < n; i++) names[i] = sc->model.layers[i].name;
+    bool blocks = names && rh_recompute_has_blocks(names, n);
+    free(names);
+    if (!blocks) {
+      bool at;
+      fail(w, key_at(w->doc, "recipe.activation_checkpointing", &at),
+           "recipe.activation_checkpointing", "the model has no transformer blocks to checkpoint "
+           "(layers named blocks.N...: a family: transformer model)");
+      return false;
+    }
   }
   if (sc->recipe.state_sharding != RH_SHARD_HYBRID) return true;
   const rh_cluster *cl = &sc->cluster;

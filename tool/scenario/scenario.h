@@ -163,6 +163,7 @@ typedef struct rh_scenario {
     int sharding_key;     /* recipe.sharding as written: the state's (rh_sharding), then the
                            * samples' older spelling (RH_SHARD_COUNT + data.sharding's) */
     int state_sharding;   /* rh_sharding: ZeRO's stage, FSDP's strategy */
+    int recompute;        /* rh_recompute: activation checkpointing */
     double val_batch;     /* 0: batch_per_worker */
     double checkpoint_every_steps; /* 0: none between epochs */
     bool lr_written;      /* base_lr is given (a timing-only model prints no lr without it) */

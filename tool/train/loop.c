@@ -331,10 +331,15 @@ static double layer_seconds(rank_state *s, int i, long n, bool backward) {
   return rh_compute_seconds(&cfg->gpu, f, bytes);
 }
 
-/* Layer i's kernel: priced by the roofline (a GPU runs its FLOPs and takes what they take). */
+/* Layer i's kernel: priced by the roofline (a GPU runs its FLOPs and takes what they take).  A
+ * checkpointed layer runs its forward again before its backward. */
 static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
   const rh_train_config *cfg = s->cfg;
   double f = layer_flops(s, i, n, backward), seconds = layer_seconds(s, i, n, backward);
+  if (backward && !cfg->real && cfg->layers && cfg->layers[i].recompute) {
+    f += layer_flops(s, i, n, false);
+    seconds += layer_seconds(s, i, n, false);
+  }
   s->alone += seconds;
   if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return rh_compute(s->ctx, f);
   return rh_compute_priced(s->ctx, f, seconds);

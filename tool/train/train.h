@@ -61,6 +61,7 @@ typedef struct rh_train_layer {
   double parameters;
   double forward_flops; /* per sample; 0: a share of the model's by parameters */
   double memory_bytes;  /* per sample, forward (read and written); backward moves twice that */
+  bool recompute;       /* activation checkpointing: its forward runs again in backward */
 } rh_train_layer;
 
 /* Everything the loop needs, in plain terms (filled by the command from the scenario). */
