@@ -153,6 +153,37 @@ static void test_activation_checkpointing(void **state) {
   }
 }
 
+/* Eight sequences a GPU on 16 H100: no sharding fits (142.7 GB of activations), so the check
+ * names the least sharding that fits with full checkpointing: ZeRO-1 keeps (2 + 2 + 12/16) bytes a
+ * parameter, and a sample 32 block inputs (s h each), one block whole (8 s h + 3 s f), and what is
+ * outside the blocks (the embedding's and the last norm's s h, the head's and the loss's s V, V =
+ * 32,000), 2 bytes a value, plus Horovod's 128 MiB fusion buffer. */
+static void test_checkpointing_suggested(void **state) {
+  (void)state;
+  char *file = rh_test_path(tmpdir, "eight.yaml");
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs("name: eight\ncluster: {node: dgx-h100, nodes: 2}\nmodel: {preset: llama2-7b, precision: "
+        "bf16}\ndata: {train_samples: 4096, validation_samples: 0}\nrecipe: {batch_per_worker: 8, "
+        "optimizer: adam, steps: 2}\n", f);
+  fclose(f);
+  char out[128], log[160];
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "eight"));
+  snprintf(log, sizeof log, "%s.txt", out);
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
+  assert_int_equal(rh_test_spawn(argv, log, NULL), 1);
+  char *text = rh_test_slurp(log);
+  const double s = 4096, h = 4096, ff = 11008, v = 32000;
+  double acts = (32 * s * h + 8 * s * h + 3 * s * ff + 2 * s * h + 2 * s * v) * 2 * 8;
+  double total = (2 + 2 + 12.0 / 16) * PARAMS + acts + 128.0 * 1024 * 1024;
+  char want[200];
+  snprintf(want, sizeof want, "recipe.sharding: optimizer (ZeRO-1) over 16 ranks with "
+           "activation_checkpointing: full would fit, %.2f GB per GPU", total / 1e9);
+  print_message("derived: %s\n", want);
+  if (!strstr(text, want)) fail_msg("%s", text);
+  free(text);
+}
+
 /* The samples' older spelling still reaches the samples; written twice, it is refused; a hybrid
  * group needs the same GPUs on every node. */
 static void test_bad_sharding(void **state) {
@@ -221,6 +252,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_memory_per_sharding),
                                      cmocka_unit_test(test_activation_checkpointing),
+                                     cmocka_unit_test(test_checkpointing_suggested),
                                      cmocka_unit_test(test_bad_sharding)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

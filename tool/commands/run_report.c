@@ -601,10 +601,12 @@ static void report_late_checks(report *r) {
     rh_workload_memory(&j->sc, &mem);
     double cap = j->sc.compute.capacity;
     char fits[160] = "";
-    int s = cap > 0 && mem.total > cap ? rh_workload_sharding_that_fits(&j->sc, cap, &alt) : -1;
+    bool ac = false;
+    int s = cap > 0 && mem.total > cap ? rh_workload_sharding_that_fits(&j->sc, cap, &alt, &ac) : -1;
     if (s >= 0)
-      snprintf(fits, sizeof fits, "recipe.sharding: %s (%s) over %d ranks would fit, %.2f GB per GPU",
-               rh_sharding_names[s], rh_sharding_titles[s], alt.degree, alt.total / 1e9);
+      snprintf(fits, sizeof fits, "recipe.sharding: %s (%s) over %d ranks%s would fit, %.2f GB "
+               "per GPU", rh_sharding_names[s], rh_sharding_titles[s], alt.degree,
+               ac ? " with activation_checkpointing: full" : "", alt.total / 1e9);
     if (cap > 0) rh_train_verdict_memory(res, &mem, cap, fits);
   }
 }

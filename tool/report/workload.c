@@ -77,13 +77,32 @@ void rh_workload_memory(const rh_scenario *sc, rh_memory_use *m) {
   rh_workload_memory_as(sc, (rh_sharding)sc->recipe.state_sharding, m);
 }
 
-int rh_workload_sharding_that_fits(const rh_scenario *sc, double capacity, rh_memory_use *m) {
-  for (int s = sc->recipe.state_sharding + 1; s < RH_SHARD_COUNT; s++) {
+/* The least sharding from `from` on that fits, or -1. */
+static int least_fitting(const rh_scenario *sc, int from, double capacity, rh_memory_use *m) {
+  for (int s = from; s < RH_SHARD_COUNT; s++) {
     if (s == RH_SHARD_HYBRID && sc->cluster.nodes < 2) continue; /* one node: full's own */
     rh_workload_memory_as(sc, (rh_sharding)s, m);
     if (m->total <= capacity) return s;
   }
   return -1;
+}
+
+int rh_workload_sharding_that_fits(const rh_scenario *sc, double capacity, rh_memory_use *m,
+                                   bool *checkpointing) {
+  *checkpointing = false;
+  int s = least_fitting(sc, sc->recipe.state_sharding + 1, capacity, m);
+  if (s >= 0 || sc->recipe.recompute == RH_RECOMPUTE_FULL || !sc->model.shaped) return s;
+  rh_scenario wrapped = *sc; /* read only: the same model, its blocks checkpointed */
+  wrapped.recipe.recompute = RH_RECOMPUTE_FULL;
+  int n = sc->model.nlayers;
+  const char **names = malloc((size_t)n * sizeof *names + 1);
+  for (int i = 0; names && i < n; i++) names[i] = sc->model.layers[i].name;
+  bool blocks = names && rh_recompute_has_blocks(names, n);
+  free(names);
+  if (!blocks) return -1;
+  s = least_fitting(&wrapped, sc->recipe.state_sharding, capacity, m);
+  *checkpointing = s >= 0;
+  return s;
 }
 
 /* The seconds of layer i on `n` samples, forward or backward, as the loop prices it. */

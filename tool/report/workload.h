@@ -18,8 +18,10 @@ void rh_workload_memory(const rh_scenario *sc, rh_memory_use *m);
 /* The same with the state sharded as `stage` says, over every rank (a node's GPUs: hybrid). */
 void rh_workload_memory_as(const rh_scenario *sc, rh_sharding stage, rh_memory_use *m);
 /* The least sharding beyond the scenario's own whose memory fits `capacity` bytes (its memory in
- * *m), or -1 when none does (*m: full sharding's). */
-int rh_workload_sharding_that_fits(const rh_scenario *sc, double capacity, rh_memory_use *m);
+ * *m), or -1 when none does (*m: full sharding's); failing that, with full activation
+ * checkpointing where the model has blocks to wrap (*checkpointing set true). */
+int rh_workload_sharding_that_fits(const rh_scenario *sc, double capacity, rh_memory_use *m,
+                                   bool *checkpointing);
 
 /* The peak FLOP/s MFU is taken against: the roofline's, else the precision's of the GPU; 0: none. */
 double rh_workload_peak(const rh_scenario *sc);
