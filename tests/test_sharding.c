@@ -184,6 +184,41 @@ static void test_checkpointing_suggested(void **state) {
   free(text);
 }
 
+/* A sweep over sharding and checkpointing lays out each point's memory of one GPU: the CSV's
+ * memory_GB is each point's summary.json memory, and it falls from none to full sharding. */
+static void test_sweep_columns(void **state) {
+  (void)state;
+  char file[128], out[128];
+  snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "sweep.yaml"));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "sweep"));
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs("name: sweep\ncluster: {node: dgx-h100, nodes: 1}\nmodel: {preset: gpt2, precision: "
+        "bf16}\ndata: {train_samples: 4096, validation_samples: 0}\nrecipe: {batch_per_worker: 4, "
+        "optimizer: adam, steps: 1}\n", f);
+  fclose(f);
+  char *argv[] = {RH_BINARY, "sweep", file, "-o", out, "-j", "1", "--axis",
+                  "recipe.sharding=none,full", NULL};
+  assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
+  char csv[160];
+  snprintf(csv, sizeof csv, "%s/sweep.csv", out);
+  char *text = rh_test_slurp(csv);
+  assert_non_null(strstr(text, ",tokens_per_s,mfu,memory_GB,status\n"));
+  double gb[2];
+  for (int p = 0; p < 2; p++) {
+    char dir[160];
+    snprintf(dir, sizeof dir, "%s/points/%03d", out, p);
+    json_t *js = rh_test_summary_in(dir);
+    gb[p] = memory_gb(js, "total_GB");
+    char cell[64];
+    snprintf(cell, sizeof cell, ",%.9g,ok\n", gb[p]);
+    if (!strstr(text, cell)) fail_msg("no %s in\n%s", cell, text);
+    json_decref(js);
+  }
+  assert_true(gb[1] < gb[0]);
+  free(text);
+}
+
 /* The samples' older spelling still reaches the samples; written twice, it is refused; a hybrid
  * group needs the same GPUs on every node. */
 static void test_bad_sharding(void **state) {
@@ -253,6 +288,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_memory_per_sharding),
                                      cmocka_unit_test(test_activation_checkpointing),
                                      cmocka_unit_test(test_checkpointing_suggested),
+                                     cmocka_unit_test(test_sweep_columns),
                                      cmocka_unit_test(test_bad_sharding)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -327,6 +327,9 @@ static json_t *point_row(const point *p, const axis *axes, int naxes) {
     if (json_object_get(s, "tokens_per_s"))
       json_object_set_new(row, "tokens_per_s", json_real(num(s, "tokens_per_s")));
     if (json_object_get(s, "mfu")) json_object_set_new(row, "mfu", json_real(num(s, "mfu")));
+    json_t *mem = json_object_get(root, "memory"); /* sharding, checkpointing: what each holds */
+    if (json_is_number(json_object_get(mem, "total_GB")))
+      json_object_set_new(row, "memory_GB", json_real(num(mem, "total_GB")));
   }
   json_decref(root);
   return row;
@@ -335,8 +338,8 @@ static json_t *point_row(const point *p, const axis *axes, int naxes) {
 static const char *const columns[] = {"gpus", "nodes", "step_ms", "compute_ms", "comm_wait_ms",
                                       "framework_ms", "lost_ms", "samples_per_s",
                                       "ideal_samples_per_s", "scaling_efficiency", NULL};
-/* the columns a model with tokens adds (tokens/s, MFU) */
-static const char *const token_columns[] = {"tokens_per_s", "mfu", NULL};
+/* the columns a model with tokens adds (tokens/s, MFU, the memory of one GPU) */
+static const char *const token_columns[] = {"tokens_per_s", "mfu", "memory_GB", NULL};
 
 /* The table, sweep.csv and sweep.json. */
 static int report(const rh_scenario *sc, const char *file, const char *out, const axis *axes,
@@ -392,11 +395,11 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
     const char *status = json_string_value(json_object_get(row, "status"));
     fprintf(f, ",%s\n", status);
     if (json_object_get(row, "step_ms") && tokens)
-      printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s  %.6g tokens/s, MFU %.1f%%\n",
-             num(row, "gpus"), num(row, "nodes"), num(row, "step_ms"), num(row, "compute_ms"),
-             num(row, "comm_wait_ms"), num(row, "samples_per_s"),
+      printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s  %.6g tokens/s, MFU %.1f%%, "
+             "%.2f GB a GPU\n", num(row, "gpus"), num(row, "nodes"), num(row, "step_ms"),
+             num(row, "compute_ms"), num(row, "comm_wait_ms"), num(row, "samples_per_s"),
              100 * num(row, "scaling_efficiency"), status, num(row, "tokens_per_s"),
-             100 * num(row, "mfu"));
+             100 * num(row, "mfu"), num(row, "memory_GB"));
     else if (json_object_get(row, "step_ms"))
       printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s\n", num(row, "gpus"), num(row, "nodes"),
              num(row, "step_ms"), num(row, "compute_ms"), num(row, "comm_wait_ms"),
