@@ -262,11 +262,16 @@ static void test_memory(void **state) {
   assert_true(!m.units_known && m.units == 0);
   assert_near(m.weights + m.master + m.gradients + m.optimizer, 16 * 7e9 / 8, 1e-15);
   /* units: transformer blocks by their first two name parts; the rest is the root unit */
-  const char *names[] = {"embed.tokens", "blocks.0.attn", "blocks.0.mlp", "blocks.1.attn",
-                         "blocks.1.mlp", "blocks.10.attn", "norm", "head"};
-  const double params[] = {100, 10, 20, 11, 25, 5, 1, 100};
+  const rh_layer layers[] = {{.name = "embed.tokens", .parameters = 100},
+                             {.name = "blocks.0.attn", .parameters = 10},
+                             {.name = "blocks.0.mlp", .parameters = 20},
+                             {.name = "blocks.1.attn", .parameters = 11},
+                             {.name = "blocks.1.mlp", .parameters = 25},
+                             {.name = "blocks.10.attn", .parameters = 5},
+                             {.name = "norm", .parameters = 1},
+                             {.name = "head", .parameters = 100}};
   double largest, root;
-  rh_memory_units(names, params, 8, &largest, &root);
+  rh_memory_units(layers, 8, &largest, &root);
   assert_near(largest, 36, 1e-15);
   assert_near(root, 201, 1e-15);
   rh_memory_estimate(1e9, 1e6, true, 8, RH_PREC_FP32, RH_OPT_SGD, 0.9, true, 0, NULL, &m);

@@ -12,7 +12,6 @@
 #include "scenario.h"
 #include "workload.h"
 #include "recompute.h"
-#include "family.h"
 #include "train/train.h"
 
 #include <jansson.h>
@@ -203,8 +202,7 @@ static int prepare_timing(const rh_scenario *sc, const char *out, bool resume, r
   for (int i = 0; i < sc->model.nlayers; i++) {
     const rh_layer *l = &sc->model.layers[i];
     in->layers[i] = (rh_train_layer){l->name, l->parameters, l->forward_flops, l->memory_bytes,
-                                     rh_recompute_layer((rh_recompute)sc->recipe.recompute, l->name,
-                                                        l->op.kind == RH_LAYER_ATTENTION)};
+                                     rh_recompute_layer((rh_recompute)sc->recipe.recompute, l)};
   }
   c->layers = in->layers;
   c->nlayers = sc->model.nlayers;

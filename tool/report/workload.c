@@ -24,48 +24,15 @@ static rh_shard_plan shard_plan(const rh_scenario *sc, rh_sharding stage) {
   rh_shard_plan p = {.stage = stage, .degree = rh_scenario_size(sc)};
   if (stage == RH_SHARD_HYBRID)
     p.degree = sc->cluster.gpus_per_node ? sc->cluster.gpus_per_node[0] : 1;
-  int n = sc->model.nlayers;
-  p.units_unknown = n == 0;
-  if (stage < RH_SHARD_HYBRID || n == 0) return p;
-  const char **names = malloc((size_t)n * sizeof *names);
-  double *params = malloc((size_t)n * sizeof *params);
-  if (names && params) {
-    for (int i = 0; i < n; i++) {
-      names[i] = sc->model.layers[i].name;
-      params[i] = sc->model.layers[i].parameters;
-    }
-    rh_memory_units(names, params, n, &p.unit, &p.root);
-  } else {
-    p.root = sc->model.parameters; /* out of memory: the whole model one unit */
-  }
-  free(names);
-  free(params);
+  p.units_unknown = sc->model.nlayers == 0;
+  if (stage >= RH_SHARD_HYBRID)
+    rh_memory_units(sc->model.layers, sc->model.nlayers, &p.unit, &p.root);
   return p;
 }
 
-/* Values a sample keeps for backward, with the scenario's activation checkpointing. */
-static double kept_activations(const rh_scenario *sc) {
-  int n = sc->model.nlayers;
-  const char **names = malloc((size_t)n * sizeof *names + 1);
-  bool *attention = malloc((size_t)n * sizeof *attention + 1);
-  double *acts = malloc((size_t)n * sizeof *acts + 1), kept = 0;
-  for (int i = 0; i < n; i++) kept += sc->model.layers[i].activations;
-  if (names && attention && acts) {
-    for (int i = 0; i < n; i++) {
-      names[i] = sc->model.layers[i].name;
-      attention[i] = sc->model.layers[i].op.kind == RH_LAYER_ATTENTION;
-      acts[i] = sc->model.layers[i].activations;
-    }
-    kept = rh_recompute_activations((rh_recompute)sc->recipe.recompute, names, attention, acts, n);
-  }
-  free(names);
-  free(attention);
-  free(acts);
-  return kept;
-}
-
 void rh_workload_memory_as(const rh_scenario *sc, rh_sharding stage, rh_memory_use *m) {
-  double acts = kept_activations(sc);
+  double acts = rh_recompute_activations((rh_recompute)sc->recipe.recompute, sc->model.layers,
+                                         sc->model.nlayers);
   rh_shard_plan plan = shard_plan(sc, stage);
   rh_memory_estimate(sc->model.parameters, acts, sc->model.shaped, sc->recipe.micro_batch,
                      sc->model.precision, (rh_optimizer_kind)sc->recipe.optimizer,
@@ -91,15 +58,11 @@ int rh_workload_sharding_that_fits(const rh_scenario *sc, double capacity, rh_me
                                    bool *checkpointing) {
   *checkpointing = false;
   int s = least_fitting(sc, sc->recipe.state_sharding + 1, capacity, m);
-  if (s >= 0 || sc->recipe.recompute == RH_RECOMPUTE_FULL || !sc->model.shaped) return s;
+  if (s >= 0 || sc->recipe.recompute == RH_RECOMPUTE_FULL || !sc->model.shaped ||
+      !rh_recompute_has_blocks(sc->model.layers, sc->model.nlayers))
+    return s;
   rh_scenario wrapped = *sc; /* read only: the same model, its blocks checkpointed */
   wrapped.recipe.recompute = RH_RECOMPUTE_FULL;
-  int n = sc->model.nlayers;
-  const char **names = malloc((size_t)n * sizeof *names + 1);
-  for (int i = 0; names && i < n; i++) names[i] = sc->model.layers[i].name;
-  bool blocks = names && rh_recompute_has_blocks(names, n);
-  free(names);
-  if (!blocks) return -1;
   s = least_fitting(&wrapped, sc->recipe.state_sharding, capacity, m);
   *checkpointing = s >= 0;
   return s;
@@ -276,8 +239,7 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
   char of[48] = "", units[64] = "", master[48] = "";
   if (cap > 0) snprintf(of, sizeof of, " of %.4g GB", cap / 1e9);
   if (m.units > 0) snprintf(units, sizeof units, ", gathered units %.2f", m.units / 1e9);
-  else if (m.sharding >= RH_SHARD_HYBRID && m.degree > 1 && !m.units_known)
-    snprintf(units, sizeof units, ", gathered units not known (no layers)");
+  else if (!m.units_known) snprintf(units, sizeof units, ", gathered units not known (no layers)");
   if (m.master > 0) snprintf(master, sizeof master, " + fp32 copy %.2f", m.master / 1e9);
   fprintf(f, "  memory       %.2f GB per GPU%s: weights %.2f%s, gradients %.2f, optimizer %.2f, "
           "activations %s, buffers %.2f%s (GB)\n", m.total / 1e9, of, m.weights / 1e9, master,

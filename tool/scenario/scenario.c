@@ -1829,19 +1829,12 @@ static bool finish_sharding(walker *w) {
     }
     sc->recipe.sharding = k - SAMPLES_AT;
   }
-  if (sc->recipe.recompute != RH_RECOMPUTE_NONE) {
-    int n = sc->model.nlayers;
-    const char **names = calloc((size_t)n + 1, sizeof *names);
-    for (int i = 0; names && i < n; i++) names[i] = sc->model.layers[i].name;
-    bool blocks = names && rh_recompute_has_blocks(names, n);
-    free(names);
-    if (!blocks) {
-      bool at;
-      fail(w, key_at(w->doc, "recipe.activation_checkpointing", &at),
-           "recipe.activation_checkpointing", "the model has no transformer blocks to checkpoint "
-           "(layers named blocks.N...: a family: transformer model)");
-      return false;
-    }
+  if (sc->recipe.recompute != RH_RECOMPUTE_NONE &&
+      !rh_recompute_has_blocks(sc->model.layers, sc->model.nlayers)) {
+    fail(w, node_at(w->doc, "recipe.activation_checkpointing"), "recipe.activation_checkpointing",
+         "the model has no transformer blocks to checkpoint (layers named blocks.N...: a family: "
+         "transformer model)");
+    return false;
   }
   if (sc->recipe.state_sharding != RH_SHARD_HYBRID) return true;
   const rh_cluster *cl = &sc->cluster;

@@ -28,7 +28,7 @@ static void shard(rh_memory_use *m, const rh_shard_plan *p, double parameters, d
   m->weights /= d;
   m->buffers = 0; /* a unit's gradients are reduce-scattered from where they are */
   m->units_known = !p->units_unknown;
-  m->units = m->units_known ? (p->root + 2 * p->unit) * w + p->unit * grad : 0;
+  if (m->units_known) m->units = (p->root + 2 * p->unit) * w + p->unit * grad;
 }
 
 void rh_memory_estimate(double parameters, double activations, bool known, double micro_batch,
@@ -36,7 +36,7 @@ void rh_memory_estimate(double parameters, double activations, bool known, doubl
                         double fusion, const rh_shard_plan *plan, rh_memory_use *m) {
   double grad = rh_precision_grad_bytes(precision), value = rh_precision_value_bytes(precision);
   bool low = grad < 4; /* bf16 / fp8 weights, updated through an fp32 master copy */
-  *m = (rh_memory_use){.activations_known = known, .degree = 1};
+  *m = (rh_memory_use){.activations_known = known, .units_known = true, .degree = 1};
   m->weights = parameters * (low ? 2 : 4);
   m->master = low ? parameters * 4 : 0;
   m->gradients = parameters * grad;
@@ -54,24 +54,27 @@ void rh_memory_estimate(double parameters, double activations, bool known, doubl
 }
 
 /* "blocks.3.attn.qkv" -> length of "blocks.3"; 0 when the name has fewer than two dots */
-static size_t unit_key(const char *name) {
+size_t rh_memory_unit_key(const char *name) {
   const char *dot = name ? strchr(name, '.') : NULL;
   const char *second = dot ? strchr(dot + 1, '.') : NULL;
   return second ? (size_t)(second - name) : 0;
 }
 
-void rh_memory_units(const char *const *names, const double *params, int n, double *largest,
-                     double *root) {
+bool rh_memory_unit_opens(const rh_layer *layers, int i, size_t k) {
+  const char *prev = i > 0 ? layers[i - 1].name : NULL;
+  return !prev || rh_memory_unit_key(prev) != k || strncmp(prev, layers[i].name, k) != 0;
+}
+
+void rh_memory_units(const rh_layer *layers, int n, double *largest, double *root) {
   *largest = *root = 0;
   double run = 0;
   for (int i = 0; i < n; i++) {
-    size_t k = unit_key(names[i]);
+    size_t k = rh_memory_unit_key(layers[i].name);
     if (k == 0) {
-      *root += params[i];
+      *root += layers[i].parameters;
       continue;
     }
-    bool same = i > 0 && unit_key(names[i - 1]) == k && strncmp(names[i - 1], names[i], k) == 0;
-    run = same ? run + params[i] : params[i];
+    run = rh_memory_unit_opens(layers, i, k) ? layers[i].parameters : run + layers[i].parameters;
     if (run > *largest) *largest = run;
   }
 }

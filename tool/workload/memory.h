@@ -11,6 +11,7 @@
 #ifndef RH_MEMORY_H
 #define RH_MEMORY_H
 
+#include "family.h"
 #include "optim.h"
 
 #include <stdbool.h>
@@ -44,7 +45,7 @@ typedef struct rh_memory_use {
   double units; /* full sharding: the root unit and two units gathered whole, one unit's gradients */
   double total;
   bool activations_known; /* the model's layers give their activations */
-  bool units_known;       /* full sharding: the model's layers give its units */
+  bool units_known;       /* false: full sharding of a model without layers (its units unknown) */
   rh_sharding sharding;
   int degree;             /* the ranks the state is sharded over (1: none) */
 } rh_memory_use;
@@ -61,8 +62,12 @@ void rh_memory_estimate(double parameters, double activations, bool known, doubl
 /* FSDP's units as transformer_auto_wrap_policy makes them: the layers whose names share their
  * first two parts ("blocks.3.attn.qkv" is in "blocks.3"), one after another; what no unit takes
  * (embeddings, the last norm, the head) is the root unit.  *largest: the parameters of the largest
- * unit; *root: the root unit's.  names[i] and params[i] for the n layers in forward order. */
-void rh_memory_units(const char *const *names, const double *params, int n, double *largest,
-                     double *root);
+ * unit; *root: the root unit's, over the n layers in forward order. */
+void rh_memory_units(const rh_layer *layers, int n, double *largest, double *root);
+
+/* The length of a layer name's unit ("blocks.3" of "blocks.3.attn.qkv"); 0: in the root unit. */
+size_t rh_memory_unit_key(const char *name);
+/* Whether layer i opens a unit other than layer i - 1's (k: its unit key, not 0). */
+bool rh_memory_unit_opens(const rh_layer *layers, int i, size_t k);
 
 #endif

@@ -21,7 +21,7 @@ static void parts(const rh_memory_use *m, const char *acts, char *buf, size_t le
   if (k <= 0 || (size_t)k >= len) return;
   if (m->units > 0)
     snprintf(buf + k, len - (size_t)k, ", gathered units %.2f", m->units / 1e9);
-  else if (m->sharding >= RH_SHARD_HYBRID && m->degree > 1 && !m->units_known)
+  else if (!m->units_known)
     snprintf(buf + k, len - (size_t)k, ", gathered units not known");
 }
 
