@@ -24,9 +24,10 @@ static rh_shard_plan shard_plan(const rh_scenario *sc, rh_sharding stage) {
   rh_shard_plan p = {.stage = stage, .degree = rh_scenario_size(sc)};
   if (stage == RH_SHARD_HYBRID)
     p.degree = sc->cluster.gpus_per_node ? sc->cluster.gpus_per_node[0] : 1;
-  p.units_unknown = sc->model.nlayers == 0;
   if (stage >= RH_SHARD_HYBRID)
     rh_memory_units(sc->model.layers, sc->model.nlayers, &p.unit, &p.root);
+  /* no layer in a unit (a model of parameters alone): what FSDP would wrap is not known */
+  p.units_unknown = stage >= RH_SHARD_HYBRID && p.unit == 0;
   return p;
 }
 
@@ -239,7 +240,7 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
   char of[48] = "", units[64] = "", master[48] = "";
   if (cap > 0) snprintf(of, sizeof of, " of %.4g GB", cap / 1e9);
   if (m.units > 0) snprintf(units, sizeof units, ", gathered units %.2f", m.units / 1e9);
-  else if (!m.units_known) snprintf(units, sizeof units, ", gathered units not known (no layers)");
+  else if (!m.units_known) snprintf(units, sizeof units, ", gathered units not known (no blocks)");
   if (m.master > 0) snprintf(master, sizeof master, " + fp32 copy %.2f", m.master / 1e9);
   fprintf(f, "  memory       %.2f GB per GPU%s: weights %.2f%s, gradients %.2f, optimizer %.2f, "
           "activations %s, buffers %.2f%s (GB)\n", m.total / 1e9, of, m.weights / 1e9, master,

@@ -32,7 +32,7 @@ extern const char *const rh_sharding_titles[RH_SHARD_COUNT];
 
 /* How the state is sharded: over `degree` ranks; under hybrid and full sharding the largest
  * unit's and the root unit's parameters (a unit is gathered whole while its layers run), unless
- * !units_known (a model given by its parameters alone: no layers to wrap). */
+ * units_unknown (no layer falls in a unit, as a model given by its parameters alone). */
 typedef struct rh_shard_plan {
   rh_sharding stage;
   int degree;
