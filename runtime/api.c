@@ -134,6 +134,9 @@ static bool coarse_for(const rh_ctx *ctx, bool timing_only, bool even) {
 
 typedef enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER } coll_kind;
 
+/* The kinds that reduce: an op, prescale and postscale. */
+static bool reduces(int kind) { return kind == K_ALLREDUCE || kind == K_REDUCE_SCATTER; }
+
 /* One run of an algorithm over the world. */
 typedef struct algo_run {
   rh_coll *c;
@@ -222,7 +225,7 @@ static int say(const coll_desc *d, char *buf, size_t len) {
   int k = snprintf(buf, len, "%s%s%s%s (%llu x %s", kind_names[d->kind], d->name[0] ? " '" : "",
                    d->name, d->name[0] ? "'" : "", (unsigned long long)d->count,
                    rh_dtype_name((rh_dtype)d->dtype));
-  if (d->kind == K_ALLREDUCE || d->kind == K_REDUCE_SCATTER)
+  if (reduces((int)d->kind))
     k += snprintf(buf + k, len - (size_t)k, ", %s", rh_op_name((rh_op)d->op));
   if (d->kind == K_BROADCAST) k += snprintf(buf + k, len - (size_t)k, ", root %d", d->root);
   if (d->prescale != 1 || d->postscale != 1)
@@ -537,6 +540,20 @@ static void trace_plan(rh_ctx *ctx, const rh_plan *plan) {
 
 /* ---- allreduce ------------------------------------------------------------------------------ */
 
+/* A reduction's result of `count` elements in work memory: AVERAGE's 1/size (an exact integer
+ * division for int32), then the postscale. */
+static rh_status postscale(const rh_request *r, void *result, size_t count) {
+  rh_ctx *ctx = r->ctx;
+  const rh_memory_ops *m = work_memory(ctx);
+  double post = r->opts.postscale;
+  rh_status st = RH_OK;
+  if (r->op == RH_AVERAGE && r->dtype == RH_INT32) /* exact integer division, toward zero */
+    st = m->divide(ctx, result, count, ctx->world.n);
+  else if (r->op == RH_AVERAGE)
+    post *= 1.0 / ctx->world.n;
+  return st == RH_OK ? m->scale(ctx, result, count, r->dtype, post) : st;
+}
+
 /* Reduces `work` (count elements, in work memory) in place: prescale, compression, the
  * algorithm or the native collective, postscale.  work NULL: timing-only. */
 static rh_status reduce_in_place(rh_request *r, void *work) {
@@ -581,14 +598,7 @@ static rh_status reduce_in_place(rh_request *r, void *work) {
     if (st == RH_OK) st = m->from_half(ctx, work, wire, count, r->dtype);
     m->release(ctx, wire);
   }
-  if (st == RH_OK && !timing_only) {
-    double post = r->opts.postscale;
-    if (r->op == RH_AVERAGE && r->dtype == RH_INT32) /* exact integer division, toward zero */
-      st = m->divide(ctx, work, count, ctx->world.n);
-    else if (r->op == RH_AVERAGE)
-      post *= 1.0 / ctx->world.n;
-    if (st == RH_OK) st = m->scale(ctx, work, count, r->dtype, post);
-  }
+  if (st == RH_OK && !timing_only) st = postscale(r, work, count);
   return st;
 }
 
@@ -731,15 +741,8 @@ static rh_status scatter_in_place(rh_request *r, void *work) {
     algo_run run = {.c = &c, .kind = K_REDUCE_SCATTER};
     st = run_algorithm(&run, total * esz);
   }
-  if (st == RH_OK && work) {
-    void *mine = (char *)work + (size_t)ctx->rank * r->count * esz;
-    double post = r->opts.postscale;
-    if (r->op == RH_AVERAGE && r->dtype == RH_INT32) /* exact integer division, toward zero */
-      st = m->divide(ctx, mine, r->count, ctx->world.n);
-    else if (r->op == RH_AVERAGE)
-      post *= 1.0 / ctx->world.n;
-    if (st == RH_OK) st = m->scale(ctx, mine, r->count, r->dtype, post);
-  }
+  if (st == RH_OK && work) /* this rank's block */
+    st = postscale(r, (char *)work + (size_t)ctx->rank * r->count * esz, r->count);
   return st;
 }
 
@@ -773,7 +776,7 @@ static rh_status run_collective(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   ctx->last_error[0] = 0;
   coll_desc d = describe(r->kind, r->dtype, r->op, r->root, r->count,
-                         r->kind == K_ALLREDUCE || r->kind == K_REDUCE_SCATTER ? &r->opts : NULL);
+                         reduces(r->kind) ? &r->opts : NULL);
   if (ctx->broken) {
     char what[160];
     say(&d, what, sizeof what);
