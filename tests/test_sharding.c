@@ -23,6 +23,14 @@
 
 static char tmpdir[64];
 
+/* Writes `text` to `path` (a scenario). */
+static void put(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
 /* Llama-2-7B: 32 blocks of attention (q, k, v, o: 4 x 4096^2), SwiGLU (3 x 4096 x 11008) and two
  * RMSNorms (2 x 4096); embeddings and an untied head of 32000 x 4096, and the last norm. */
 static const double block = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008 + 2 * 4096;
@@ -39,10 +47,7 @@ static const char scenario[] = "name: llama7b-128\n"
  * console and summary.json */
 static json_t *run_with(const char *sharding, const char *ac, int *rc, char **text) {
   char *file = rh_test_path(tmpdir, "llama.yaml"), set[64], tag[64];
-  FILE *f = fopen(file, "w");
-  assert_non_null(f);
-  fputs(scenario, f);
-  fclose(f);
+  put(file, scenario);
   char acset[64];
   snprintf(set, sizeof set, "recipe.sharding=%s", sharding);
   snprintf(acset, sizeof acset, "recipe.activation_checkpointing=%s", ac);
@@ -161,12 +166,9 @@ static void test_activation_checkpointing(void **state) {
 static void test_checkpointing_suggested(void **state) {
   (void)state;
   char *file = rh_test_path(tmpdir, "eight.yaml");
-  FILE *f = fopen(file, "w");
-  assert_non_null(f);
-  fputs("name: eight\ncluster: {node: dgx-h100, nodes: 2}\nmodel: {preset: llama2-7b, precision: "
-        "bf16}\ndata: {train_samples: 4096, validation_samples: 0}\nrecipe: {batch_per_worker: 8, "
-        "optimizer: adam, steps: 2}\n", f);
-  fclose(f);
+  put(file, "name: eight\ncluster: {node: dgx-h100, nodes: 2}\nmodel: {preset: llama2-7b, "
+            "precision: bf16}\ndata: {train_samples: 4096, validation_samples: 0}\nrecipe: "
+            "{batch_per_worker: 8, optimizer: adam, steps: 2}\n");
   char out[128], log[160];
   snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "eight"));
   snprintf(log, sizeof log, "%s.txt", out);
@@ -191,12 +193,9 @@ static void test_sweep_columns(void **state) {
   char file[128], out[128];
   snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "sweep.yaml"));
   snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "sweep"));
-  FILE *f = fopen(file, "w");
-  assert_non_null(f);
-  fputs("name: sweep\ncluster: {node: dgx-h100, nodes: 1}\nmodel: {preset: gpt2, precision: "
-        "bf16}\ndata: {train_samples: 4096, validation_samples: 0}\nrecipe: {batch_per_worker: 4, "
-        "optimizer: adam, steps: 1}\n", f);
-  fclose(f);
+  put(file, "name: sweep\ncluster: {node: dgx-h100, nodes: 1}\nmodel: {preset: gpt2, precision: "
+            "bf16}\ndata: {train_samples: 4096, validation_samples: 0}\nrecipe: "
+            "{batch_per_worker: 4, optimizer: adam, steps: 1}\n");
   char *argv[] = {RH_BINARY, "sweep", file, "-o", out, "-j", "1", "--axis",
                   "recipe.sharding=none,full", NULL};
   assert_int_equal(rh_test_spawn(argv, NULL, NULL), 0);
@@ -220,58 +219,41 @@ static void test_sweep_columns(void **state) {
 }
 
 /* The samples' older spelling still reaches the samples; written twice, it is refused; a hybrid
- * group needs the same GPUs on every node. */
+ * group needs the same GPUs on every node; checkpointing needs blocks (a CNN has none). */
 static void test_bad_sharding(void **state) {
   (void)state;
   char file[128], out[128], err[128]; /* rh_test_path's buffer is reused by each call */
   snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "bad.yaml"));
   snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "bad"));
   snprintf(err, sizeof err, "%s", rh_test_path(tmpdir, "bad.err"));
+#define TWO_NODES(gpus)                                                                            \
+  "name: bad\ncluster: {nodes: 2, gpus_per_node: " gpus ", gpu: {tflops: 10}, intra: "             \
+  "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\n"
   static const char *const cases[][2] = {
-      {"data: {train_samples: 64, sharding: replicated}\nrecipe: {batch_per_worker: 4, epochs: 1, "
-       "sharding: distributed}\n",
+      {TWO_NODES("2") "data: {train_samples: 64, sharding: replicated}\nrecipe: {batch_per_worker: "
+                      "4, epochs: 1, sharding: distributed}\n",
        "bad.yaml:5: recipe.sharding: distributed is the samples' sharding, given by data.sharding "
        "too"},
-      {"data: {train_samples: 64}\nrecipe: {batch_per_worker: 4, epochs: 1, sharding: zero3}\n",
+      {TWO_NODES("2") "data: {train_samples: 64}\nrecipe: {batch_per_worker: 4, epochs: 1, "
+                      "sharding: zero3}\n",
        "bad.yaml:5: recipe.sharding: expected one of none, optimizer, gradients, hybrid, full"},
+      {TWO_NODES("[3, 2]") "data: {train_samples: 64}\nrecipe: {batch_per_worker: 4, epochs: 1, "
+                           "sharding: hybrid}\n",
+       "recipe.sharding: hybrid shards inside each node"},
+      {"name: bad\ncluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 10}, intra: "
+       "{bandwidth_GBps: 100}}\nmodel: {preset: resnet50}\ndata: {train_samples: 64}\n"
+       "recipe: {batch_per_worker: 4, epochs: 1, activation_checkpointing: full}\n",
+       "bad.yaml:5: recipe.activation_checkpointing: the model has no transformer blocks"},
   };
+#undef TWO_NODES
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    FILE *f = fopen(file, "w");
-    assert_non_null(f);
-    fprintf(f, "name: bad\ncluster: {nodes: 2, gpus_per_node: 2, gpu: {tflops: 10}, intra: "
-               "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\n%s",
-            cases[i][0]);
-    fclose(f);
+    put(file, cases[i][0]);
     char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
     assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
     char *text = rh_test_slurp(err);
     if (!strstr(text, cases[i][1])) fail_msg("%s", text);
     free(text);
   }
-  FILE *f = fopen(file, "w");
-  assert_non_null(f);
-  fputs("name: bad\ncluster: {nodes: 2, gpus_per_node: [3, 2], gpu: {tflops: 10}, intra: "
-        "{bandwidth_GBps: 100}, network: {nic_Gbps: 100}}\nmodel: {preset: gpt2}\n"
-        "data: {train_samples: 64}\n"
-        "recipe: {batch_per_worker: 4, epochs: 1, sharding: hybrid}\n", f);
-  fclose(f);
-  char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
-  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
-  char *text = rh_test_slurp(err);
-  if (!strstr(text, "recipe.sharding: hybrid shards inside each node")) fail_msg("%s", text);
-  free(text);
-  f = fopen(file, "w"); /* checkpointing needs blocks: a CNN has none */
-  assert_non_null(f);
-  fputs("name: bad\ncluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 10}, intra: "
-        "{bandwidth_GBps: 100}}\nmodel: {preset: resnet50}\ndata: {train_samples: 64}\n"
-        "recipe: {batch_per_worker: 4, epochs: 1, activation_checkpointing: full}\n", f);
-  fclose(f);
-  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
-  text = rh_test_slurp(err);
-  if (!strstr(text, "bad.yaml:5: recipe.activation_checkpointing: the model has no transformer "
-                    "blocks"))
-    fail_msg("%s", text);
-  free(text);
 }
 
 static int setup(void **state) {
