@@ -37,6 +37,20 @@
 #include <time.h>
 #include <unistd.h>
 
+/* --coll's names, in rh_nccl_coll's order, and the nccl-tests binaries that measure them */
+static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                         NULL};
+static const char *const coll_files[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"};
+_Static_assert(RH_NC_ALLREDUCE == 0 && RH_NC_BROADCAST == 1 && RH_NC_ALLGATHER == 2 &&
+                   RH_NC_REDUCE_SCATTER == 3, "coll_names follows rh_nccl_coll");
+
+/* The rh_nccl_coll --coll names, or -1. */
+static int coll_of(const char *name) {
+  for (int i = 0; coll_names[i]; i++)
+    if (strcmp(name, coll_names[i]) == 0) return i;
+  return -1;
+}
+
 static const char usage_text[] =
     "usage: rehearsal calibrate FILE [--nccl-tests OUT]\n"
     "                                [--coll allreduce|allgather|broadcast|reduce_scatter]\n"
@@ -77,8 +91,7 @@ static int calib_option(int c, const char *v, void *arg) {
     return 0;
   }
   case 'c':
-    if (strcmp(v, "allreduce") && strcmp(v, "broadcast") && strcmp(v, "allgather") &&
-        strcmp(v, "reduce_scatter"))
+    if (coll_of(v) < 0)
       return rh_cli_error("calibrate", "--coll: expected allreduce, broadcast, allgather or "
                           "reduce_scatter, got \"%s\"", v);
     f->coll = v;
@@ -188,14 +201,9 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
   char coll_seen[64] = "";
   int rc = rh_read_nccl_tests(path, &m, &n, &ranks, coll_seen, &unmeasured);
   if (rc) return rc;
-  static const char *const names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
-  static const char *const files[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"};
-  static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_BROADCAST, RH_NC_ALLGATHER,
-                                       RH_NC_REDUCE_SCATTER};
-  int which = 0;
-  for (int i = 0; i < 4; i++)
-    if (strcmp(coll_name, names[i]) == 0) which = i;
-  if (*coll_seen && !strstr(coll_seen, files[which])) {
+  int which = coll_of(coll_name); /* checked by the flag's parser */
+  rh_nccl_coll kind = (rh_nccl_coll)which;
+  if (*coll_seen && !strstr(coll_seen, coll_files[which])) {
     fprintf(stderr, "rehearsal calibrate: %s: the file is %s, not %s (say --coll)\n", path,
             coll_seen, coll_name);
     free(m);
@@ -224,17 +232,17 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
   }
   warn_few_sizes(path, m, n);
   rh_plan plan;
-  predict(&v, kinds[which], m, n, before, &plan);
+  predict(&v, kind, m, n, before, &plan);
   const char *what = "";
   for (int iter = 0; iter < 4; iter++) { /* the choice may change with the figures */
-    predict(&v, kinds[which], m, n, after, &plan);
+    predict(&v, kind, m, n, after, &plan);
     double ratio = large_ratio(m, after, n);
     if (fabs(ratio - 1) < 1e-6) break;
     what = scale_bottleneck(&sc->cluster, &plan, size, ratio);
   }
-  predict(&v, kinds[which], m, n, after, &plan);
-  printf("# rehearsal calibrate: %s busbw from %s on %s (%d ranks); fitted %s\n", names[which],
-         path, sc->name, size, *what ? what : "nothing (the model already meets it)");
+  predict(&v, kind, m, n, after, &plan);
+  printf("# rehearsal calibrate: %s busbw from %s on %s (%d ranks); fitted %s\n",
+         coll_names[which], path, sc->name, size, *what ? what : "nothing (the model already meets it)");
   if (unmeasured)
     printf("# %d row%s with busbw 0.00 (below the printed precision) left out\n", unmeasured,
            unmeasured == 1 ? "" : "s");
@@ -242,7 +250,7 @@ static int fit_nccl_tests(rh_scenario *sc, const char *path, const char *coll_na
          "error", "algorithm");
   printf("#%14s %12s %12s %9s %12s %9s\n", "(B)", "(GB/s)", "(GB/s)", "(%)", "(GB/s)", "(%)");
   for (int i = 0; i < n; i++) {
-    rh_plan p = rh__plan(&v.ctx, kinds[which], (size_t)m[i].bytes);
+    rh_plan p = rh__plan(&v.ctx, kind, (size_t)m[i].bytes);
     char name[32];
     printf("%15.0f %12.3f %12.3f %+9.2f %12.3f %+9.2f  %s\n", m[i].bytes, m[i].busbw / 1e9,
            before[i] / 1e9, 100 * (before[i] - m[i].busbw) / m[i].busbw, after[i] / 1e9,
