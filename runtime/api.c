@@ -158,7 +158,12 @@ static rh_status run_algo(void *arg, bool symmetric) {
   case K_BROADCAST:
     return a->algo == RH_ALG_BCAST_RING ? rh__bcast_ring(a->c, a->root) : rh__bcast_tree(a->c, a->root);
   case K_REDUCE_SCATTER: return rh__reduce_scatter_ring(a->c);
-  default: return rh__allgatherv_ring(a->c, a->counts);
+  default:
+    if (!a->counts) { /* equal blocks, in rank order */
+      rh_blocks b = rh__even_blocks(a->c->count, a->c->ctx->world.n, 0);
+      return rh__ring_allgather(a->c, &a->c->ctx->world, &b, 0);
+    }
+    return rh__allgatherv_ring(a->c, a->counts);
   }
 }
 
@@ -676,8 +681,26 @@ static rh_status broadcast_run(rh_request *r) {
   return st;
 }
 
+/* A timing-only allgather of equal blocks keeps no counts (r->count each): a rank's work on it
+ * does not grow with the world. */
+static rh_status allgather_even_run(rh_request *r) {
+  rh_ctx *ctx = r->ctx;
+  size_t esz = rh_dtype_size(r->dtype), n = (size_t)ctx->world.n;
+  rh_coll c = coll_for(ctx, r->seq, NULL, r->count * n, r->dtype, RH_SUM);
+  if (priced(ctx)) {
+    rh_plan plan = rh__plan(ctx, RH_NC_ALLGATHER, r->count * esz * n);
+    trace_plan(ctx, &plan);
+    return rh__coll_priced(&c, RH_NC_ALLGATHER, &plan, 0, NULL);
+  }
+  c.coarse = coarse_for(ctx, true, true);
+  rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", "ring");
+  algo_run run = {.c = &c, .kind = K_ALLGATHER};
+  return run_algorithm(&run, r->count * esz * n);
+}
+
 static rh_status allgatherv_run(rh_request *r) {
   rh_ctx *ctx = r->ctx;
+  if (!r->counts) return allgather_even_run(r);
   size_t esz = rh_dtype_size(r->dtype), off = 0, total = 0;
   bool even = true;
   for (int i = 0; i < ctx->world.n; i++) {
@@ -788,13 +811,19 @@ static rh_status run_collective(rh_request *r) {
     ctx->ops->progress(ctx, kind_phases[r->kind]);
   d.invalid = r->invalid;
   if (r->kind == K_ALLGATHER && !r->invalid) {
-    uint64_t shape = 1469598103934665603ull; /* FNV-1a over the counts */
+    /* FNV-1a over the counts; blocks all alike hash as their one count, whichever call gave
+     * them, so that an allgather agrees with an allgatherv of the same blocks */
+    uint64_t shape = 1469598103934665603ull;
     size_t total = 0;
-    for (int i = 0; i < ctx->world.n; i++) {
+    bool even = true;
+    for (int i = 0; r->counts && i < ctx->world.n; i++) {
       total += r->counts[i];
       shape = (shape ^ r->counts[i]) * 1099511628211ull;
+      even = even && r->counts[i] == r->counts[0];
     }
-    d.count = total;
+    size_t each = r->counts ? r->counts[0] : r->count;
+    if (even) shape = (1469598103934665603ull ^ each) * 1099511628211ull;
+    d.count = r->counts ? total : each * (size_t)ctx->world.n;
     d.shape = shape;
   }
   rh_status st = negotiate(ctx, r->seq, &d);
@@ -845,8 +874,8 @@ static double coll_bytes(const rh_request *r) {
   double count = (double)r->count;
   if (r->kind == K_REDUCE_SCATTER) count *= r->ctx->world.n;
   if (r->kind == K_ALLGATHER) {
-    count = 0;
-    for (int i = 0; i < r->ctx->world.n; i++) count += (double)r->counts[i];
+    count = r->counts ? 0 : count * r->ctx->world.n;
+    for (int i = 0; r->counts && i < r->ctx->world.n; i++) count += (double)r->counts[i];
   }
   return count * (double)rh_dtype_size(r->dtype);
 }
@@ -1044,13 +1073,36 @@ rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t
   return r ? submit(r, out) : RH_ERR_NOMEM;
 }
 
+/* Equal blocks: the counts are kept only where numbers move (timing-only, none). */
+static rh_request *allgather_request(rh_ctx *ctx, const void *send, size_t count, void *recv,
+                                     rh_dtype dtype) {
+  if (recv || send) {
+    size_t *counts = malloc((size_t)ctx->world.n * sizeof(size_t));
+    if (!counts) return NULL;
+    for (int i = 0; i < ctx->world.n; i++) counts[i] = count;
+    rh_request *r = allgatherv_request(ctx, send, recv, counts, dtype);
+    free(counts);
+    return r;
+  }
+  rh_request *r = request(ctx, K_ALLGATHER);
+  if (!r) return NULL;
+  r->count = count;
+  r->dtype = dtype;
+  r->invalid = !valid_type(dtype);
+  if (r->invalid) r->dtype = RH_FLOAT32;
+  return r;
+}
+
 rh_status rh_allgather(rh_ctx *ctx, const void *send, size_t count, void *recv, rh_dtype dtype) {
-  size_t *counts = malloc((size_t)ctx->world.n * sizeof(size_t));
-  if (!counts) return RH_ERR_NOMEM;
-  for (int i = 0; i < ctx->world.n; i++) counts[i] = count;
-  rh_status st = rh_allgatherv(ctx, send, recv, counts, dtype);
-  free(counts);
-  return st;
+  rh_request *r = allgather_request(ctx, send, count, recv, dtype);
+  return r ? submit(r, NULL) : RH_ERR_NOMEM;
+}
+
+rh_status rh_iallgather(rh_ctx *ctx, const void *send, size_t count, void *recv, rh_dtype dtype,
+                        rh_request **out) {
+  if (!out) return RH_ERR_INVALID;
+  rh_request *r = allgather_request(ctx, send, count, recv, dtype);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
 }
 
 static rh_request *reduce_scatter_request(rh_ctx *ctx, const void *send, void *recv,

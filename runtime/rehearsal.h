@@ -216,6 +216,8 @@ rh_status rh_iallreduce_group(rh_ctx *ctx, void *const *bufs, const size_t *coun
                               rh_request **out);
 rh_status rh_ibroadcast(rh_ctx *ctx, void *buf, size_t count, rh_dtype dtype, int root,
                         rh_request **out);
+rh_status rh_iallgather(rh_ctx *ctx, const void *send, size_t count, void *recv, rh_dtype dtype,
+                        rh_request **out);
 rh_status rh_iallgatherv(rh_ctx *ctx, const void *send, void *recv, const size_t *counts,
                          rh_dtype dtype, rh_request **out);
 rh_status rh_ireduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t count,

@@ -139,7 +139,7 @@ static int prepare_failures(const rh_scenario *sc, run_inputs *in) {
       [RH_CHECK_INTERVAL] = (in->launch.plan.gpu_mtbf > 0 || in->launch.plan.node_mtbf > 0) &&
                             (in->launch.has_elastic || in->launch.has_restart),
       [RH_CHECK_FITS_MEMORY] = sc->model.kind == 0 && sc->compute.capacity > 0};
-  for (int i = RH_CHECK_WORK_LOST; i < RH_CHECK_COUNT; i++) {
+  for (int i = RH_CHECK_WORK_LOST; i < RH_CHECK_SHARDED; i++) {
     int e = sc->checks.enabled[i];
     c->check[i] = e < 0 ? on[i] : e == 1;
   }
@@ -185,13 +185,21 @@ static void train_config(const rh_scenario *sc, bool resume, bool real, rh_train
               .gemm_half = sc->compute.gemm_half, .overhead = sc->compute.overhead},
       .losses = {.reducer_per_byte = sc->recipe.reducer_per_byte,
                  .step_spread = sc->compute.step_spread, .copy_bw = sc->compute.memory_bw},
-      .negotiate = !real && sc->recipe.framework == 0, .input_rate = rh_scenario_input_rate(sc)};
+      .negotiate = !real && sc->recipe.framework == 0, .input_rate = rh_scenario_input_rate(sc),
+      .sharding = sc->recipe.state_sharding, .shard_allreduce = !sc->recipe.reduce_scatter,
+      .overlap_comm = sc->recipe.overlap_comm, .reduce_bucket = sc->recipe.reduce_bucket,
+      .allgather_bucket = sc->recipe.allgather_bucket,
+      .gathers_ahead = sc->recipe.limit_all_gathers ? 2 : 0};
   for (int i = 0; i < RH_CHECK_WORK_LOST; i++) {
     int e = sc->checks.enabled[i];
     bool deflt = real && (i != RH_CHECK_RESUME || sc->checks.resume_from_epoch > 0);
     c->check[i] = e < 0 ? (deflt || i == RH_CHECK_COLLECTIVES) : e == 1;
     if (!real && i != RH_CHECK_COLLECTIVES) c->check[i] = false;
   }
+  /* sharded_equivalence: on where a real model's state is sharded and its step is too */
+  int e = sc->checks.enabled[RH_CHECK_SHARDED];
+  bool sharded = sc->recipe.state_sharding != 0 && sc->recipe.state_sharding != RH_SHARD_HYBRID;
+  c->check[RH_CHECK_SHARDED] = e < 0 ? real && sharded : e == 1 && real;
 }
 
 /* A timing model: its layers, buckets and accumulation; checkpoints only with a restart policy. */

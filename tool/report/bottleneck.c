@@ -14,6 +14,7 @@
  *   simulated again, so the answer costs microseconds whatever the job's size.
  */
 #include "bottleneck.h"
+#include "memory.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -116,6 +117,28 @@ static void exposed_buckets(FILE *f, json_t *jb, const rh_train_result *res) {
   json_object_set_new(jb, "exposed_by_bucket", jw);
 }
 
+/* A sharded step's collectives of the state: how many, their bytes, what the step waited. */
+static void sharded_collectives(FILE *f, json_t *jb, const rh_scenario *sc,
+                                const rh_train_result *res) {
+  if (res->shard_gathers + res->shard_scatters == 0) return;
+  int stage = sc->recipe.state_sharding;
+  const char *scatter = sc->recipe.reduce_scatter ? "reduce-scatters" : "allreduces";
+  fprintf(f, "  sharded      %s (%s): %d allgathers of the parameters (%.4g GB) and %d %s of the "
+          "gradients (%.4g GB) a step; waited %.4f ms for allgathers, %.4f ms for %s\n",
+          rh_sharding_names[stage], rh_sharding_titles[stage], res->shard_gathers,
+          res->shard_gather_bytes / 1e9, res->shard_scatters, scatter,
+          res->shard_scatter_bytes / 1e9, 1e3 * res->shard_gather_wait, 1e3 * res->shard_scatter_wait,
+          scatter);
+  json_object_set_new(jb, "sharded",
+                      json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f}", "sharding",
+                                rh_sharding_names[stage], "allgathers", res->shard_gathers,
+                                "reduce_scatters", res->shard_scatters, "allgather_GB",
+                                res->shard_gather_bytes / 1e9, "reduce_scatter_GB",
+                                res->shard_scatter_bytes / 1e9, "allgather_wait_ms",
+                                1e3 * res->shard_gather_wait, "reduce_scatter_wait_ms",
+                                1e3 * res->shard_scatter_wait));
+}
+
 void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_train_result *res,
                           const rh_step_split *sp, bool what_if) {
   json_t *jb = json_object();
@@ -139,10 +162,14 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   json_object_set_new(jb, "slowest_rank_ms", json_real(1e3 * sp->slowest));
   json_object_set_new(jb, "waiting_for_gradients_ms", json_real(1e3 * sp->wait));
   exposed_buckets(f, jb, res);
+  sharded_collectives(f, jb, sc, res);
 
-  /* the least each link carries: 2(k-1)/k of every bucket, k the parties on that link */
+  /* the least each link carries: 2(k-1)/k of every bucket, k the parties on that link (a
+   * sharded step's allgathers and reduce-scatters (k-1)/k each) */
   double grads = 0;
   for (int i = 0; i < res->buckets_per_step && res->bucket_bytes; i++) grads += res->bucket_bytes[i];
+  if (res->shard_gathers + res->shard_scatters > 0)
+    grads = (res->shard_gather_bytes + res->shard_scatter_bytes) / 2;
   const rh_cluster *cl = &sc->cluster;
   int nodes = cl->nodes, local = cl->gpus_per_node[0];
   json_t *jl = json_array();
@@ -167,9 +194,13 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   const char *what = "";
   doubled(sc, set, sizeof set, &what);
   if (what_if) twice = doubled_step(sc, res, sp);
-  fprintf(f, "  what if      infinitely fast network: step %.4f ms (%+.1f%%); no overlap: %.4f ms "
-             "(%+.1f%%)",
-          1e3 * inf, 100 * (inf - sp->step) / sp->step, 1e3 * none, 100 * (none - sp->step) / sp->step);
+  /* full sharding's collectives go unit by unit, not in buckets: no overlap is not replayed */
+  bool unbucketed = res->buckets_per_step == 0 && res->shard_gathers + res->shard_scatters > 0;
+  if (unbucketed) none = NAN;
+  fprintf(f, "  what if      infinitely fast network: step %.4f ms (%+.1f%%)", 1e3 * inf,
+          100 * (inf - sp->step) / sp->step);
+  if (!unbucketed)
+    fprintf(f, "; no overlap: %.4f ms (%+.1f%%)", 1e3 * none, 100 * (none - sp->step) / sp->step);
   if (!isnan(twice))
     fprintf(f, "; %s, the same buckets: %.4f ms (%+.1f%%)", what, 1e3 * twice,
             100 * (twice - sp->step) / sp->step);
@@ -194,8 +225,9 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
     fprintf(f, "\n               (%s)", why);
   }
   fprintf(f, "\n");
-  json_t *jwi = json_pack("{s:f, s:f, s:f}", "infinite_network_step_ms", 1e3 * inf,
-                          "no_overlap_step_ms", 1e3 * none, "no_framework_loss_step_ms", 1e3 * bare);
+  json_t *jwi = json_pack("{s:f, s:o, s:f}", "infinite_network_step_ms", 1e3 * inf,
+                          "no_overlap_step_ms", isnan(none) ? json_null() : json_real(1e3 * none),
+                          "no_framework_loss_step_ms", 1e3 * bare);
   if (!isnan(twice)) {
     json_object_set_new(jwi, "double_network_step_ms", json_real(1e3 * twice));
     json_object_set_new(jwi, "double_network", json_string(set));
@@ -213,6 +245,13 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
     snprintf(verdict, sizeof verdict, "input-bound: %.0f%% of each step waits for the input "
              "pipeline (data.loader: %.0f samples/s a GPU), %.1f%% for gradients", 100 * sp->input / sp->step,
              rh_scenario_input_rate(sc), 100 * saved);
+  else if (saved >= 0.05 && res->shard_gathers + res->shard_scatters > 0)
+    snprintf(verdict, sizeof verdict, "%snetwork-bound: %.0f%% of each step waits for the sharded "
+             "state's collectives, the most for its %s (busiest link %.0f%% used)",
+             saved >= 0.25 ? "" : "partly ", 100 * saved,
+             res->shard_gather_wait >= res->shard_scatter_wait ? "allgathers of the parameters"
+             : sc->recipe.reduce_scatter ? "reduce-scatters of the gradients"
+                                         : "allreduces of the gradients", 100 * busiest);
   else if (saved >= 0.25)
     snprintf(verdict, sizeof verdict, "network-bound: %.0f%% of each step waits for gradients "
              "(busiest link %.0f%% used)", 100 * saved, 100 * busiest);

@@ -245,11 +245,15 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
   fprintf(f, "  memory       %.2f GB per GPU%s: weights %.2f%s, gradients %.2f, optimizer %.2f, "
           "activations %s, buffers %.2f%s (GB)\n", m.total / 1e9, of, m.weights / 1e9, master,
           m.gradients / 1e9, m.optimizer / 1e9, acts, m.buffers / 1e9, units);
-  if (m.degree > 1)
+  if (m.degree > 1 && m.sharding == RH_SHARD_HYBRID)
     fprintf(f, "  sharding     %s (%s) over %d ranks: the state above is this GPU's shard; the step "
-            "is still timed and trained as DDP's (the sharded step's allgathers and "
-            "reduce-scatters are not run yet)\n", rh_sharding_names[m.sharding],
-            rh_sharding_titles[m.sharding], m.degree);
+            "is still timed and trained as DDP's (hybrid's groups inside and across nodes are "
+            "not run yet)\n", rh_sharding_names[m.sharding], rh_sharding_titles[m.sharding],
+            m.degree);
+  else if (m.degree > 1)
+    fprintf(f, "  sharding     %s (%s) over %d ranks: the state above is this GPU's shard; the step "
+            "runs its allgathers and reduce-scatters (bottleneck: sharded)\n",
+            rh_sharding_names[m.sharding], rh_sharding_titles[m.sharding], m.degree);
   json_t *jm = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:i}", "total_GB",
                          m.total / 1e9, "weights_GB", m.weights / 1e9, "master_GB", m.master / 1e9,
                          "gradients_GB", m.gradients / 1e9, "optimizer_GB", m.optimizer / 1e9,

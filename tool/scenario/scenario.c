@@ -435,8 +435,23 @@ static const field recipe_fields[] = {
         "optimizer (ZeRO-1: the optimizer's state and fp32 master copy), gradients (ZeRO-2, FSDP "
         "SHARD_GRAD_OP: and the gradients), hybrid (FSDP HYBRID_SHARD: everything, inside each "
         "node), full (ZeRO-3, FSDP FULL_SHARD: everything); distributed and replicated are "
-        "data.sharding's older spelling.  The memory is the sharded one; the step is still timed "
-        "and trained as DDP's"),
+        "data.sharding's older spelling.  The memory and the step are the sharded ones (hybrid's "
+        "step is still DDP's)"),
+    BOOL("reduce_scatter", recipe.reduce_scatter,
+        "optimizer, gradients: the gradients reduce-scattered, each rank receiving its shard "
+        "(DeepSpeed's zero_optimization.reduce_scatter, true); false: allreduced, then each rank "
+        "updates its shard"),
+    BOOL("overlap_comm", recipe.overlap_comm,
+        "optimizer, gradients: each bucket's reduce-scatter starts in backward once it is full "
+        "(DeepSpeed's overlap_comm; here true, DeepSpeed's default false: all after backward)"),
+    COUNT("reduce_bucket_size", false, 1, 1e15, recipe.reduce_bucket,
+        "optimizer, gradients: elements per reduce-scatter bucket (DeepSpeed's, 5e8)"),
+    COUNT("allgather_bucket_size", false, 1, 1e15, recipe.allgather_bucket,
+        "optimizer, gradients: elements per allgather of the updated parameters after the "
+        "optimizer step (DeepSpeed's, 5e8)"),
+    BOOL("limit_all_gathers", recipe.limit_all_gathers,
+        "full: FSDP's rate limiter, at most two units' allgathers in flight (the next unit's "
+        "while this one computes, true); false: every unit's issued as the pass begins"),
     ENUM("activation_checkpointing", rh_recompute_names, recipe.recompute,
         "none; selective (Megatron-LM: each block's attention core recomputed in backward); full "
         "(each transformer block, as checkpoint_wrapper: only its input kept, its forward run "
@@ -621,6 +636,11 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->recipe.bucket_cap = 25 * 1048576.0;  /* DDP's bucket_cap_mb */
   sc->recipe.first_bucket = 1048576.0;     /* DDP's first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES) */
   sc->recipe.accumulation = 1;
+  sc->recipe.reduce_scatter = true;     /* DeepSpeed's zero_optimization defaults */
+  sc->recipe.overlap_comm = true;
+  sc->recipe.reduce_bucket = 5e8;
+  sc->recipe.allgather_bucket = 5e8;
+  sc->recipe.limit_all_gathers = true;  /* FSDP's default */
   sc->model.hidden = 64;
   sc->model.tf.decoder = true;
   sc->model.tf.bias = true;
@@ -1836,7 +1856,14 @@ static bool finish_sharding(walker *w) {
          "transformer model)");
     return false;
   }
-  if (sc->recipe.state_sharding != RH_SHARD_HYBRID) return true;
+  int stage = sc->recipe.state_sharding;
+  if (!sc->recipe.reduce_scatter && (stage == RH_SHARD_FULL || stage == RH_SHARD_HYBRID)) {
+    fail(w, node_at(w->doc, "recipe.reduce_scatter"), "recipe.reduce_scatter",
+         "false allreduces the whole gradients, which %s sharding does not keep: it applies to "
+         "sharding: optimizer or gradients", rh_sharding_names[stage]);
+    return false;
+  }
+  if (stage != RH_SHARD_HYBRID) return true;
   const rh_cluster *cl = &sc->cluster;
   bool uniform = cl->nodes > 0 && cl->gpus_per_node;
   for (int i = 1; uniform && i < cl->nodes; i++)

@@ -164,6 +164,11 @@ typedef struct rh_scenario {
                            * samples' older spelling (RH_SHARD_COUNT + data.sharding's) */
     int state_sharding;   /* rh_sharding: ZeRO's stage, FSDP's strategy */
     int recompute;        /* rh_recompute: activation checkpointing */
+    bool reduce_scatter;  /* ZeRO-1/2: gradients reduce-scattered (DeepSpeed's reduce_scatter) */
+    bool overlap_comm;    /* ZeRO-1/2: the reduce-scatters run in backward (DeepSpeed's flag) */
+    bool limit_all_gathers; /* full: FSDP's rate limiter, two allgathers in flight */
+    double reduce_bucket;   /* ZeRO-1/2: elements per reduce-scatter bucket */
+    double allgather_bucket; /* ZeRO-1/2: elements per allgather of the updated parameters */
     double val_batch;     /* 0: batch_per_worker */
     double checkpoint_every_steps; /* 0: none between epochs */
     bool lr_written;      /* base_lr is given (a timing-only model prints no lr without it) */

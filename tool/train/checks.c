@@ -14,7 +14,8 @@ const char *const rh_check_names[RH_CHECK_COUNT + 1] = {
     "serial_equivalence", "identical_parameters", "samples_once",  "lr_schedule",
     "metrics_averaged",   "one_checkpoint_writer", "resume_equivalence", "collectives_match",
     "no_committed_work_lost", "state_identical_after_reset", "min_np_respected",
-    "failures_noticed", "commit_interval", "fits_memory", "accuracy_parity", NULL};
+    "failures_noticed", "commit_interval", "fits_memory", "accuracy_parity",
+    "sharded_equivalence", NULL};
 
 /* The order of the hooks: each step's evidence is gathered in this order on every rank. */
 static const train_check *const table[] = {
@@ -23,6 +24,7 @@ static const train_check *const table[] = {
     &train__check_resume,    &train__check_collectives, &train__check_work_lost,
     &train__check_state_reset, &train__check_min_np,   &train__check_noticed,
     &train__check_interval,  &train__check_fits_memory, &train__check_accuracy,
+    &train__check_sharded,
 };
 enum { NCHECKS = sizeof table / sizeof table[0] };
 

@@ -53,6 +53,9 @@ typedef struct train_evidence {
   int resets_checked;    /* of which the elastic checks have looked at */
   int smallest, largest; /* the fewest and the most ranks a world of the job had */
   long rolled_back;      /* steps done again after failures, over the run */
+  double shard_worst;    /* sharded_equivalence: the worst difference over its bound */
+  long shard_steps;
+  bool shard_gap;        /* the ranks' blocks did not cover the parameters once */
 } train_evidence;
 
 typedef struct rank_state rank_state;
@@ -113,6 +116,18 @@ struct rank_state {
   long failed_epoch_start;  /* and the epoch's first global step then */
   double paces[2];          /* the last two steps' seconds (timing-only repeats) */
   train_epochs_fn run_epochs; /* elastic: what each pass of the run loop calls */
+  /* sharded data parallelism (sharded.c) */
+  int *unit_of;          /* full sharding, timing-only: each layer's unit (-1: the root unit) */
+  size_t *unit_count;    /* each unit's parameters, the root unit's last (nunits + 1) */
+  int nunits;
+  float *shard_buf;      /* real: the flat gradients, then parameters, padded to size blocks */
+  float *shard_send;     /* real: this rank's block of parameters, for the allgather */
+  float *raw_grads;      /* sharded_equivalence: every rank's own gradients of the step */
+  size_t raw_cap;
+  struct train_shard_step {  /* the step's collectives of the state */
+    int gathers, scatters;
+    double gather_bytes, scatter_bytes, gather_wait, scatter_wait;
+  } sharded;
 };
 
 static inline bool train__peer_failure(rh_status st) {
@@ -162,7 +177,7 @@ extern const train_check train__check_serial, train__check_identical, train__che
     train__check_lr, train__check_metrics, train__check_checkpoint, train__check_resume,
     train__check_collectives, train__check_work_lost, train__check_state_reset,
     train__check_min_np, train__check_noticed, train__check_interval, train__check_fits_memory,
-    train__check_accuracy;
+    train__check_accuracy, train__check_sharded;
 
 /* Each hook of every check, in table order; the first failure stops the walk. */
 rh_status train__checks_before_step(rank_state *s);
@@ -175,6 +190,49 @@ rh_status train__checks_after_reset(rank_state *s);
 void train__checks_finish(rank_state *s);
 
 /* ---- the loop and the state (loop.c, state.c) -------------------------------------------- */
+
+/* What the loop's step is made of (loop.c), for the sharded step (sharded.c). */
+const rh_step_times *train__priced(rank_state *s, long n);
+double train__layer_flops(const rank_state *s, int i, long n, bool backward);
+double train__layer_seconds(rank_state *s, int i, long n, bool backward);
+rh_status train__step_work(rank_state *s, const char *what, double seconds);
+/* The step after backward: the optimizer (on its shard), the wait for input, the lr, the update
+ * of real numbers; *t_compute moves by the GPU's work.  n: the last micro-batch's samples (the
+ * priced step's), samples: the step's. */
+rh_status train__end_step(rank_state *s, int epoch, long step, long n, long samples,
+                          double step_from, double *t_compute, double *lr_out, double loss,
+                          int correct);
+
+/* ---- sharded data parallelism (sharded.c) ------------------------------------------------ */
+
+/* The ranks one rank's state is sharded over (1: none). */
+int train__shard_degree(const rank_state *s);
+/* Full sharding's units of a timing model (FSDP's transformer wrap); buffers of a real one. */
+rh_status train__shard_setup(rank_state *s);
+void train__shard_free(rank_state *s);
+/* Whether the step is full sharding's, unit by unit (timing-only, two ranks or more). */
+bool train__shards_units(const rank_state *s);
+/* Full sharding's forward and backward of n samples in acc micro-batches, each unit's
+ * parameters gathered before its layers run and its gradients reduce-scattered after its
+ * backward (in the last micro-batch); *t_compute: the step's start plus its GPU work. */
+rh_status train__sharded_passes(rank_state *s, long n, int acc, double step_from,
+                                double *t_compute);
+/* ZeRO-1/2, timing-only: a bucket's reduce-scatter (count elements of `bytes` each). */
+rh_status train__shard_scatter(rank_state *s, size_t count, double bytes, const char *name,
+                               rh_request **req);
+/* ZeRO-1/2, timing-only: the updated parameters gathered after the optimizer step. */
+rh_status train__shard_gather_params(rank_state *s);
+/* Real numbers: the gradients reduce-scattered (or allreduced), this rank's shard updated, the
+ * parameters gathered. */
+rh_status train__sharded_update(rank_state *s, double lr);
+/* Real numbers: every rank's block of the optimizer's state gathered into every rank's, so that
+ * a commit or a checkpoint holds the whole state (FSDP's FULL_STATE_DICT): by an allgather that
+ * costs its time (cost), or as a check's, at none.  Every rank calls it; nothing when unsharded. */
+rh_status train__shard_whole_state(rank_state *s, bool cost);
+/* sharded_equivalence (checks/): every rank's own gradients noted before they are reduced; the
+ * average of this rank's block [lo, hi) judged against DDP's. */
+rh_status train__shard_note(rank_state *s);
+rh_status train__shard_evidence(rank_state *s, size_t lo, size_t hi);
 
 /* Runs from the position up to the end of epoch `to` - 1 (or the stop step). */
 rh_status train__run_epochs(rank_state *s, int to);

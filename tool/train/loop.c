@@ -52,6 +52,7 @@ typedef struct bucket {
   rh_request *req; /* NULL when not issued */
   rh_request *neg; /* Horovod's negotiation before it (NULL: none) */
   double issued;   /* when backward closed it (simulated or wall seconds) */
+  bool deferred;   /* ZeRO without overlap_comm: issued once backward is done */
   double waited;   /* seconds the step waited for it after backward */
 } bucket;
 
@@ -100,7 +101,7 @@ static rh_status setup(rank_state *s) {
   s->written = calloc((size_t)s->epochs + 2, 1);
   s->epoch_stats = calloc((size_t)s->epochs + 1, sizeof *s->epoch_stats);
   if (!s->written || !s->epoch_stats) return RH_ERR_NOMEM;
-  if (!cfg->real) return RH_OK;
+  if (!cfg->real) return train__shard_setup(s);
 
   /* buffers for the largest world the job may have */
   long B = cfg->batch, N = cfg->train_samples;
@@ -120,6 +121,7 @@ static rh_status setup(rank_state *s) {
     return RH_ERR_NOMEM;
   rh_status st = rh_optimizer_init(&s->opt, cfg->optimizer, s->nparams, cfg->momentum, cfg->beta1,
                                    cfg->beta2, cfg->eps, cfg->rho);
+  if (st == RH_OK) st = train__shard_setup(s);
   /* the serial replica: any rank may become rank 0 in an elastic job */
   if (st == RH_OK && cfg->check[RH_CHECK_SERIAL] && (s->rank == 0 || cfg->elastic)) {
     s->sparams = calloc(s->nparams, sizeof(float));
@@ -154,6 +156,8 @@ static void teardown(rank_state *s) {
   free(s->sy);
   rh_optimizer_free(&s->opt);
   rh_optimizer_free(&s->sopt);
+  train__shard_free(s);
+  free(s->raw_grads);
 }
 
 /* ---- the samples of a segment ------------------------------------------------------------ */
@@ -214,6 +218,9 @@ static rh_status issue_bucket(rank_state *s, const int *order, bucket *b) {
   /* one GPU waits for no one: its timing runs no allreduce (a real run still reduces its
    * numbers, which stay what they are) */
   if (s->size == 1 && !s->cfg->real) return RH_OK;
+  /* sharded real numbers are reduce-scattered whole after backward (sharded.c), unless they are
+   * allreduced as DDP's */
+  if (s->cfg->real && train__shard_degree(s) > 1 && !s->cfg->shard_allreduce) return RH_OK;
   if (s->cfg->real) {
     b->buf = malloc(b->count * sizeof(float) + 1);
     if (!b->buf) return RH_ERR_NOMEM;
@@ -235,6 +242,8 @@ static rh_status issue_bucket(rank_state *s, const int *order, bucket *b) {
     if (ns != RH_OK) return ns;
   }
   o.name = s->tensors[order[b->from]].name;
+  if (!s->cfg->real && train__shard_degree(s) > 1) /* ZeRO-1/2 */
+    return train__shard_scatter(s, b->count, grad_bytes(s->cfg), o.name, &b->req);
   /* timing-only bf16 gradients move as 2-byte values */
   rh_dtype t = !s->cfg->real && grad_bytes(s->cfg) == 2 ? RH_FLOAT16 : RH_FLOAT32;
   return rh_iallreduce(s->ctx, b->buf, b->buf, b->count, t, RH_AVERAGE, &o, &b->req);
@@ -305,12 +314,12 @@ static void write_samples(rank_state *s) {
 }
 
 /* The FLOPs of a timing model's layer i on n samples (forward; backward twice). */
-static double layer_flops(const rank_state *s, int i, long n, bool backward) {
+double train__layer_flops(const rank_state *s, int i, long n, bool backward) {
   return s->cfg->forward_flops * (double)n * s->tensors[i].share * (backward ? 2 : 1);
 }
 
 /* The kernel model's step of n samples (priced once for the run, kept by the rank), or NULL. */
-static const rh_step_times *priced(rank_state *s, long n) {
+const rh_step_times *train__priced(rank_state *s, long n) {
   if (!s->cfg->priced || s->cfg->real) return NULL;
   if (!s->priced || s->priced_n != n) {
     s->priced = rh_step_cache_get(s->cfg->priced, (double)n);
@@ -321,11 +330,11 @@ static const rh_step_times *priced(rank_state *s, long n) {
 
 /* The seconds of layer i by the GPU's model: its kernels (the kernel model), the roofline when
  * it has a peak rate, else its FLOPs at the sustained rate. */
-static double layer_seconds(rank_state *s, int i, long n, bool backward) {
+double train__layer_seconds(rank_state *s, int i, long n, bool backward) {
   const rh_train_config *cfg = s->cfg;
-  const rh_step_times *t = priced(s, n);
+  const rh_step_times *t = train__priced(s, n);
   if (t) return backward ? t->backward[i] : t->forward[i];
-  double f = layer_flops(s, i, n, backward);
+  double f = train__layer_flops(s, i, n, backward);
   if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return f / cfg->gpu.sustained;
   double bytes = cfg->layers[i].memory_bytes * (double)n * (backward ? 2 : 1);
   return rh_compute_seconds(&cfg->gpu, f, bytes);
@@ -335,10 +344,10 @@ static double layer_seconds(rank_state *s, int i, long n, bool backward) {
  * checkpointed layer runs its forward again before its backward. */
 static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
   const rh_train_config *cfg = s->cfg;
-  double f = layer_flops(s, i, n, backward), seconds = layer_seconds(s, i, n, backward);
+  double f = train__layer_flops(s, i, n, backward), seconds = train__layer_seconds(s, i, n, backward);
   if (backward && !cfg->real && cfg->layers && cfg->layers[i].recompute) {
-    f += layer_flops(s, i, n, false);
-    seconds += layer_seconds(s, i, n, false);
+    f += train__layer_flops(s, i, n, false);
+    seconds += train__layer_seconds(s, i, n, false);
   }
   s->alone += seconds;
   if (cfg->real || !rh_compute_roofline(&cfg->gpu)) return rh_compute(s->ctx, f);
@@ -346,7 +355,7 @@ static rh_status layer_compute(rank_state *s, int i, long n, bool backward) {
 }
 
 /* `seconds` of the step's own GPU time (the host's work, the optimizer), traced as `what`. */
-static rh_status step_work(rank_state *s, const char *what, double seconds) {
+rh_status train__step_work(rank_state *s, const char *what, double seconds) {
   if (!(seconds > 0)) return RH_OK;
   s->alone += seconds;
   rh_trace_begin(s->ctx, "layer", what);
@@ -377,9 +386,9 @@ static rh_status wait_for_input(rank_state *s, long samples, double step_from, d
  * its own, which it measures. */
 static rh_status forward(rank_state *s, long n) {
   const rh_train_config *cfg = s->cfg;
-  rh_status st = step_work(s, "framework overhead", cfg->gpu.overhead);
-  const rh_step_times *t = priced(s, n);
-  if (t && st == RH_OK) st = step_work(s, "host", t->host);
+  rh_status st = train__step_work(s, "framework overhead", cfg->gpu.overhead);
+  const rh_step_times *t = train__priced(s, n);
+  if (t && st == RH_OK) st = train__step_work(s, "host", t->host);
   if (cfg->real || !rh_compute_roofline(&cfg->gpu)) {
     s->alone += cfg->forward_flops * (double)n / cfg->gpu.sustained;
     return st == RH_OK ? rh_compute(s->ctx, cfg->forward_flops * (double)n) : st;
@@ -388,8 +397,8 @@ static rh_status forward(rank_state *s, long n) {
                                 * job simulates a third fewer calls; nothing waits on a layer) */
     double f = 0, seconds = 0;
     for (int i = 0; i < s->ntensors; i++) {
-      f += layer_flops(s, i, n, false);
-      seconds += layer_seconds(s, i, n, false);
+      f += train__layer_flops(s, i, n, false);
+      seconds += train__layer_seconds(s, i, n, false);
     }
     s->alone += seconds;
     return st == RH_OK ? rh_compute_priced(s->ctx, f, seconds) : st;
@@ -454,7 +463,7 @@ static int *plan_rounds(rank_state *s, const int *order, long n, double threshol
   }
   double t = 0;
   for (int i = 0; i < nt; i++) {
-    t += layer_seconds(s, order[i], n, true);
+    t += train__layer_seconds(s, order[i], n, true);
     ready[i] = t;
   }
   double round = 0;
@@ -499,7 +508,8 @@ static rh_status close_bucket(rank_state *s, const int *order, bucket *buckets, 
   if (st != RH_OK) return st;
   buckets[*nb] = *cur;
   buckets[*nb].issued = rh_time(s->ctx);
-  if (!(skip && *nb == 0)) st = issue_bucket(s, order, &buckets[*nb]);
+  buckets[*nb].deferred = !s->cfg->real && train__shard_degree(s) > 1 && !s->cfg->overlap_comm;
+  if (!(skip && *nb == 0) && !buckets[*nb].deferred) st = issue_bucket(s, order, &buckets[*nb]);
   ++*nb;
   *cur = (bucket){.from = next, .to = next};
   return st;
@@ -525,10 +535,17 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
    * allreduce (DDP's no_sync); the last one's backward reduces the summed gradients */
   int acc = cfg->accumulation > 1 && !cfg->real ? cfg->accumulation : 1;
   long micro = acc > 1 ? (n + acc - 1) / acc : n;
-  rh_status st = RH_OK;
+  s->sharded = (struct train_shard_step){0};
+  rh_status st = cfg->real ? train__shard_note(s) : RH_OK;
   double step_from = rh_time(ctx), framework = 0;
   long samples = n;
   s->alone = 0;
+  if (st == RH_OK && train__shards_units(s)) { /* full sharding: unit by unit (sharded.c) */
+    st = train__sharded_passes(s, n, acc, step_from, t_compute);
+    if (st != RH_OK) return train__failed(s, st, RH_CHECK_COLLECTIVES);
+    return train__end_step(s, epoch, step, n - micro * (acc - 1), samples, step_from, t_compute,
+                           lr_out, loss, correct);
+  }
   for (int m = 0; m + 1 < acc && st == RH_OK; m++) {
     st = forward(s, micro);
     for (int i = s->ntensors - 1; i >= 0 && st == RH_OK; i--) {
@@ -563,7 +580,9 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   for (int i = 0; i < nt; i++) order[i] = mismatch ? i : nt - 1 - i;
   int nb = 0;
   bucket cur = {0};
-  double cycle = cfg->ddp ? 0 : rh_setting(ctx, RH_SETTING_CYCLE_TIME);
+  /* ZeRO-1/2 timing: DeepSpeed's buckets of reduce_bucket_size gradients */
+  bool zero = !cfg->real && train__shard_degree(s) > 1;
+  double cycle = cfg->ddp || zero ? 0 : rh_setting(ctx, RH_SETTING_CYCLE_TIME);
   int *ends = cycle > 0 ? plan_rounds(s, order, n, threshold, cycle) : NULL;
   for (int i = 0; i < nt && st == RH_OK; i++) {
     const train_tensor *t = &s->tensors[order[i]];
@@ -571,10 +590,10 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
     st = layer_compute(s, order[i], n, true);
     rh_trace_end(ctx);
     if (st == RH_OK && t->count > 0) st = reducer_work(s, (double)t->count * gb, &framework);
-    if (cfg->ddp) { /* DDP: fixed buckets in reverse order, each reduced once it is full */
+    if (cfg->ddp || zero) { /* DDP: fixed buckets in reverse order, each reduced once full */
       cur.to = i + 1;
       cur.count += t->count;
-      double cap = nb == 0 ? cfg->first_bucket : cfg->bucket_cap;
+      double cap = zero ? cfg->reduce_bucket * gb : nb == 0 ? cfg->first_bucket : cfg->bucket_cap;
       if (st == RH_OK && (double)cur.count * gb >= cap)
         st = close_bucket(s, order, buckets, &nb, &cur, i + 1, skip, &framework);
       continue;
@@ -599,6 +618,8 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   /* the framework's work after backward: the last bucket's copy in, every bucket's copy out */
   double after = 0;
   if (st == RH_OK && cur.to > cur.from) st = close_bucket(s, order, buckets, &nb, &cur, nt, skip, &after);
+  for (int i = 0; i < nb && st == RH_OK; i++) /* ZeRO without overlap_comm: now */
+    if (buckets[i].deferred && !(skip && i == 0)) st = issue_bucket(s, order, &buckets[i]);
   rh_status first = st;
   for (int i = 0; i < nb; i++) {
     buckets[i].waited = rh_time(ctx);
@@ -616,6 +637,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   }
   double copied = 0;
   for (int i = 0; i < nb; i++) copied += (double)buckets[i].count * gb;
+  for (int i = 0; zero && i < nb; i++) s->sharded.scatter_wait += buckets[i].waited;
   if (first == RH_OK) first = buffer_copy(s, copied, &after);
   if (s->rank == 0) {
     s->res->framework_step = framework + after;
@@ -648,21 +670,48 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   free(order);
   if (first != RH_OK) return train__failed(s, first, RH_CHECK_COLLECTIVES);
 
-  /* the optimizer's kernels once the gradients are in: compute, not waiting (the step's compute
-   * is counted up to *t_compute, its wait after it) */
-  const rh_step_times *t = priced(s, n);
-  if (t && (first = step_work(s, "optimizer", t->optimizer)) != RH_OK)
-    return train__failed(s, first, RH_CHECK_COLLECTIVES);
-  if (t) *t_compute += t->optimizer;
+  return train__end_step(s, epoch, step, n, samples, step_from, t_compute, lr_out, loss, correct);
+}
+
+/* Rank 0 keeps the sharded step's collectives for the report. */
+static void record_shard_step(rank_state *s) {
+  if (s->rank != 0 || train__shard_degree(s) < 2) return;
+  const struct train_shard_step *k = &s->sharded;
+  rh_train_result *r = s->res;
+  r->shard_gathers = k->gathers;
+  r->shard_scatters = k->scatters;
+  r->shard_gather_bytes = k->gather_bytes;
+  r->shard_scatter_bytes = k->scatter_bytes;
+  r->shard_gather_wait = k->gather_wait;
+  r->shard_scatter_wait = k->scatter_wait;
+}
+
+rh_status train__end_step(rank_state *s, int epoch, long step, long n, long samples,
+                          double step_from, double *t_compute, double *lr_out, double loss,
+                          int correct) {
+  const rh_train_config *cfg = s->cfg;
+  /* the optimizer's kernels once the gradients are in, on this rank's shard: compute, not
+   * waiting (the step's compute is counted up to *t_compute, its wait after it) */
+  const rh_step_times *t = train__priced(s, n);
+  double optimizer = t ? t->optimizer / train__shard_degree(s) : 0;
+  rh_status first = train__step_work(s, "optimizer", optimizer);
+  *t_compute += optimizer;
+  if (first == RH_OK) first = train__shard_gather_params(s); /* ZeRO-1/2: before the next step */
   double starved = 0;
-  if ((first = wait_for_input(s, samples, step_from, &starved)) != RH_OK)
-    return train__failed(s, first, RH_CHECK_COLLECTIVES);
+  if (first == RH_OK) first = wait_for_input(s, samples, step_from, &starved);
+  if (first != RH_OK) return train__failed(s, first, RH_CHECK_COLLECTIVES);
   *t_compute += starved;
   double lr = rh_recipe_lr(&s->used_lr, epoch, step, s->steps_per_epoch);
   *lr_out = lr;
   s->step_loss = cfg->real ? loss : NAN;
+  if (cfg->real && train__shard_degree(s) > 1) {
+    first = train__sharded_update(s, lr);
+    if (first != RH_OK) return train__failed(s, first, RH_CHECK_COLLECTIVES);
+  } else if (cfg->real) {
+    rh_optimizer_step(&s->opt, s->params, s->grad, lr);
+  }
+  record_shard_step(s);
   if (!cfg->real) return RH_OK;
-  rh_optimizer_step(&s->opt, s->params, s->grad, lr);
   s->ev.epoch_loss += loss * (double)n;
   s->ev.epoch_correct += correct;
   s->ev.epoch_samples += (double)n;

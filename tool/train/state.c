@@ -234,6 +234,8 @@ static int write_file(rank_state *s, bool epoch_end, const char *path, const dou
 rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
   const rh_train_config *cfg = s->cfg;
   bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
+  rh_status gathered = train__shard_whole_state(s, true); /* every rank takes part */
+  if (gathered != RH_OK) return gathered;
   double *rows = cfg->real ? gather_rows(s) : NULL; /* every rank takes part */
   if (cfg->real && !rows) return RH_ERR_NOMEM;
   char path[1024];
@@ -513,7 +515,8 @@ rh_status train__commit(rank_state *s, int epoch) {
   double t0 = rh_time(s->ctx);
   rh_trace_begin_at(s->ctx, "commit", "commit", t0);
   if (s->cfg->real) s->commit_hash = train__fnv(s->params, s->nparams * sizeof(float));
-  rh_status st = rh_state_commit(s->state);
+  rh_status st = train__shard_whole_state(s, true);
+  if (st == RH_OK) st = rh_state_commit(s->state);
   /* the saved state cannot hold its own commit's time: a restore adds it back */
   s->commit_dt = rh_time(s->ctx) - t0;
   rh_trace_end_at(s->ctx, t0 + s->commit_dt);

@@ -35,6 +35,7 @@ typedef enum rh_check_id {
   RH_CHECK_INTERVAL,    /* the commit or checkpoint interval suits the failure rate */
   RH_CHECK_FITS_MEMORY, /* the job's memory per GPU fits in the GPU's */
   RH_CHECK_ACCURACY,    /* the final validation accuracy is one worker's, within a bound */
+  RH_CHECK_SHARDED,     /* a sharded step averages the gradients DDP does, its shards cover all */
   RH_CHECK_COUNT
 } rh_check_id;
 
@@ -130,6 +131,13 @@ typedef struct rh_train_config {
   int accumulation;           /* micro-batches per step (the batch is their sum); 0, 1: none */
   rh_losses losses;           /* beside the network: the framework's work, the slowest rank */
   bool negotiate;             /* timing-only Horovod: each bucket's allreduce follows a negotiation */
+  /* sharded data parallelism (sharded.c) */
+  int sharding;               /* rh_sharding (memory.h); 0: none (DDP, Horovod) */
+  bool shard_allreduce;       /* optimizer, gradients: allreduced, not reduce-scattered */
+  bool overlap_comm;          /* optimizer, gradients: the reduce-scatters run in backward */
+  double reduce_bucket;       /* optimizer, gradients, timing-only: elements per reduce-scatter */
+  double allgather_bucket;    /* optimizer, gradients, timing-only: elements per allgather */
+  int gathers_ahead;          /* full: units' allgathers in flight (FSDP's limiter: 2; 0: all) */
   struct rh_progress *progress; /* steps done and failures, as they happen (NULL: none) */
 } rh_train_config;
 
@@ -198,6 +206,10 @@ typedef struct rh_train_result {
   double framework_after;     /* the part of framework_step after backward (copies out) */
   double input_step;          /* rank 0's last step: the GPU's wait for the input pipeline */
   double straggler_step;      /* and its wait for the slowest rank */
+  /* sharded: rank 0's last step, the collectives of the state and what they kept it waiting */
+  int shard_gathers, shard_scatters;     /* allgathers, reduce-scatters (or allreduces) */
+  double shard_gather_bytes, shard_scatter_bytes;
+  double shard_gather_wait, shard_scatter_wait; /* seconds */
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */
   uint64_t params_hash;       /* FNV-1a of the final parameters' bytes (real models) */

@@ -50,22 +50,23 @@ size_t rh_optimizer_state_count(const rh_optimizer *o) {
 }
 
 /* state: buf[n].  buf = momentum * buf + g (buf = g on the first step); p -= lr * buf. */
-static void sgd_step(rh_optimizer *o, float *p, const float *g, double lr) {
+static void sgd_step(rh_optimizer *o, float *p, const float *g, double lr, size_t from,
+                     size_t to) {
   float *buf = o->state;
   const float mom = (float)o->momentum, lrf = (float)lr;
-  size_t n = o->n;
   if (o->steps == 0) {
-    for (size_t i = 0; i < n; i++) buf[i] = g[i];
+    for (size_t i = from; i < to; i++) buf[i] = g[i];
   } else {
-    for (size_t i = 0; i < n; i++) buf[i] = mom * buf[i] + g[i];
+    for (size_t i = from; i < to; i++) buf[i] = mom * buf[i] + g[i];
   }
-  for (size_t i = 0; i < n; i++) p[i] -= lrf * buf[i];
+  for (size_t i = from; i < to; i++) p[i] -= lrf * buf[i];
 }
 
 /* state: m[n] then v[n].  PyTorch's form of the update:
  *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps),
  * which is the header's formula with the bias corrections folded into scalars. */
-static void adam_step(rh_optimizer *o, float *p, const float *g, double lr) {
+static void adam_step(rh_optimizer *o, float *p, const float *g, double lr, size_t from,
+                      size_t to) {
   float *m = o->state, *v = o->state + o->n;
   const double t = o->steps + 1.0;
   const float b1 = (float)o->beta1, c1 = (float)(1.0 - o->beta1);
@@ -73,7 +74,7 @@ static void adam_step(rh_optimizer *o, float *p, const float *g, double lr) {
   const float step_size = (float)(lr / (1.0 - pow(o->beta1, t)));
   const float sqrt_bc2 = (float)sqrt(1.0 - pow(o->beta2, t));
   const float eps = (float)o->eps;
-  for (size_t i = 0; i < o->n; i++) {
+  for (size_t i = from; i < to; i++) {
     m[i] = b1 * m[i] + c1 * g[i];
     v[i] = b2 * v[i] + c2 * (g[i] * g[i]);
     float denom = sqrtf(v[i]) / sqrt_bc2 + eps;
@@ -82,11 +83,12 @@ static void adam_step(rh_optimizer *o, float *p, const float *g, double lr) {
 }
 
 /* state: s[n] (mean square of gradients) then u[n] (mean square of updates). */
-static void adadelta_step(rh_optimizer *o, float *p, const float *g, double lr) {
+static void adadelta_step(rh_optimizer *o, float *p, const float *g, double lr, size_t from,
+                          size_t to) {
   float *s = o->state, *u = o->state + o->n;
   const float rho = (float)o->rho, c = (float)(1.0 - o->rho);
   const float eps = (float)o->eps, lrf = (float)lr;
-  for (size_t i = 0; i < o->n; i++) {
+  for (size_t i = from; i < to; i++) {
     s[i] = rho * s[i] + c * (g[i] * g[i]);
     float d = sqrtf(u[i] + eps) / sqrtf(s[i] + eps) * g[i];
     u[i] = rho * u[i] + c * (d * d);
@@ -94,12 +96,18 @@ static void adadelta_step(rh_optimizer *o, float *p, const float *g, double lr) 
   }
 }
 
-void rh_optimizer_step(rh_optimizer *o, float *params, const float *grad, double lr) {
+void rh_optimizer_update(rh_optimizer *o, float *params, const float *grad, double lr,
+                         size_t from, size_t count) {
+  size_t to = from + count < o->n ? from + count : o->n;
   switch (o->kind) {
-  case RH_OPT_SGD: sgd_step(o, params, grad, lr); break;
-  case RH_OPT_ADAM: adam_step(o, params, grad, lr); break;
-  case RH_OPT_ADADELTA: adadelta_step(o, params, grad, lr); break;
+  case RH_OPT_SGD: sgd_step(o, params, grad, lr, from, to); break;
+  case RH_OPT_ADAM: adam_step(o, params, grad, lr, from, to); break;
+  case RH_OPT_ADADELTA: adadelta_step(o, params, grad, lr, from, to); break;
   }
+}
+
+void rh_optimizer_step(rh_optimizer *o, float *params, const float *grad, double lr) {
+  rh_optimizer_update(o, params, grad, lr, 0, o->n);
   o->steps += 1.0;
 }
 

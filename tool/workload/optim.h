@@ -31,6 +31,11 @@ rh_status rh_optimizer_init(rh_optimizer *o, rh_optimizer_kind kind, size_t n, d
                             double beta1, double beta2, double eps, double rho);
 /* Applies one update with learning rate lr. */
 void rh_optimizer_step(rh_optimizer *o, float *params, const float *grad, double lr);
+/* The update of parameters [from, from + count) alone (a shard of them: ZeRO's optimizer step),
+ * the same bits each would get from rh_optimizer_step; the step is not counted (every rank counts
+ * it once with o->steps += 1 after its shard). */
+void rh_optimizer_update(rh_optimizer *o, float *params, const float *grad, double lr,
+                         size_t from, size_t count);
 /* Floats in o->state: SGD n (momentum buffer; 0 when momentum is 0 is still n), Adam 2n,
  * Adadelta 2n. */
 size_t rh_optimizer_state_count(const rh_optimizer *o);

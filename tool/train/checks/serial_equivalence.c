@@ -21,7 +21,10 @@
 static rh_status before_step(rank_state *s) {
   /* the replica starts each step from rank 0's state: the check compares one step at a time, so
    * fp32 sums in another order cannot add up over a long run */
-  if (!s->sparams || !train__checking(s, RH_CHECK_SERIAL)) return RH_OK;
+  if (!train__checking(s, RH_CHECK_SERIAL)) return RH_OK;
+  /* a sharded state is whole only over the ranks: every rank takes part in gathering it */
+  rh_status st = train__shard_whole_state(s, false);
+  if (!s->sparams || st != RH_OK) return st;
   memcpy(s->sparams, s->params, s->nparams * sizeof(float));
   memcpy(s->sopt.state, s->opt.state, rh_optimizer_state_count(&s->opt) * sizeof(float));
   s->sopt.steps = s->opt.steps;

@@ -1,0 +1,274 @@
+/*
+ * test_sharded_step.c: the sharded step, as a user meets it.  With real numbers, the seeds'
+ * networks trained on 4 simulated ranks under each sharding end on DDP's parameters: bit for bit
+ * where the gradients are allreduced as DDP's (reduce_scatter: false), and within the few ulps a
+ * step that adds the ranks' gradients in another order allows, derived below, where they are
+ * reduce-scattered; an elastic reset from 4 to 3 ranks and a resume keep every committed step.
+ * Timing-only, Llama-2-7B on 128 H100: the collectives a step runs are counted and sized from the
+ * architecture (FSDP's units: 32 blocks and the root), and the step is its compute plus what it
+ * waited for them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "run_summary.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[64];
+
+static void put(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The seed's recipe (SGD, momentum 0.5, 4 ranks of batch 64), one epoch of 8,192 images. */
+static const char seed[] = "scenarios/seeds/lenet5-mnist-pytorch.yaml";
+enum { STEPS = 8192 / (4 * 64) };
+#define MOMENTUM 0.5
+
+/* Runs the seed with network `net` and recipe.sharding=`sharding` (reduce_scatter `rs`): its
+ * console (caller frees) and final parameters (*n floats, caller frees). */
+static char *run_seed(const char *net, const char *sharding, const char *rs, float **params,
+                      size_t *n) {
+  char tag[64], set_net[64], set_sh[64], set_rs[64];
+  snprintf(tag, sizeof tag, "%s-%s-%s", net, sharding, rs);
+  snprintf(set_net, sizeof set_net, "model.network=%s", net);
+  snprintf(set_sh, sizeof set_sh, "recipe.sharding=%s", sharding);
+  snprintf(set_rs, sizeof set_rs, "recipe.reduce_scatter=%s", rs);
+  char out[300], log[320], bin[340];
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, tag));
+  snprintf(log, sizeof log, "%s.txt", out);
+  char *argv[] = {RH_BINARY, "run", (char *)seed, "--out", out, "--set", set_net, "--set",
+                  set_sh, "--set", set_rs, "--set", "recipe.epochs=1", "--set",
+                  "data.train_samples=8192", "--set", "checks.resume_from_epoch=0", NULL};
+  assert_int_equal(rh_test_spawn_expect(argv, log, 0), 0);
+  snprintf(bin, sizeof bin, "%s/params.bin", out);
+  FILE *f = fopen(bin, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f) / sizeof(float);
+  rewind(f);
+  *params = malloc(*n * sizeof(float));
+  assert_int_equal(fread(*params, sizeof(float), *n, f), *n);
+  fclose(f);
+  return rh_test_slurp(log);
+}
+
+static void final_hash(const char *text, char *hash) {
+  const char *p = strstr(text, "final parameters: FNV-1a ");
+  assert_non_null(p);
+  assert_int_equal(sscanf(p, "final parameters: FNV-1a %16s", hash), 1);
+}
+
+/* Each step, the two runs' averaged gradients differ by the order 4 ranks' gradients are added
+ * in: a few ulps (the check bounds it by 2 gamma(3) sum|g|).  With momentum m an ulp-level
+ * difference of a step moves every later update by at most 1/(1 - m) of it, so over K steps the
+ * parameters part by no more than about K / (1 - m) x 4 u of the largest (u = 2^-24), as long as
+ * the tiny differences do not change the path (the check of each step says they do not).  */
+static double tolerance(const float *p, size_t n) {
+  double big = 0;
+  for (size_t i = 0; i < n; i++) big = fmax(big, fabs(p[i]));
+  return STEPS / (1 - MOMENTUM) * 4 * ldexp(1, -24) * big;
+}
+
+static void test_seed_nets_end_on_ddp_params(void **state) {
+  (void)state;
+  static const char *const nets[] = {"mnist_net", "lenet5"};
+  for (int k = 0; k < 2; k++) {
+    float *ddp, *p;
+    size_t n, m;
+    char h_ddp[17], h[17];
+    char *text = run_seed(nets[k], "none", "true", &ddp, &n);
+    final_hash(text, h_ddp);
+    free(text);
+    /* allreduced as DDP's, then each rank its shard: DDP's bits */
+    text = run_seed(nets[k], "optimizer", "false", &p, &m);
+    final_hash(text, h);
+    assert_string_equal(h, h_ddp);
+    assert_non_null(strstr(text, "PASS  sharded_equivalence"));
+    free(text);
+    free(p);
+    /* reduce-scattered: DDP's within the order's few ulps */
+    static const char *const stages[] = {"optimizer", "gradients", "full"};
+    for (int s = 0; s < 3; s++) {
+      text = run_seed(nets[k], stages[s], "true", &p, &m);
+      if (!strstr(text, "PASS  sharded_equivalence") || strstr(text, "FAIL"))
+        fail_msg("%s %s:\n%s", nets[k], stages[s], text);
+      assert_int_equal(m, n);
+      double worst = 0, tol = tolerance(ddp, n);
+      for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)p[i] - ddp[i]));
+      print_message("%-9s %-9s largest difference from DDP %.3g (tolerance %.3g)\n", nets[k],
+                    stages[s], worst, tol);
+      assert_true(worst <= tol);
+      free(text);
+      free(p);
+    }
+    free(ddp);
+  }
+}
+
+/* Four one-GPU nodes, the last one's GPU failing mid-epoch: the elastic job goes on with 3, the
+ * sharded state re-cut for 3 from the last commit. */
+static const char elastic[] =
+    "name: sharded-elastic\n"
+    "cluster: {nodes: 4, gpus_per_node: 1, gpu: {tflops: 14},\n"
+    "          intra: {bandwidth_GBps: 50, latency_us: 1}, network: {nic_Gbps: 25, latency_us: 5}}\n"
+    "model: {kind: net, network: mnist_net}\n"
+    "data: {source: fashion-mnist, normalize_mean: 0.1307, normalize_std: 0.3081,\n"
+    "       train_samples: 8192, validation_samples: 1000}\n"
+    "recipe: {batch_per_worker: 64, base_lr: 0.01, optimizer: sgd, momentum: 0.5, epochs: 2,\n"
+    "         steps_per_epoch: loader, checkpoint_every_epochs: 1, sharding: full}\n"
+    "failures: {events: [{kind: gpu_crash, node: 3, gpu: 0, at_s: 0.003}]}\n"
+    "elastic: {min_np: 2, commit_every_steps: 5}\n";
+
+static void test_elastic_reset_and_resume(void **state) {
+  (void)state;
+  char file[300], out[300], log[320];
+  snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "elastic.yaml"));
+  put(file, elastic);
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "elastic"));
+  snprintf(log, sizeof log, "%s.txt", out);
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
+  assert_int_equal(rh_test_spawn_expect(argv, log, 0), 0);
+  char *text = rh_test_slurp(log);
+  static const char *const want[] = {"PASS  no_committed_work_lost",
+                                     "PASS  state_identical_after_reset",
+                                     "the job trained on 3 to 4 workers",
+                                     "PASS  sharded_equivalence", "PASS  serial_equivalence"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(text, want[i])) fail_msg("no \"%s\" in:\n%s", want[i], text);
+  free(text);
+  /* the seed resumed from its first epoch's checkpoint ends on the parameters of the whole run */
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "resume"));
+  snprintf(log, sizeof log, "%s.txt", out);
+  char *resume[] = {RH_BINARY, "run", (char *)seed, "--out", out, "--set", "recipe.sharding=full",
+                    "--set", "recipe.epochs=2", "--set", "data.train_samples=4096", "--set",
+                    "checks.resume_from_epoch=1", NULL};
+  assert_int_equal(rh_test_spawn_expect(resume, log, 0), 0);
+  text = rh_test_slurp(log);
+  if (!strstr(text, "PASS  resume_equivalence")) fail_msg("%s", text);
+  free(text);
+}
+
+/* Llama-2-7B: 32 blocks (attention 4 x 4096^2, SwiGLU 3 x 4096 x 11008, two norms), and the root
+ * unit: embeddings and an untied head of 32000 x 4096, and the last norm. */
+static const double block = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008 + 2 * 4096;
+static const double root = 2.0 * 32000 * 4096 + 4096;
+static const char llama[] = "name: llama7b-128\n"
+                            "cluster: {node: dgx-h100, nodes: 16}\n"
+                            "model: {preset: llama2-7b, precision: bf16}\n"
+                            "data: {train_samples: 4096, validation_samples: 0}\n"
+                            "recipe: {batch_per_worker: 1, optimizer: adam, steps: 3}\n";
+
+static json_t *llama_run(const char *sharding, const char *extra, char **text) {
+  char file[300], out[300], log[320], set[64], tag[64];
+  snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "llama.yaml"));
+  put(file, llama);
+  snprintf(set, sizeof set, "recipe.sharding=%s", sharding);
+  snprintf(tag, sizeof tag, "llama-%s%s", sharding, extra ? "-x" : "");
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, tag));
+  snprintf(log, sizeof log, "%s.txt", out);
+  char *argv[] = {RH_BINARY, "run", file, "--out", out, "--set", set, "--set",
+                  (char *)(extra ? extra : "recipe.seed=0"), NULL};
+  int rc = rh_test_spawn(argv, log, NULL);
+  *text = rh_test_slurp(log);
+  if (rc != 0) fail_msg("exit %d:\n%s", rc, *text);
+  return rh_test_summary_in(out);
+}
+
+static double num(json_t *o, const char *a, const char *b) {
+  json_t *x = json_object_get(o, a);
+  return json_number_value(b ? json_object_get(x, b) : x);
+}
+
+/* Bytes of a collective of `count` bf16 elements sharded over 128 ranks (padded to equal blocks). */
+static double padded(double count) { return ceil(count / 128) * 128 * 2; }
+
+static void test_llama_sharded_step(void **state) {
+  (void)state;
+  char *text;
+  /* full: the root unit gathered once, each block in forward and again in backward; each
+   * block's gradients and the root's reduce-scattered */
+  json_t *js = llama_run("full", NULL, &text);
+  json_t *b = json_object_get(js, "bottleneck"), *sh = json_object_get(b, "sharded");
+  assert_non_null(sh);
+  assert_int_equal(json_integer_value(json_object_get(sh, "allgathers")), 2 * 32 + 1);
+  assert_int_equal(json_integer_value(json_object_get(sh, "reduce_scatters")), 32 + 1);
+  double ag = padded(root) + 2 * 32 * padded(block), rs = padded(root) + 32 * padded(block);
+  print_message("full: allgathers %.4f GB (derived %.4f), reduce-scatters %.4f GB (derived %.4f)\n",
+                num(sh, "allgather_GB", NULL), ag / 1e9, num(sh, "reduce_scatter_GB", NULL), rs / 1e9);
+  assert_true(fabs(num(sh, "allgather_GB", NULL) * 1e9 - ag) <= 1e-6 * ag);
+  assert_true(fabs(num(sh, "reduce_scatter_GB", NULL) * 1e9 - rs) <= 1e-6 * rs);
+  /* the step is its compute and what it waited: the allgathers in the passes, the
+   * reduce-scatters after */
+  double step = num(b, "step_ms", NULL), compute = num(b, "compute_ms", NULL);
+  double waits = num(sh, "allgather_wait_ms", NULL) + num(sh, "reduce_scatter_wait_ms", NULL);
+  assert_true(fabs(step - compute - num(b, "waiting_for_gradients_ms", NULL)) <= 1e-6 * step);
+  assert_true(fabs(num(b, "waiting_for_gradients_ms", NULL) - waits) <= 1e-6 * step);
+  json_decref(js);
+  free(text);
+  /* ZeRO-1: DeepSpeed's buckets of 5e8 gradients reduce-scattered, then the parameters
+   * allgathered in 5e8 after the optimizer, the same bytes each way */
+  js = llama_run("optimizer", NULL, &text);
+  sh = json_object_get(json_object_get(js, "bottleneck"), "sharded");
+  double P = 32 * block + root;
+  assert_int_equal(json_integer_value(json_object_get(sh, "allgathers")), (int)ceil(P / 5e8));
+  assert_true(fabs(num(sh, "allgather_GB", NULL) * 1e9 - 2 * P) <= 1e-3 * 2 * P);
+  assert_true(fabs(num(sh, "reduce_scatter_GB", NULL) * 1e9 - 2 * P) <= 1e-3 * 2 * P);
+  json_decref(js);
+  free(text);
+  /* on a slow network the verdict names the collective the step waits for */
+  js = llama_run("full", "cluster.network.nic_Gbps=25", &text);
+  if (!strstr(text, "waits for the sharded state's collectives, the most for its allgathers"))
+    fail_msg("%s", text);
+  json_decref(js);
+  free(text);
+}
+
+static void test_bad_reduce_scatter(void **state) {
+  (void)state;
+  char file[300], err[320];
+  snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "bad.yaml"));
+  put(file, "name: bad\n"
+            "cluster: {node: dgx-h100, nodes: 2}\n"
+            "model: {preset: llama2-7b, precision: bf16}\n"
+            "data: {train_samples: 64}\n"
+            "recipe: {batch_per_worker: 1, sharding: full,\n"
+            "         reduce_scatter: false}\n");
+  snprintf(err, sizeof err, "%s", rh_test_path(tmpdir, "bad.err"));
+  char *argv[] = {RH_BINARY, "run", file, "--out", rh_test_path(tmpdir, "bad"), NULL};
+  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
+  char *text = rh_test_slurp(err);
+  if (!strstr(text, "bad.yaml:6: recipe.reduce_scatter: false allreduces the whole gradients"))
+    fail_msg("%s", text);
+  free(text);
+}
+
+static int setup(void **state) {
+  (void)state;
+  return rh_test_mkdtemp(tmpdir, "sharded-step");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return rh_test_rmdir(tmpdir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_seed_nets_end_on_ddp_params),
+                                     cmocka_unit_test(test_elastic_reset_and_resume),
+                                     cmocka_unit_test(test_llama_sharded_step),
+                                     cmocka_unit_test(test_bad_reduce_scatter)};
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

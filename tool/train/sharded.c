@@ -1,0 +1,357 @@
+/*
+ * sharded.c: the step of sharded data parallelism (recipe.sharding), beside DDP's in loop.c.
+ *
+ * ZeRO-1 and ZeRO-2 (optimizer, gradients), as DeepSpeed runs them: backward fills buckets of
+ * reduce_bucket_size gradients, each reduce-scattered (overlap_comm: once it is full; else all
+ * after backward) so that each rank holds the average of its block of every bucket; the optimizer
+ * runs on that shard alone (1/size of its work); then the updated parameters are allgathered in
+ * buckets of allgather_bucket_size before the next forward.  Both stages move the same bytes;
+ * they differ in memory (memory.c).
+ *
+ * ZeRO-3 and FSDP FULL_SHARD (full): the model is cut into units (FSDP's transformer wrap: each
+ * block a unit, the rest the root unit).  Forward gathers each unit's parameters before its
+ * layers run, the next unit's allgather issued as this one begins (FSDP's limit_all_gathers: two
+ * in flight); the root unit is gathered first and kept.  Backward gathers each unit again
+ * (reshard_after_forward), the next one's issued before this one's gradients go (BACKWARD_PRE),
+ * and reduce-scatters a unit's gradients once its backward is done.  The optimizer runs on the
+ * shard.  A rank runs its collectives one at a time in the order it issued them (one NCCL
+ * stream), so an allgather waits behind the reduce-scatters issued before it.  The step's compute
+ * is its GPU work; the allgathers it waited for in forward and backward, and the reduce-scatters
+ * after, are its wait.
+ *
+ * With real numbers (the seeds' networks, whose layers form no blocks: the root unit alone), the
+ * flat gradients, padded to size equal blocks, are reduce-scattered after backward; each rank
+ * updates its block of the parameters and of the optimizer's state, and the parameters are
+ * allgathered: FSDP's step for a model of one unit, ZeRO's with one bucket.  An element's update
+ * is DDP's arithmetic; only the order the ranks' gradients are added in differs.  With
+ * reduce_scatter: false the gradients are DDP's allreduced buckets, and the run ends on DDP's bits.
+ * Hybrid sharding's step is still DDP's: it needs groups inside a node and across nodes.
+ */
+#include "internal.h"
+#include "memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool zero12(const rank_state *s) {
+  return s->cfg->sharding == RH_SHARD_OPTIMIZER || s->cfg->sharding == RH_SHARD_GRADIENTS;
+}
+
+int train__shard_degree(const rank_state *s) {
+  return zero12(s) || s->cfg->sharding == RH_SHARD_FULL ? s->size : 1;
+}
+
+bool train__shards_units(const rank_state *s) {
+  return s->cfg->sharding == RH_SHARD_FULL && !s->cfg->real && s->size > 1;
+}
+
+/* Bytes of a parameter as gathered and of a gradient as reduced (bf16: 2). */
+static double value_bytes(const rank_state *s) {
+  return s->cfg->real || !(s->cfg->grad_bytes > 0) ? sizeof(float) : s->cfg->grad_bytes;
+}
+
+static rh_dtype value_type(const rank_state *s) {
+  return value_bytes(s) == 2 ? RH_FLOAT16 : RH_FLOAT32;
+}
+
+static size_t block_of(size_t count, int size) { return (count + (size_t)size - 1) / (size_t)size; }
+
+/* The units of a timing model, by FSDP's transformer wrap (memory.h's keys). */
+static rh_status find_units(rank_state *s) {
+  const rh_train_config *cfg = s->cfg;
+  int n = cfg->nlayers;
+  s->unit_of = malloc((size_t)(n ? n : 1) * sizeof *s->unit_of);
+  s->unit_count = calloc((size_t)n + 1, sizeof *s->unit_count);
+  if (!s->unit_of || !s->unit_count) return RH_ERR_NOMEM;
+  int u = -1;
+  for (int i = 0; i < n; i++) {
+    const char *name = cfg->layers[i].name, *prev = i > 0 ? cfg->layers[i - 1].name : NULL;
+    size_t k = rh_memory_unit_key(name);
+    if (k == 0) {
+      s->unit_of[i] = -1;
+      continue;
+    }
+    if (!prev || rh_memory_unit_key(prev) != k || strncmp(prev, name, k) != 0) u++;
+    s->unit_of[i] = u;
+    s->unit_count[u] += s->tensors[i].count;
+  }
+  s->nunits = u + 1;
+  for (int i = 0; i < n; i++)
+    if (s->unit_of[i] < 0) s->unit_count[s->nunits] += s->tensors[i].count;
+  return RH_OK;
+}
+
+rh_status train__shard_setup(rank_state *s) {
+  const rh_train_config *cfg = s->cfg;
+  if (cfg->sharding == RH_SHARD_NONE || cfg->sharding == RH_SHARD_HYBRID) return RH_OK;
+  if (!cfg->real) return cfg->sharding == RH_SHARD_FULL ? find_units(s) : RH_OK;
+  int most = cfg->max_size > s->size ? cfg->max_size : s->size;
+  s->shard_buf = malloc((s->nparams + (size_t)most) * sizeof(float));
+  s->shard_send = malloc((block_of(s->nparams, 1) + 1) * sizeof(float));
+  return s->shard_buf && s->shard_send ? RH_OK : RH_ERR_NOMEM;
+}
+
+void train__shard_free(rank_state *s) {
+  free(s->unit_of);
+  free(s->unit_count);
+  free(s->shard_buf);
+  free(s->shard_send);
+}
+
+/* ---- full sharding, timing-only: a pass unit by unit ------------------------------------------ */
+
+typedef struct pass {
+  rank_state *s;
+  long n;
+  bool backward;
+  double f, seconds;    /* GPU work not charged yet */
+  rh_request **ag, **rs; /* per unit, the root unit's last */
+  double waited;        /* seconds the passes waited for allgathers */
+} pass;
+
+static rh_status charge(pass *p) {
+  rank_state *s = p->s;
+  if (!(p->seconds > 0) && !(p->f > 0)) return RH_OK;
+  s->alone += p->seconds;
+  rh_status st = rh_compute_roofline(&s->cfg->gpu) ? rh_compute_priced(s->ctx, p->f, p->seconds)
+                                                   : rh_compute(s->ctx, p->f);
+  p->f = p->seconds = 0;
+  return st;
+}
+
+/* Layer i's work in this pass (backward: with its recompute); on a timeline, a kernel of its own. */
+static rh_status run_layer(pass *p, int i) {
+  rank_state *s = p->s;
+  p->f += train__layer_flops(s, i, p->n, p->backward);
+  p->seconds += train__layer_seconds(s, i, p->n, p->backward);
+  if (p->backward && s->cfg->layers[i].recompute) {
+    p->f += train__layer_flops(s, i, p->n, false);
+    p->seconds += train__layer_seconds(s, i, p->n, false);
+  }
+  if (!rh_trace_on(s->ctx)) return RH_OK;
+  rh_trace_begin(s->ctx, "layer", s->tensors[i].name);
+  rh_status st = charge(p);
+  rh_trace_end(s->ctx);
+  return st;
+}
+
+/* Unit u's allgather, issued once the kernels before it are (none for an empty unit). */
+static rh_status gather(pass *p, int u) {
+  rank_state *s = p->s;
+  if (u < 0 || u > s->nunits || p->ag[u] || s->unit_count[u] == 0) return RH_OK;
+  rh_status st = charge(p);
+  size_t block = block_of(s->unit_count[u], s->size);
+  if (st == RH_OK) st = rh_iallgather(s->ctx, NULL, block, NULL, value_type(s), &p->ag[u]);
+  s->sharded.gathers++;
+  s->sharded.gather_bytes += (double)block * s->size * value_bytes(s);
+  return st;
+}
+
+static rh_status await(pass *p, int u) {
+  rank_state *s = p->s;
+  rh_status st = charge(p);
+  if (st != RH_OK || !p->ag[u]) return st;
+  double t = rh_time(s->ctx);
+  st = rh_wait(p->ag[u]);
+  p->ag[u] = NULL;
+  p->waited += rh_time(s->ctx) - t;
+  s->sharded.gather_wait += rh_time(s->ctx) - t;
+  return st;
+}
+
+static rh_status scatter(pass *p, int u) {
+  rank_state *s = p->s;
+  rh_status st = charge(p);
+  if (st != RH_OK || s->unit_count[u] == 0) return st;
+  rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  o.name = u == s->nunits ? "root unit" : "unit";
+  size_t block = block_of(s->unit_count[u], s->size);
+  s->sharded.scatters++;
+  s->sharded.scatter_bytes += (double)block * s->size * value_bytes(s);
+  return rh_ireduce_scatter(s->ctx, NULL, NULL, block, value_type(s), RH_AVERAGE, &o, &p->rs[u]);
+}
+
+static bool opens(const rank_state *s, int i) {
+  return s->unit_of[i] >= 0 && (i == 0 || s->unit_of[i - 1] != s->unit_of[i]);
+}
+
+static bool closes(const rank_state *s, int i) {
+  return s->unit_of[i] >= 0 && (i == s->ntensors - 1 || s->unit_of[i + 1] != s->unit_of[i]);
+}
+
+static rh_status forward_units(pass *p) {
+  rank_state *s = p->s;
+  int U = s->nunits;
+  bool limited = s->cfg->gathers_ahead > 0;
+  p->backward = false;
+  rh_status st = gather(p, U);
+  for (int u = 0; u < (limited ? 1 : U) && st == RH_OK; u++) st = gather(p, u);
+  if (st == RH_OK) st = await(p, U);
+  for (int i = 0; i < s->ntensors && st == RH_OK; i++) {
+    if (opens(s, i)) {
+      st = await(p, s->unit_of[i]);
+      if (st == RH_OK && limited && s->unit_of[i] + 1 < U) st = gather(p, s->unit_of[i] + 1);
+    }
+    if (st == RH_OK) st = run_layer(p, i);
+  }
+  return st == RH_OK ? charge(p) : st;
+}
+
+static rh_status backward_units(pass *p, bool reduce) {
+  rank_state *s = p->s;
+  int U = s->nunits;
+  bool limited = s->cfg->gathers_ahead > 0;
+  p->backward = true;
+  rh_status st = RH_OK;
+  for (int u = U - 1; u >= (limited ? U - 1 : 0) && u >= 0 && st == RH_OK; u--) st = gather(p, u);
+  for (int i = s->ntensors - 1; i >= 0 && st == RH_OK; i--) {
+    int u = s->unit_of[i];
+    if (closes(s, i)) {
+      st = await(p, u);
+      if (st == RH_OK && limited && u > 0) st = gather(p, u - 1);
+    }
+    if (st == RH_OK) st = run_layer(p, i);
+    if (st == RH_OK && reduce && opens(s, i)) st = scatter(p, u);
+  }
+  if (st == RH_OK) st = charge(p);
+  if (st == RH_OK && reduce) st = scatter(p, U);
+  return st;
+}
+
+/* The step's framework overhead and host time, before a micro-batch's forward (as forward()). */
+static rh_status step_overheads(rank_state *s, long n) {
+  rh_status st = train__step_work(s, "framework overhead", s->cfg->gpu.overhead);
+  const rh_step_times *t = train__priced(s, n);
+  return t && st == RH_OK ? train__step_work(s, "host", t->host) : st;
+}
+
+rh_status train__sharded_passes(rank_state *s, long n, int acc, double step_from,
+                                double *t_compute) {
+  rh_ctx *ctx = s->ctx;
+  int U = s->nunits;
+  rh_request **reqs = calloc(2 * ((size_t)U + 1), sizeof *reqs);
+  if (!reqs) return RH_ERR_NOMEM;
+  pass p = {.s = s, .ag = reqs, .rs = reqs + U + 1};
+  long micro = acc > 1 ? (n + acc - 1) / acc : n;
+  rh_status st = RH_OK;
+  for (int m = 0; m < acc && st == RH_OK; m++) {
+    p.n = m + 1 < acc ? micro : n - micro * (acc - 1);
+    st = step_overheads(s, p.n);
+    if (st == RH_OK) st = forward_units(&p);
+    if (st == RH_OK && rh_trace_on(ctx)) {
+      rh_trace_end_at(ctx, rh_time(ctx));
+      rh_trace_begin_at(ctx, "compute", "backward", rh_time(ctx));
+    }
+    if (st == RH_OK) st = backward_units(&p, m + 1 == acc);
+  }
+  *t_compute = rh_time(ctx) - p.waited;
+  (void)step_from;
+  /* whatever is still in flight (a failure's leftovers too) is waited for: the reduce-scatters
+   * are the step's wait after backward */
+  for (int u = 0; u < 2 * (U + 1); u++) {
+    if (!reqs[u]) continue;
+    double t = rh_time(ctx);
+    rh_status w = rh_wait(reqs[u]);
+    if (u > U) s->sharded.scatter_wait += rh_time(ctx) - t;
+    if (st == RH_OK) st = w;
+  }
+  free(reqs);
+  return st;
+}
+
+/* ---- ZeRO-1/2, timing-only --------------------------------------------------------------------- */
+
+rh_status train__shard_scatter(rank_state *s, size_t count, double bytes, const char *name,
+                               rh_request **req) {
+  rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  o.name = name;
+  size_t block = block_of(count, s->size);
+  s->sharded.scatters++;
+  s->sharded.scatter_bytes += (double)block * s->size * bytes;
+  return rh_ireduce_scatter(s->ctx, NULL, NULL, block, bytes == 2 ? RH_FLOAT16 : RH_FLOAT32,
+                            RH_AVERAGE, &o, req);
+}
+
+rh_status train__shard_gather_params(rank_state *s) {
+  if (!zero12(s) || s->cfg->real || s->size < 2) return RH_OK;
+  double bucket = s->cfg->allgather_bucket > 0 ? s->cfg->allgather_bucket : (double)s->nparams;
+  size_t nb = (size_t)((double)s->nparams / bucket) + 1;
+  rh_request **reqs = calloc(nb, sizeof *reqs);
+  if (!reqs) return RH_ERR_NOMEM;
+  rh_status st = RH_OK;
+  size_t left = s->nparams;
+  for (size_t b = 0; b < nb && left > 0 && st == RH_OK; b++) {
+    size_t count = (double)left < bucket ? left : (size_t)bucket;
+    size_t block = block_of(count, s->size);
+    st = rh_iallgather(s->ctx, NULL, block, NULL, value_type(s), &reqs[b]);
+    s->sharded.gathers++;
+    s->sharded.gather_bytes += (double)block * s->size * value_bytes(s);
+    left -= count;
+  }
+  double t = rh_time(s->ctx);
+  for (size_t b = 0; b < nb; b++) {
+    rh_status w = reqs[b] ? rh_wait(reqs[b]) : RH_OK;
+    if (st == RH_OK) st = w;
+  }
+  s->sharded.gather_wait += rh_time(s->ctx) - t;
+  free(reqs);
+  return st;
+}
+
+/* ---- real numbers ----------------------------------------------------------------------------- */
+
+/* This rank's block of the flat parameters: [*lo, *hi), of `per` elements padded. */
+static void my_block(const rank_state *s, size_t *per, size_t *lo, size_t *hi) {
+  *per = block_of(s->nparams, s->size);
+  size_t from = (size_t)s->rank * *per;
+  *lo = from < s->nparams ? from : s->nparams;
+  *hi = from + *per < s->nparams ? from + *per : s->nparams;
+}
+
+/* Gathers the rank's block [lo, hi) of each of `arrays` arrays of nparams floats at `data`, in
+ * place; by a real allgather (cost) or a check's (no simulated time). */
+static rh_status gather_blocks(rank_state *s, float *data, int arrays, bool cost) {
+  size_t per, lo, hi, N = s->nparams;
+  my_block(s, &per, &lo, &hi);
+  rh_status st = RH_OK;
+  for (int a = 0; a < arrays && st == RH_OK; a++) {
+    float *x = data + (size_t)a * N;
+    memset(s->shard_send, 0, per * sizeof(float));
+    memcpy(s->shard_send, x + lo, (hi - lo) * sizeof(float));
+    st = cost ? rh_allgather(s->ctx, s->shard_send, per, s->shard_buf, RH_FLOAT32)
+              : rh_check_allgather(s->ctx, s->shard_send, per * sizeof(float), s->shard_buf);
+    if (st == RH_OK) memcpy(x, s->shard_buf, N * sizeof(float));
+  }
+  return st;
+}
+
+rh_status train__shard_whole_state(rank_state *s, bool cost) {
+  if (!s->cfg->real || !s->shard_buf || train__shard_degree(s) < 2) return RH_OK;
+  return gather_blocks(s, s->opt.state, (int)(rh_optimizer_state_count(&s->opt) / s->nparams),
+                       cost);
+}
+
+rh_status train__sharded_update(rank_state *s, double lr) {
+  size_t per, lo, hi, N = s->nparams;
+  my_block(s, &per, &lo, &hi);
+  rh_status st = RH_OK;
+  if (!s->cfg->shard_allreduce) { /* the gradients are still this rank's own */
+    float *buf = s->shard_buf;
+    memcpy(buf, s->grad, N * sizeof(float));
+    memset(buf + N, 0, (per * (size_t)s->size - N) * sizeof(float));
+    rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+    o.name = "gradients";
+    st = rh_reduce_scatter(s->ctx, buf, buf + (size_t)s->rank * per, per, RH_FLOAT32, RH_AVERAGE,
+                           &o);
+    if (st == RH_OK) memcpy(s->grad + lo, buf + lo, (hi - lo) * sizeof(float));
+    s->sharded.scatters++;
+    s->sharded.scatter_bytes += (double)per * s->size * sizeof(float);
+  }
+  if (st == RH_OK) st = train__shard_evidence(s, lo, hi);
+  if (st != RH_OK) return st;
+  rh_optimizer_update(&s->opt, s->params, s->grad, lr, lo, hi - lo);
+  s->opt.steps += 1.0;
+  s->sharded.gathers++;
+  s->sharded.gather_bytes += (double)per * s->size * sizeof(float);
+  return gather_blocks(s, s->params, 1, true);
+}
