@@ -94,6 +94,20 @@ long rh_repeat_steps(rh_ctx *ctx, int epoch, long first, long steps, double seco
   return n;
 }
 
+bool rh_charge_alike(rh_ctx *ctx, double seconds, rh_status *st) {
+  *st = RH_OK;
+  if (!ctx->ops->repeat_bound || (int)rh_setting(ctx, RH_SETTING_GRAIN) == RH_GRAIN_FINE)
+    return false;
+  double offer = seconds > 0 ? 1 : 0;
+  if (ctx->rank == 0 && offer > 0)
+    offer = (double)ctx->ops->repeat_bound(ctx, ctx->epoch, ctx->step, 1, seconds, 0);
+  double figures[2] = {-offer, seconds};
+  *st = check_max(ctx, figures, 2);
+  if (*st != RH_OK || -figures[0] < 1) return false;
+  *st = ctx->ops->charge(ctx, figures[1]);
+  return *st == RH_OK;
+}
+
 /* A failed collective breaks this rank's world, as a failed NCCL communicator is aborted: the
  * rank tells the backend (which releases the peers waiting on it) and notes what it saw first;
  * its later collectives fail at once, until an elastic reset forms a new world. */
@@ -523,6 +537,33 @@ static bool use_native(const rh_ctx *ctx, bool available, const void *buf) {
 static bool priced(const rh_ctx *ctx) {
   return ctx->cluster && ctx->cluster->net_model == RH_NET_NCCL && ctx->ops->model_sync &&
          ctx->ops->audit && ctx->world.n > 1;
+}
+
+/* Whether every link of the job runs at its rate now. */
+static bool links_nominal(rh_ctx *ctx) {
+  double factor = 1, extra = 0;
+  if (!ctx->ops->links) return true;
+  return ctx->ops->links(ctx, ctx->topo->nodes > 1, &factor, &extra) && !(factor < 1) &&
+         !(extra > 0);
+}
+
+static double predict_priced(const rh_ctx *ctx, rh_nccl_coll coll, size_t bytes) {
+  rh_ctx *c = (rh_ctx *)ctx; /* the backend's query reads, it changes nothing */
+  if (!priced(ctx) || !links_nominal(c)) return NAN;
+  return rh__plan(ctx, coll, bytes).seconds;
+}
+
+double rh_predict_allgather(const rh_ctx *ctx, size_t bytes) {
+  return predict_priced(ctx, RH_NC_ALLGATHER, bytes);
+}
+
+double rh_predict_reduce_scatter(const rh_ctx *ctx, size_t bytes) {
+  return predict_priced(ctx, RH_NC_REDUCE_SCATTER, bytes);
+}
+
+double rh_collective_compute_share(const rh_ctx *ctx) {
+  return ctx->ops->occupy && ctx->cluster && ctx->cluster->nccl_slowdown > 0
+             ? ctx->cluster->nccl_slowdown : 0;
 }
 
 /* ---- what the timeline says of the algorithm ---------------------------------------------- */

@@ -182,6 +182,24 @@ rh_status rh_barrier(rh_ctx *ctx);
  * hardware).  Costs nothing; the same on every rank. */
 double rh_predict_allreduce(const rh_ctx *ctx, size_t bytes);
 
+/* Seconds an allgather or a reduce-scatter of `bytes` in all (nccl-tests' size) takes where the
+ * collectives are priced by NCCL's cost model (network_model: nccl) and every link of the job is
+ * up at its rate now: what such a collective issued now sleeps.  NaN elsewhere (the exact
+ * network, a link down or degraded, real hardware).  Costs nothing. */
+double rh_predict_allgather(const rh_ctx *ctx, size_t bytes);
+double rh_predict_reduce_scatter(const rh_ctx *ctx, size_t bytes);
+
+/* The share of a GPU's compute NCCL's kernels take while a collective runs beside it, as the
+ * simulator charges it (0: none, or real hardware, which measures its own). */
+double rh_collective_compute_share(const rh_ctx *ctx);
+
+/* Lets `seconds` pass on every rank at once, each as long as the longest rank's, where no
+ * scheduled event (a fault, a host change) falls within them: a timing-only stretch every rank
+ * computed for itself, in place of simulating it.  Every rank calls it at the same point.
+ * Returns whether it charged (false: nothing passed; the caller simulates the stretch), with
+ * *st set on a failure (a peer gone). */
+bool rh_charge_alike(rh_ctx *ctx, double seconds, rh_status *st);
+
 /* ---- checking ---------------------------------------------------------------------------- */
 
 /* Before each collective the ranks agree on what it is (kind, type, op, count, root, scale

@@ -6,6 +6,9 @@
  * wait4), and the simulated step it printed.  The figures of docs/simulation-cost.md.
  *   ./build/tests/bench_run [GPUS...]          (default 1024 4096 16384)
  *   BENCH_REPEAT=3 ./build/tests/bench_run ... each run three times, the median wall time
+ *   BENCH_SCENARIO=scenarios/scale/llama2-70b-fsdp.yaml ./build/tests/bench_run ...
+ *                                              another scenario of nodes of 8 GPUs
+ *   BENCH_SET=collective.grain=fine ./build/tests/bench_run ...   one more --set
  */
 #include "harness.h"
 
@@ -17,6 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static char *scenario(void) {
+  char *s = getenv("BENCH_SCENARIO");
+  return s && *s ? s : "scenarios/scale/dp-loop.yaml";
+}
+
 typedef struct figures {
   double wall, cpu, step_ms;
   long rss_kib;
@@ -27,8 +35,14 @@ typedef struct figures {
 static figures run_once(int gpus, bool what_if, const char *log) {
   char nodes[64];
   snprintf(nodes, sizeof nodes, "cluster.nodes=%d", gpus / 8);
-  char *argv[] = {RH_BINARY, "run", "scenarios/scale/dp-loop.yaml", "--set", nodes,
-                  what_if ? NULL : "--no-what-if", NULL};
+  char *extra = getenv("BENCH_SET");
+  char *argv[] = {RH_BINARY, "run", scenario(), "--set", nodes, "--no-what-if", NULL, NULL, NULL};
+  int k = what_if ? 5 : 6; /* the what-if: no flag */
+  if (extra && *extra) {
+    argv[k++] = "--set";
+    argv[k++] = extra;
+  }
+  argv[k] = NULL;
   figures f = {.rc = -1};
   double t0 = rh_test_wall();
   pid_t pid = fork();
@@ -50,8 +64,8 @@ static figures run_once(int gpus, bool what_if, const char *log) {
   f.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   /* the simulated step, from the summary's line "time ... : step X ms = ..." */
   char *text = rh_test_slurp(log);
-  char *at = text ? strstr(text, "over 10 steps: step ") : NULL;
-  f.step_ms = at ? strtod(at + strlen("over 10 steps: step "), NULL) : -1;
+  char *at = text ? strstr(text, " steps: step ") : NULL;
+  f.step_ms = at ? strtod(at + strlen(" steps: step "), NULL) : -1;
   free(text);
   return f;
 }
@@ -80,8 +94,9 @@ int main(int argc, char **argv) {
   int fd = mkstemp(log);
   if (fd < 0) return 1;
   close(fd);
-  printf("# rehearsal run scenarios/scale/dp-loop.yaml --set cluster.nodes=GPUS/8, the median of "
-         "%d run%s\n", repeat, repeat == 1 ? "" : "s");
+  printf("# rehearsal run %s --set cluster.nodes=GPUS/8%s%s, the median of %d run%s\n",
+         scenario(), getenv("BENCH_SET") ? " --set " : "",
+         getenv("BENCH_SET") ? getenv("BENCH_SET") : "", repeat, repeat == 1 ? "" : "s");
   printf("#  gpus   wall(s)    cpu(s)  peak(MiB)   step(ms) | with what-if: wall(s)  peak(MiB)  "
          "ratio\n");
   int n = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]), bad = 0;

@@ -236,6 +236,46 @@ static void test_llama_sharded_step(void **state) {
   free(text);
 }
 
+/* Every rank's full-sharding step is alike, so each works it out for itself (the compute stream
+ * slowed by NCCL's share while a collective runs, the collectives on one queue in issue order)
+ * and the ranks charge it together; collective.grain=fine simulates every kernel and collective
+ * instead.  The two give the same step, on the presets' network and on one slow enough that the
+ * step waits for its allgathers. */
+static void test_worked_out_step_is_simulated_step(void **state) {
+  (void)state;
+  static const char *const nets[] = {"recipe.seed=0", "cluster.network.nic_Gbps=25"};
+  for (int i = 0; i < 2; i++) {
+    char *a, *b, fine[96];
+    json_t *worked = llama_run("full", nets[i], &a);
+    snprintf(fine, sizeof fine, "collective.grain=fine");
+    char file[300], out[300], log[320], set[64];
+    snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "llama.yaml"));
+    snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "llama-fine"));
+    snprintf(log, sizeof log, "%s.txt", out);
+    snprintf(set, sizeof set, "%s", nets[i]);
+    char *argv[] = {RH_BINARY, "run", file, "--out", out, "--set", "recipe.sharding=full",
+                    "--set", set, "--set", fine, NULL};
+    assert_int_equal(rh_test_spawn_expect(argv, log, 0), 0);
+    b = rh_test_slurp(log);
+    json_t *simulated = rh_test_summary_in(out);
+    json_t *w = json_object_get(worked, "bottleneck"), *f = json_object_get(simulated, "bottleneck");
+    static const char *const keys[] = {"step_ms", "compute_ms", "waiting_for_gradients_ms"};
+    for (int k = 0; k < 3; k++) {
+      double x = num(w, keys[k], NULL), y = num(f, keys[k], NULL);
+      print_message("%s %s: worked out %.12g, simulated %.12g\n", nets[i], keys[k], x, y);
+      assert_true(fabs(x - y) <= 1e-9 * num(f, "step_ms", NULL));
+    }
+    double ag = num(json_object_get(f, "sharded"), "allgather_wait_ms", NULL);
+    assert_true(fabs(num(json_object_get(w, "sharded"), "allgather_wait_ms", NULL) - ag) <=
+                1e-9 * num(f, "step_ms", NULL));
+    if (i == 1) assert_true(ag > 1); /* the slow network: the step waits for its allgathers */
+    json_decref(worked);
+    json_decref(simulated);
+    free(a);
+    free(b);
+  }
+}
+
 static void test_bad_reduce_scatter(void **state) {
   (void)state;
   char file[300], err[320];
@@ -269,6 +309,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_seed_nets_end_on_ddp_params),
                                      cmocka_unit_test(test_elastic_reset_and_resume),
                                      cmocka_unit_test(test_llama_sharded_step),
+                                     cmocka_unit_test(test_worked_out_step_is_simulated_step),
                                      cmocka_unit_test(test_bad_reduce_scatter)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -185,7 +185,10 @@ static void train_config(const rh_scenario *sc, bool resume, bool real, rh_train
               .gemm_half = sc->compute.gemm_half, .overhead = sc->compute.overhead},
       .losses = {.reducer_per_byte = sc->recipe.reducer_per_byte,
                  .step_spread = sc->compute.step_spread, .copy_bw = sc->compute.memory_bw},
-      .negotiate = !real && sc->recipe.framework == 0, .input_rate = rh_scenario_input_rate(sc),
+      /* Horovod negotiates each bucket; DeepSpeed's and FSDP's sharded steps do not */
+      .negotiate = !real && sc->recipe.framework == 0 &&
+                   (sc->recipe.state_sharding == 0 || sc->recipe.state_sharding == RH_SHARD_HYBRID),
+      .input_rate = rh_scenario_input_rate(sc),
       .sharding = sc->recipe.state_sharding, .shard_allreduce = !sc->recipe.reduce_scatter,
       .overlap_comm = sc->recipe.overlap_comm, .reduce_bucket = sc->recipe.reduce_bucket,
       .allgather_bucket = sc->recipe.allgather_bucket,

@@ -154,7 +154,9 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
             100 * sp->slowest / sp->step);
   if (sp->input > 0)
     fprintf(f, "waiting for input %.4f ms (%.1f%%), ", 1e3 * sp->input, 100 * sp->input / sp->step);
-  fprintf(f, "waiting for gradients %.4f ms (%.1f%%)\n", 1e3 * sp->wait, 100 * exposed_share);
+  bool sharded = res->shard_gathers + res->shard_scatters > 0;
+  fprintf(f, "waiting for %s %.4f ms (%.1f%%)\n", sharded ? "the state's collectives" : "gradients",
+          1e3 * sp->wait, 100 * exposed_share);
   json_object_set_new(jb, "input_ms", json_real(1e3 * sp->input));
   json_object_set_new(jb, "step_ms", json_real(1e3 * sp->step));
   json_object_set_new(jb, "compute_ms", json_real(1e3 * sp->compute));

@@ -30,6 +30,7 @@
 #include "internal.h"
 #include "memory.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,18 @@ void train__shard_free(rank_state *s) {
 
 /* ---- full sharding, timing-only: a pass unit by unit ------------------------------------------ */
 
+/* A symmetric step as a schedule each rank works out for itself (every rank alike: timing-only,
+ * priced collectives, no failure): the compute stream, slowed to `rate` while a collective runs
+ * beside it (NCCL's share of the GPU), and the one queue the collectives run on in issue order. */
+typedef struct schedule {
+  double now, free; /* seconds from the step's start: the compute stream; the queue's last end */
+  double rate;      /* compute's speed while a collective runs */
+  double *busy;     /* the collectives' [start, end) pairs, in order */
+  int nbusy, first; /* pairs; the first that may end after now */
+  double *ag_end;   /* per unit: when its allgather ends (< 0: none in flight) */
+  double ag_price[2], rs_price[2]; /* seconds, [0] a block unit's, [1] the root's */
+} schedule;
+
 typedef struct pass {
   rank_state *s;
   long n;
@@ -107,14 +120,48 @@ typedef struct pass {
   double f, seconds;    /* GPU work not charged yet */
   rh_request **ag, **rs; /* per unit, the root unit's last */
   double waited;        /* seconds the passes waited for allgathers */
+  schedule *k;          /* non-NULL: the step worked out, not simulated */
 } pass;
+
+/* `seconds` of compute from k->now: at full speed, and at k->rate inside the collectives' spans. */
+static void schedule_compute(schedule *k, double seconds) {
+  double left = seconds;
+  while (k->first < k->nbusy && k->busy[2 * k->first + 1] <= k->now) k->first++;
+  for (int i = k->first; i < k->nbusy && left > 0; i++) {
+    double a = k->busy[2 * i], b = k->busy[2 * i + 1];
+    if (a > k->now) {
+      if (left <= a - k->now) break;
+      left -= a - k->now;
+      k->now = a;
+    }
+    if (left <= (b - k->now) * k->rate) {
+      k->now += left / k->rate;
+      return;
+    }
+    left -= (b - k->now) * k->rate;
+    k->now = b;
+  }
+  k->now += left;
+}
+
+/* A collective of `price` seconds issued now: it starts once the queue is free. */
+static double schedule_issue(schedule *k, double price) {
+  double start = fmax(k->now, k->free);
+  k->free = start + price;
+  k->busy[2 * k->nbusy] = start;
+  k->busy[2 * k->nbusy + 1] = k->free;
+  k->nbusy++;
+  return k->free;
+}
 
 static rh_status charge(pass *p) {
   rank_state *s = p->s;
   if (!(p->seconds > 0) && !(p->f > 0)) return RH_OK;
   s->alone += p->seconds;
-  rh_status st = rh_compute_roofline(&s->cfg->gpu) ? rh_compute_priced(s->ctx, p->f, p->seconds)
-                                                   : rh_compute(s->ctx, p->f);
+  rh_status st = RH_OK;
+  if (p->k) schedule_compute(p->k, p->seconds);
+  else if (rh_compute_roofline(&s->cfg->gpu)) st = rh_compute_priced(s->ctx, p->f, p->seconds);
+  else st = rh_compute(s->ctx, p->f);
   p->f = p->seconds = 0;
   return st;
 }
@@ -138,10 +185,12 @@ static rh_status run_layer(pass *p, int i) {
 /* Unit u's allgather, issued once the kernels before it are (none for an empty unit). */
 static rh_status gather(pass *p, int u) {
   rank_state *s = p->s;
-  if (u < 0 || u > s->nunits || p->ag[u] || s->unit_count[u] == 0) return RH_OK;
+  bool issued = p->k ? p->k->ag_end[u] >= 0 : p->ag[u] != NULL;
+  if (u < 0 || u > s->nunits || issued || s->unit_count[u] == 0) return RH_OK;
   rh_status st = charge(p);
   size_t block = block_of(s->unit_count[u], s->size);
-  if (st == RH_OK) st = rh_iallgather(s->ctx, NULL, block, NULL, value_type(s), &p->ag[u]);
+  if (p->k) p->k->ag_end[u] = schedule_issue(p->k, p->k->ag_price[u == s->nunits]);
+  else if (st == RH_OK) st = rh_iallgather(s->ctx, NULL, block, NULL, value_type(s), &p->ag[u]);
   s->sharded.gathers++;
   s->sharded.gather_bytes += (double)block * s->size * value_bytes(s);
   return st;
@@ -150,7 +199,14 @@ static rh_status gather(pass *p, int u) {
 static rh_status await(pass *p, int u) {
   rank_state *s = p->s;
   rh_status st = charge(p);
-  if (st != RH_OK || !p->ag[u]) return st;
+  if (p->k && p->k->ag_end[u] >= 0) {
+    double wait = fmax(0, p->k->ag_end[u] - p->k->now);
+    p->k->now += wait;
+    p->k->ag_end[u] = -1;
+    p->waited += wait;
+    s->sharded.gather_wait += wait;
+  }
+  if (p->k || st != RH_OK || !p->ag[u]) return st;
   double t = rh_time(s->ctx);
   st = rh_wait(p->ag[u]);
   p->ag[u] = NULL;
@@ -168,6 +224,10 @@ static rh_status scatter(pass *p, int u) {
   size_t block = block_of(s->unit_count[u], s->size);
   s->sharded.scatters++;
   s->sharded.scatter_bytes += (double)block * s->size * value_bytes(s);
+  if (p->k) {
+    schedule_issue(p->k, p->k->rs_price[u == s->nunits]);
+    return RH_OK;
+  }
   return rh_ireduce_scatter(s->ctx, NULL, NULL, block, value_type(s), RH_AVERAGE, &o, &p->rs[u]);
 }
 
@@ -219,33 +279,110 @@ static rh_status backward_units(pass *p, bool reduce) {
 }
 
 /* The step's framework overhead and host time, before a micro-batch's forward (as forward()). */
-static rh_status step_overheads(rank_state *s, long n) {
-  rh_status st = train__step_work(s, "framework overhead", s->cfg->gpu.overhead);
+static rh_status step_overheads(pass *p, long n) {
+  rank_state *s = p->s;
   const rh_step_times *t = train__priced(s, n);
-  return t && st == RH_OK ? train__step_work(s, "host", t->host) : st;
+  double host = t ? t->host : 0;
+  if (p->k) { /* the GPU's own work, as step_work charges it */
+    s->alone += s->cfg->gpu.overhead + host;
+    schedule_compute(p->k, fmax(0, s->cfg->gpu.overhead));
+    schedule_compute(p->k, fmax(0, host));
+    return RH_OK;
+  }
+  rh_status st = train__step_work(s, "framework overhead", s->cfg->gpu.overhead);
+  return t && st == RH_OK ? train__step_work(s, "host", host) : st;
+}
+
+/* Forward and backward of every micro-batch; *end_of_backward: when the last backward ended. */
+static rh_status passes(pass *p, long n, int acc, double *end_of_backward) {
+  rh_ctx *ctx = p->s->ctx;
+  long micro = acc > 1 ? (n + acc - 1) / acc : n;
+  rh_status st = RH_OK;
+  for (int m = 0; m < acc && st == RH_OK; m++) {
+    p->n = m + 1 < acc ? micro : n - micro * (acc - 1);
+    st = step_overheads(p, p->n);
+    if (st == RH_OK) st = forward_units(p);
+    if (st == RH_OK && rh_trace_on(ctx)) {
+      rh_trace_end_at(ctx, rh_time(ctx));
+      rh_trace_begin_at(ctx, "compute", "backward", rh_time(ctx));
+    }
+    if (st == RH_OK) st = backward_units(p, m + 1 == acc);
+  }
+  *end_of_backward = p->k ? p->k->now : rh_time(ctx);
+  return st;
+}
+
+/* Whether every rank's step is alike, so that each may work it out for itself: timing-only on
+ * priced collectives (their prices known now), no failure or change of the world scheduled, no
+ * Horovod cycle, no timeline to draw. */
+static bool symmetric(const rank_state *s, schedule *k) {
+  const rh_train_config *cfg = s->cfg;
+  if (cfg->faults || cfg->elastic || rh_trace_on(s->ctx) || cfg->losses.step_spread > 0 ||
+      rh_setting(s->ctx, RH_SETTING_CYCLE_TIME) > 0)
+    return false;
+  double esz = value_bytes(s);
+  for (int root = 0; root < 2; root++) {
+    size_t count = root ? s->unit_count[s->nunits] : s->nunits ? s->unit_count[0] : 0;
+    double bytes = (double)block_of(count, s->size) * s->size * esz;
+    k->ag_price[root] = rh_predict_allgather(s->ctx, (size_t)bytes);
+    k->rs_price[root] = rh_predict_reduce_scatter(s->ctx, (size_t)bytes);
+    if (!isfinite(k->ag_price[root]) || !isfinite(k->rs_price[root])) return false;
+  }
+  /* the blocks are alike in size: one price for all of them */
+  for (int u = 1; u < s->nunits; u++)
+    if (s->unit_count[u] != s->unit_count[0]) return false;
+  double share = rh_collective_compute_share(s->ctx);
+  k->rate = share < 0.5 ? 1 - share : 0.5; /* max-min sharing with NCCL's bounded load */
+  return true;
+}
+
+/* The step worked out on a schedule and charged at once on every rank; *done false where it
+ * cannot be (the caller simulates it). */
+static rh_status worked_out(rank_state *s, long n, int acc, double *t_compute, bool *done) {
+  *done = false;
+  schedule k = {0};
+  if (!symmetric(s, &k)) return RH_OK;
+  int U = s->nunits, most = 2 * (acc * (2 * U + 2) + 2);
+  k.busy = malloc((size_t)most * 2 * sizeof(double));
+  k.ag_end = malloc(((size_t)U + 1) * sizeof(double));
+  if (!k.busy || !k.ag_end) {
+    free(k.busy);
+    free(k.ag_end);
+    return RH_ERR_NOMEM;
+  }
+  for (int u = 0; u <= U; u++) k.ag_end[u] = -1;
+  struct train_shard_step before = s->sharded;
+  double alone = s->alone, backward_end;
+  pass p = {.s = s, .k = &k};
+  rh_status st = passes(&p, n, acc, &backward_end);
+  double end = fmax(k.now, k.free), t0 = rh_time(s->ctx);
+  free(k.busy);
+  free(k.ag_end);
+  if (st == RH_OK && rh_charge_alike(s->ctx, end, &st)) {
+    *done = true;
+    s->sharded.scatter_wait += end - backward_end;
+    *t_compute = t0 + backward_end - p.waited;
+    return RH_OK;
+  }
+  s->sharded = before; /* nothing passed: the step is simulated */
+  s->alone = alone;
+  return st;
 }
 
 rh_status train__sharded_passes(rank_state *s, long n, int acc, double step_from,
                                 double *t_compute) {
   rh_ctx *ctx = s->ctx;
+  (void)step_from;
+  bool done;
+  rh_status st = worked_out(s, n, acc, t_compute, &done);
+  if (st != RH_OK || done) return st;
   int U = s->nunits;
   rh_request **reqs = calloc(2 * ((size_t)U + 1), sizeof *reqs);
   if (!reqs) return RH_ERR_NOMEM;
   pass p = {.s = s, .ag = reqs, .rs = reqs + U + 1};
-  long micro = acc > 1 ? (n + acc - 1) / acc : n;
-  rh_status st = RH_OK;
-  for (int m = 0; m < acc && st == RH_OK; m++) {
-    p.n = m + 1 < acc ? micro : n - micro * (acc - 1);
-    st = step_overheads(s, p.n);
-    if (st == RH_OK) st = forward_units(&p);
-    if (st == RH_OK && rh_trace_on(ctx)) {
-      rh_trace_end_at(ctx, rh_time(ctx));
-      rh_trace_begin_at(ctx, "compute", "backward", rh_time(ctx));
-    }
-    if (st == RH_OK) st = backward_units(&p, m + 1 == acc);
-  }
-  *t_compute = rh_time(ctx) - p.waited;
-  (void)step_from;
+  double backward_end;
+  st = passes(&p, n, acc, &backward_end);
+  *t_compute = backward_end - p.waited;
   /* whatever is still in flight (a failure's leftovers too) is waited for: the reduce-scatters
    * are the step's wait after backward */
   for (int u = 0; u < 2 * (U + 1); u++) {
