@@ -1,11 +1,18 @@
 /*
  * onegpu.c: see onegpu.h.  A point's error is its predicted samples/s over the published, less
- * one, in percent.  Points whose figures set a preset's (calibration) are scored apart from the
+ * one, in percent.  A point of one GPU is priced by the kernel model; a point of more (a sharded
+ * job, scenarios/sharded/) is run as `rehearsal run` runs it, its samples/s a GPU from its summary.  Points whose figures set a preset's (calibration) are scored apart from the
  * held-out ones; a batch sweep's points are also held to 10% each.
  */
 #include "onegpu.h"
 
+#include "cli.h"
+#include "output.h"
+
+#include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +31,53 @@ int rh_onegpu_load(const rh_suite_point *p, const rh_scenario_opts *opts, rh_sce
   return rh_scenario_load_opts(p->scenario, &o, sc, err, errlen) == RH_OK ? 0 : 2;
 }
 
+/* A point of more than one GPU (a sharded job): `rehearsal run` in a child process with the
+ * point's overrides, its samples/s a GPU from summary.json. */
+static int cluster_predict(const rh_suite_point *p, const rh_scenario_opts *opts, int gpus,
+                           double *predicted, char *err, size_t errlen) {
+  char dir[] = "/tmp/rehearsal-point-XXXXXX";
+  if (!mkdtemp(dir)) {
+    snprintf(err, errlen, "cannot make a folder in /tmp: %s", strerror(errno));
+    return 1;
+  }
+  const char *sets[RH_SUITE_MAX_SETS + 64];
+  int n = 0;
+  for (int i = 0; i < p->nsets; i++) sets[n++] = p->sets[i];
+  for (int i = 0; i < opts->nsets && n < (int)(sizeof sets / sizeof sets[0]); i++) sets[n++] = opts->sets[i];
+  rh_scenario_opts o = *opts;
+  o.sets = sets;
+  o.nsets = n;
+  pid_t pid = rh_cli_spawn_run(NULL, p->scenario, &o, NULL, 0, dir);
+  int status = 0, rc = 1;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
+    snprintf(err, errlen, "the run of %s failed (exit %d)", p->scenario,
+             pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  } else {
+    char path[sizeof dir + 32];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    json_t *root = json_load_file(path, 0, NULL);
+    double sps = json_number_value(json_object_get(json_object_get(root, "summary"), "samples_per_s"));
+    if (sps > 0) {
+      *predicted = sps / gpus;
+      rc = 0;
+    } else {
+      snprintf(err, errlen, "no samples_per_s in %s", path);
+    }
+    json_decref(root);
+  }
+  rh_remove_tree(dir);
+  return rc;
+}
+
 int rh_onegpu_predict(const rh_suite_point *p, const rh_scenario_opts *opts, double *predicted,
                       char *err, size_t errlen) {
   rh_scenario sc;
   if (rh_onegpu_load(p, opts, &sc, err, errlen) != 0) return 2;
+  int gpus = rh_scenario_size(&sc);
+  if (gpus > 1) {
+    rh_scenario_free(&sc);
+    return cluster_predict(p, opts, gpus, predicted, err, errlen);
+  }
   int rc = 1;
   rh_step_times st;
   if (!sc.compute.kernels) {
@@ -85,9 +135,9 @@ void rh_onegpu_run(const rh_suite *suite, const rh_scenario_opts *opts,
                    json_t *points, rh_onegpu_score *score) {
   *score = (rh_onegpu_score){0};
   double *errors = calloc((size_t)suite->npoints + 1, sizeof *errors);
-  printf("%-36s %10s %10s %8s %6s  %s\n", "# point (one GPU)", "published", "predicted", "error",
+  printf("%-36s %10s %10s %8s %6s  %s\n", "# point", "published", "predicted", "error",
          "bound", "");
-  printf("%-36s %10s %10s %8s %6s\n", "#", "(samples/s)", "(samples/s)", "(%)", "(%)");
+  printf("%-36s %10s %10s %8s %6s\n", "#", "(samples/s", "a GPU)", "(%)", "(%)");
   for (int i = 0; i < suite->npoints; i++) {
     const rh_suite_point *p = &suite->points[i];
     if (errors) errors[i] = NAN;
@@ -100,7 +150,7 @@ void rh_onegpu_run(const rh_suite *suite, const rh_scenario_opts *opts,
     if (p->sweep) json_object_set_new(jp, "sweep", json_string(p->sweep));
     if (rh_onegpu_predict(p, opts, &pred, err, sizeof err) != 0) {
       score->failed++;
-      printf("%-36s %10.1f %10s %8s %6.0f  failed: %s\n", p->name, p->published, "-", "-", p->bound, err);
+      printf("%-36s %10.4g %10s %8s %6.0f  failed: %s\n", p->name, p->published, "-", "-", p->bound, err);
       json_object_set_new(jp, "status", json_string("failed"));
       json_array_append_new(points, jp);
       continue;
@@ -110,7 +160,7 @@ void rh_onegpu_run(const rh_suite *suite, const rh_scenario_opts *opts,
     bool out = fabs(e) > p->bound;
     score->outside += out;
     add_error(score, p, e);
-    printf("%-36s %10.1f %10.1f %+8.1f %6.0f  %s%s\n", p->name, p->published, pred, e, p->bound,
+    printf("%-36s %10.4g %10.4g %+8.1f %6.0f  %s%s\n", p->name, p->published, pred, e, p->bound,
            out ? "OUTSIDE " : "", p->calibration ? "(calibration)" : "");
     json_object_set_new(jp, "predicted_samples_per_s", json_real(pred));
     json_object_set_new(jp, "error_percent", json_real(e));
