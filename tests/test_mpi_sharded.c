@@ -1,8 +1,9 @@
 /*
  * test_mpi_sharded.c: the sharded step on real processes.  The seed's recipe on 4 MPI processes
- * under full sharding (the gradients reduce-scattered by MPI_Reduce_scatter_block's ring, the
- * parameters allgathered) ends on the very bits the simulator's 4 ranks end on, for mnist_net and
- * LeNet-5; ZeRO-1 with the gradients allreduced (reduce_scatter: false) ends on DDP's bits.
+ * under full sharding (the gradients reduce-scattered by the runtime's ring over MPI's messages,
+ * the default `collectives: runtime`, the parameters allgathered) ends on the very bits the
+ * simulator's 4 ranks end on, for mnist_net and LeNet-5; ZeRO-1 with the gradients allreduced
+ * (reduce_scatter: false) ends on DDP's bits.
  */
 #include <setjmp.h>
 #include <stdarg.h>

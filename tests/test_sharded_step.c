@@ -226,6 +226,15 @@ static void test_llama_sharded_step(void **state) {
   assert_int_equal(json_integer_value(json_object_get(sh, "allgathers")), (int)ceil(P / 5e8));
   assert_true(fabs(num(sh, "allgather_GB", NULL) * 1e9 - 2 * P) <= 1e-3 * 2 * P);
   assert_true(fabs(num(sh, "reduce_scatter_GB", NULL) * 1e9 - 2 * P) <= 1e-3 * 2 * P);
+  double step_rs = num(json_object_get(js, "bottleneck"), "step_ms", NULL);
+  json_decref(js);
+  free(text);
+  /* reduce_scatter: false allreduces the same buckets, moving twice the bytes a rank */
+  js = llama_run("optimizer", "recipe.reduce_scatter=false", &text);
+  sh = json_object_get(json_object_get(js, "bottleneck"), "sharded");
+  assert_non_null(strstr(text, "allreduces of the gradients"));
+  assert_true(fabs(num(sh, "reduce_scatter_GB", NULL) * 1e9 - 2 * P) <= 1e-3 * 2 * P);
+  assert_true(num(json_object_get(js, "bottleneck"), "step_ms", NULL) >= step_rs);
   json_decref(js);
   free(text);
   /* on a slow network the verdict names the collective the step waits for */
@@ -265,6 +274,9 @@ static void test_worked_out_step_is_simulated_step(void **state) {
       print_message("%s %s: worked out %.12g, simulated %.12g\n", nets[i], keys[k], x, y);
       assert_true(fabs(x - y) <= 1e-9 * num(f, "step_ms", NULL));
     }
+    /* the one worked its steps out, the other simulated every one */
+    assert_true(num(json_object_get(w, "sharded"), "worked_out_steps", NULL) >= 1);
+    assert_true(num(json_object_get(f, "sharded"), "worked_out_steps", NULL) == 0);
     double ag = num(json_object_get(f, "sharded"), "allgather_wait_ms", NULL);
     assert_true(fabs(num(json_object_get(w, "sharded"), "allgather_wait_ms", NULL) - ag) <=
                 1e-9 * num(f, "step_ms", NULL));

@@ -130,13 +130,14 @@ static void sharded_collectives(FILE *f, json_t *jb, const rh_scenario *sc,
           res->shard_scatter_bytes / 1e9, 1e3 * res->shard_gather_wait, 1e3 * res->shard_scatter_wait,
           scatter);
   json_object_set_new(jb, "sharded",
-                      json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f}", "sharding",
+                      json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:I}", "sharding",
                                 rh_sharding_names[stage], "allgathers", res->shard_gathers,
                                 "reduce_scatters", res->shard_scatters, "allgather_GB",
                                 res->shard_gather_bytes / 1e9, "reduce_scatter_GB",
                                 res->shard_scatter_bytes / 1e9, "allgather_wait_ms",
                                 1e3 * res->shard_gather_wait, "reduce_scatter_wait_ms",
-                                1e3 * res->shard_scatter_wait));
+                                1e3 * res->shard_scatter_wait, "worked_out_steps",
+                                (json_int_t)res->shard_worked_out));
 }
 
 void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_train_result *res,
@@ -196,9 +197,10 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   const char *what = "";
   doubled(sc, set, sizeof set, &what);
   if (what_if) twice = doubled_step(sc, res, sp);
-  /* full sharding's collectives go unit by unit, not in buckets: no overlap is not replayed */
-  bool unbucketed = res->buckets_per_step == 0 && res->shard_gathers + res->shard_scatters > 0;
-  if (unbucketed) none = NAN;
+  /* a sharded step's collectives are not the buckets' allreduces the replays price: neither the
+   * step without overlap nor the one on twice the network is replayed */
+  bool unbucketed = res->shard_gathers + res->shard_scatters > 0;
+  if (unbucketed) none = twice = NAN;
   fprintf(f, "  what if      infinitely fast network: step %.4f ms (%+.1f%%)", 1e3 * inf,
           100 * (inf - sp->step) / sp->step);
   if (!unbucketed)

@@ -127,6 +127,7 @@ struct rank_state {
   struct train_shard_step {  /* the step's collectives of the state */
     int gathers, scatters;
     double gather_bytes, scatter_bytes, gather_wait, scatter_wait;
+    bool worked_out; /* the step was worked out, not simulated (sharded.c) */
   } sharded;
 };
 
@@ -196,6 +197,9 @@ const rh_step_times *train__priced(rank_state *s, long n);
 double train__layer_flops(const rank_state *s, int i, long n, bool backward);
 double train__layer_seconds(rank_state *s, int i, long n, bool backward);
 rh_status train__step_work(rank_state *s, const char *what, double seconds);
+/* The wait for the slowest rank of a step whose compute took `compute` seconds here (losses.h),
+ * added to *spent. */
+rh_status train__slowest_rank(rank_state *s, double compute, double *spent);
 /* The step after backward: the optimizer (on its shard), the wait for input, the lr, the update
  * of real numbers; *t_compute moves by the GPU's work.  n: the last micro-batch's samples (the
  * priced step's), samples: the step's. */

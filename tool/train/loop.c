@@ -242,8 +242,13 @@ static rh_status issue_bucket(rank_state *s, const int *order, bucket *b) {
     if (ns != RH_OK) return ns;
   }
   o.name = s->tensors[order[b->from]].name;
-  if (!s->cfg->real && train__shard_degree(s) > 1) /* ZeRO-1/2 */
+  bool sharded = train__shard_degree(s) > 1;
+  if (!s->cfg->real && sharded && !s->cfg->shard_allreduce) /* ZeRO-1/2 */
     return train__shard_scatter(s, b->count, grad_bytes(s->cfg), o.name, &b->req);
+  if (sharded) { /* ZeRO with reduce_scatter: false: DDP's allreduce of the bucket */
+    s->sharded.scatters++;
+    s->sharded.scatter_bytes += (double)b->count * grad_bytes(s->cfg);
+  }
   /* timing-only bf16 gradients move as 2-byte values */
   rh_dtype t = !s->cfg->real && grad_bytes(s->cfg) == 2 ? RH_FLOAT16 : RH_FLOAT32;
   return rh_iallreduce(s->ctx, b->buf, b->buf, b->count, t, RH_AVERAGE, &o, &b->req);
@@ -436,7 +441,7 @@ static rh_status reducer_work(rank_state *s, double bytes, double *spent) {
 /* The wait for the slowest of the step's ranks, whose compute (forward and backward, `compute`
  * seconds on this one) varies from rank to rank; before the last bucket goes, as the slowest
  * rank's would. */
-static rh_status slowest_rank(rank_state *s, double compute, double *spent) {
+rh_status train__slowest_rank(rank_state *s, double compute, double *spent) {
   if (!(s->cfg->losses.step_spread > 0) || s->size <= 1) return RH_OK;
   if (s->emax_size != s->size) {
     s->emax = rh_expected_max_normal(s->size);
@@ -613,7 +618,7 @@ static rh_status train_step(rank_state *s, int epoch, long step, long k, long n,
   }
   free(ends);
   double straggler = 0;
-  if (st == RH_OK) st = slowest_rank(s, rh_time(ctx) - step_from - framework, &straggler);
+  if (st == RH_OK) st = train__slowest_rank(s, rh_time(ctx) - step_from - framework, &straggler);
   *t_compute = rh_time(ctx);
   /* the framework's work after backward: the last bucket's copy in, every bucket's copy out */
   double after = 0;
@@ -684,6 +689,7 @@ static void record_shard_step(rank_state *s) {
   r->shard_scatter_bytes = k->scatter_bytes;
   r->shard_gather_wait = k->gather_wait;
   r->shard_scatter_wait = k->scatter_wait;
+  r->shard_worked_out += k->worked_out && s->recording;
 }
 
 rh_status train__end_step(rank_state *s, int epoch, long step, long n, long samples,

@@ -185,8 +185,8 @@ static rh_status run_layer(pass *p, int i) {
 /* Unit u's allgather, issued once the kernels before it are (none for an empty unit). */
 static rh_status gather(pass *p, int u) {
   rank_state *s = p->s;
-  bool issued = p->k ? p->k->ag_end[u] >= 0 : p->ag[u] != NULL;
-  if (u < 0 || u > s->nunits || issued || s->unit_count[u] == 0) return RH_OK;
+  if (u < 0 || u > s->nunits || s->unit_count[u] == 0) return RH_OK;
+  if (p->k ? p->k->ag_end[u] >= 0 : p->ag[u] != NULL) return RH_OK; /* issued already */
   rh_status st = charge(p);
   size_t block = block_of(s->unit_count[u], s->size);
   if (p->k) p->k->ag_end[u] = schedule_issue(p->k, p->k->ag_price[u == s->nunits]);
@@ -360,6 +360,7 @@ static rh_status worked_out(rank_state *s, long n, int acc, double *t_compute, b
   free(k.ag_end);
   if (st == RH_OK && rh_charge_alike(s->ctx, end, &st)) {
     *done = true;
+    s->sharded.worked_out = true;
     s->sharded.scatter_wait += end - backward_end;
     *t_compute = t0 + backward_end - p.waited;
     return RH_OK;
@@ -372,7 +373,6 @@ static rh_status worked_out(rank_state *s, long n, int acc, double *t_compute, b
 rh_status train__sharded_passes(rank_state *s, long n, int acc, double step_from,
                                 double *t_compute) {
   rh_ctx *ctx = s->ctx;
-  (void)step_from;
   bool done;
   rh_status st = worked_out(s, n, acc, t_compute, &done);
   if (st != RH_OK || done) return st;
@@ -380,9 +380,12 @@ rh_status train__sharded_passes(rank_state *s, long n, int acc, double step_from
   rh_request **reqs = calloc(2 * ((size_t)U + 1), sizeof *reqs);
   if (!reqs) return RH_ERR_NOMEM;
   pass p = {.s = s, .ag = reqs, .rs = reqs + U + 1};
-  double backward_end;
+  double backward_end, straggler = 0;
   st = passes(&p, n, acc, &backward_end);
-  *t_compute = backward_end - p.waited;
+  /* the slowest rank's compute, as DDP's step waits for it before its last bucket */
+  if (st == RH_OK) st = train__slowest_rank(s, backward_end - step_from - p.waited, &straggler);
+  if (s->rank == 0) s->res->straggler_step = straggler;
+  *t_compute = rh_time(ctx) - p.waited;
   /* whatever is still in flight (a failure's leftovers too) is waited for: the reduce-scatters
    * are the step's wait after backward */
   for (int u = 0; u < 2 * (U + 1); u++) {

@@ -210,6 +210,7 @@ typedef struct rh_train_result {
   int shard_gathers, shard_scatters;     /* allgathers, reduce-scatters (or allreduces) */
   double shard_gather_bytes, shard_scatter_bytes;
   double shard_gather_wait, shard_scatter_wait; /* seconds */
+  long shard_worked_out;      /* steps every rank worked out for itself instead of simulating */
   double gradient_bytes;
   int start_epoch;            /* > 0 when resumed from a checkpoint */
   uint64_t params_hash;       /* FNV-1a of the final parameters' bytes (real models) */

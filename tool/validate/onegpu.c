@@ -50,8 +50,16 @@ static int cluster_predict(const rh_suite_point *p, const rh_scenario_opts *opts
   pid_t pid = rh_cli_spawn_run(NULL, p->scenario, &o, NULL, 0, dir);
   int status = 0, rc = 1;
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
-    snprintf(err, errlen, "the run of %s failed (exit %d)", p->scenario,
-             pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    /* what the run said last on stderr, before its folder goes */
+    char path[sizeof dir + 32], last[512] = "";
+    snprintf(path, sizeof path, "%s/stderr.txt", dir);
+    FILE *f = fopen(path, "r");
+    for (char line[512]; f && fgets(line, sizeof line, f);)
+      if (line[0] != '\n') snprintf(last, sizeof last, "%s", line);
+    if (f) fclose(f);
+    last[strcspn(last, "\n")] = 0;
+    snprintf(err, errlen, "the run of %s failed (exit %d)%s%s", p->scenario,
+             pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, last[0] ? ": " : "", last);
   } else {
     char path[sizeof dir + 32];
     snprintf(path, sizeof path, "%s/summary.json", dir);

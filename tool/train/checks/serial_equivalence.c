@@ -21,7 +21,10 @@
 static rh_status before_step(rank_state *s) {
   /* the replica starts each step from rank 0's state: the check compares one step at a time, so
    * fp32 sums in another order cannot add up over a long run */
-  if (!train__checking(s, RH_CHECK_SERIAL)) return RH_OK;
+  const rh_train_config *cfg = s->cfg;
+  if (!train__checking(s, RH_CHECK_SERIAL) ||
+      (cfg->serial_check_steps > 0 && (long)s->pos.global_step >= cfg->serial_check_steps))
+    return RH_OK; /* the same on every rank: after_step compares no step past them */
   /* a sharded state is whole only over the ranks: every rank takes part in gathering it */
   rh_status st = train__shard_whole_state(s, false);
   if (!s->sparams || st != RH_OK) return st;
