@@ -19,15 +19,24 @@
 
 enum { SWEEP_BOUND = 10 }; /* percent: every batch of a sweep */
 
-int rh_onegpu_load(const rh_suite_point *p, const rh_scenario_opts *opts, rh_scenario *sc,
-                   char *err, size_t errlen) {
-  const char *sets[RH_SUITE_MAX_SETS + 64];
+enum { MAX_SETS = RH_SUITE_MAX_SETS + 64 };
+
+/* opts with the point's overrides first, then the command line's, in sets (MAX_SETS entries). */
+static rh_scenario_opts with_point(const rh_suite_point *p, const rh_scenario_opts *opts,
+                                   const char **sets) {
   int n = 0;
   for (int i = 0; i < p->nsets; i++) sets[n++] = p->sets[i];
-  for (int i = 0; i < opts->nsets && n < (int)(sizeof sets / sizeof sets[0]); i++) sets[n++] = opts->sets[i];
+  for (int i = 0; i < opts->nsets && n < MAX_SETS; i++) sets[n++] = opts->sets[i];
   rh_scenario_opts o = *opts;
   o.sets = sets;
   o.nsets = n;
+  return o;
+}
+
+int rh_onegpu_load(const rh_suite_point *p, const rh_scenario_opts *opts, rh_scenario *sc,
+                   char *err, size_t errlen) {
+  const char *sets[MAX_SETS];
+  rh_scenario_opts o = with_point(p, opts, sets);
   return rh_scenario_load_opts(p->scenario, &o, sc, err, errlen) == RH_OK ? 0 : 2;
 }
 
@@ -40,13 +49,8 @@ static int cluster_predict(const rh_suite_point *p, const rh_scenario_opts *opts
     snprintf(err, errlen, "cannot make a folder in /tmp: %s", strerror(errno));
     return 1;
   }
-  const char *sets[RH_SUITE_MAX_SETS + 64];
-  int n = 0;
-  for (int i = 0; i < p->nsets; i++) sets[n++] = p->sets[i];
-  for (int i = 0; i < opts->nsets && n < (int)(sizeof sets / sizeof sets[0]); i++) sets[n++] = opts->sets[i];
-  rh_scenario_opts o = *opts;
-  o.sets = sets;
-  o.nsets = n;
+  const char *sets[MAX_SETS];
+  rh_scenario_opts o = with_point(p, opts, sets);
   pid_t pid = rh_cli_spawn_run(NULL, p->scenario, &o, NULL, 0, dir);
   int status = 0, rc = 1;
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
