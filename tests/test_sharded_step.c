@@ -161,6 +161,57 @@ static void test_elastic_reset_and_resume(void **state) {
   free(text);
 }
 
+/* The seed under full sharding, the last `argv` overrides its; its final parameters' hash. */
+static void seed_run(const char *tag, const char *format, const char *epochs, const char *nodes,
+                     const char *per_node, bool resume, char *hash) {
+  char out[300], log[320], set_fmt[64], set_ep[64], set_nodes[64], set_per[64];
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, tag));
+  snprintf(log, sizeof log, "%s-%s%s.txt", out, epochs, resume ? "-resumed" : "");
+  snprintf(set_fmt, sizeof set_fmt, "recipe.checkpoint_format=%s", format);
+  snprintf(set_ep, sizeof set_ep, "recipe.epochs=%s", epochs);
+  snprintf(set_nodes, sizeof set_nodes, "cluster.nodes=%s", nodes);
+  snprintf(set_per, sizeof set_per, "cluster.gpus_per_node=%s", per_node);
+  char *argv[] = {RH_BINARY, "run", (char *)seed, "--out", out, "--set", "recipe.sharding=full",
+                  "--set", set_fmt, "--set", set_ep, "--set", set_nodes, "--set", set_per,
+                  "--set", "data.train_samples=4096", "--set", "checks.resume_from_epoch=0",
+                  resume ? "--resume" : NULL, NULL};
+  assert_int_equal(rh_test_spawn_expect(argv, log, 0), 0);
+  char *text = rh_test_slurp(log);
+  final_hash(text, hash);
+  free(text);
+}
+
+static bool exists(const char *dir, const char *name) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/checkpoints/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+}
+
+/* Sharded checkpoints (FSDP's SHARDED_STATE_DICT): each of 4 ranks writes its block beside rank
+ * 0's index, and a relaunch on 3 ranks reads the 4 blocks back whole and cuts 3: it ends on the
+ * bits the same relaunch from a whole checkpoint ends on, and writes 3 shards. */
+static void test_sharded_checkpoints(void **state) {
+  (void)state;
+  char whole[17], sharded[17], h[17];
+  seed_run("ckpt-full", "full", "1", "2", "2", false, h);
+  seed_run("ckpt-full", "full", "2", "3", "1", true, whole);
+  seed_run("ckpt-sharded", "sharded", "1", "2", "2", false, h);
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s", rh_test_path(tmpdir, "ckpt-sharded"));
+  for (int k = 0; k < 4; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-1.bin.shard-%d-of-4", k);
+    assert_true(exists(dir, name));
+  }
+  seed_run("ckpt-sharded", "sharded", "2", "3", "1", true, sharded);
+  print_message("4 -> 3 ranks: from a whole checkpoint %s, from 4 shards %s\n", whole, sharded);
+  assert_string_equal(sharded, whole);
+  assert_true(exists(dir, "checkpoint-2.bin.shard-2-of-3"));
+  assert_false(exists(dir, "checkpoint-2.bin.shard-3-of-4"));
+}
+
 /* Llama-2-7B: 32 blocks (attention 4 x 4096^2, SwiGLU 3 x 4096 x 11008, two norms), and the root
  * unit: embeddings and an untied head of 32000 x 4096, and the last norm. */
 static const double block = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008 + 2 * 4096;
@@ -305,6 +356,17 @@ static void test_bad_reduce_scatter(void **state) {
   if (!strstr(text, "bad.yaml:6: recipe.reduce_scatter: false allreduces the whole gradients"))
     fail_msg("%s", text);
   free(text);
+  put(file, "name: bad\n"
+            "cluster: {node: dgx-h100, nodes: 2}\n"
+            "model: {preset: llama2-7b, precision: bf16}\n"
+            "data: {train_samples: 64}\n"
+            "recipe: {batch_per_worker: 1,\n"
+            "         checkpoint_format: sharded}\n");
+  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
+  text = rh_test_slurp(err);
+  if (!strstr(text, "bad.yaml:6: recipe.checkpoint_format: sharded checkpoints are the shards"))
+    fail_msg("%s", text);
+  free(text);
 }
 
 static int setup(void **state) {
@@ -320,6 +382,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_seed_nets_end_on_ddp_params),
                                      cmocka_unit_test(test_elastic_reset_and_resume),
+                                     cmocka_unit_test(test_sharded_checkpoints),
                                      cmocka_unit_test(test_llama_sharded_step),
                                      cmocka_unit_test(test_worked_out_step_is_simulated_step),
                                      cmocka_unit_test(test_bad_reduce_scatter)};

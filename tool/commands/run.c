@@ -192,7 +192,8 @@ static void train_config(const rh_scenario *sc, bool resume, bool real, rh_train
       .sharding = sc->recipe.state_sharding, .shard_allreduce = !sc->recipe.reduce_scatter,
       .overlap_comm = sc->recipe.overlap_comm, .reduce_bucket = sc->recipe.reduce_bucket,
       .allgather_bucket = sc->recipe.allgather_bucket,
-      .gathers_ahead = sc->recipe.limit_all_gathers ? 2 : 0};
+      .gathers_ahead = sc->recipe.limit_all_gathers ? 2 : 0,
+      .sharded_checkpoints = sc->recipe.checkpoint_format == 1};
   for (int i = 0; i < RH_CHECK_WORK_LOST; i++) {
     int e = sc->checks.enabled[i];
     bool deflt = real && (i != RH_CHECK_RESUME || sc->checks.resume_from_epoch > 0);

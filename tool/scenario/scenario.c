@@ -67,6 +67,7 @@ static const char *const steps_rules[] = {"divided", "full", "loader", NULL};
 static const char *const val_rules[] = {"divided", "oversampled", "full", "none", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
 static const char *const shuffles[] = {"false", "true", "torch", NULL};
+static const char *const checkpoint_formats[] = {"full", "sharded", NULL};
 static const char *const sample_shardings[] = {"distributed", "replicated", NULL};
 /* recipe.sharding: the state's (rh_sharding's order), then the samples' older spelling (from
  * SAMPLES_AT: data.sharding's values) */
@@ -449,6 +450,11 @@ static const field recipe_fields[] = {
     COUNT("allgather_bucket_size", false, 1, 1e15, recipe.allgather_bucket,
         "optimizer, gradients: elements per allgather of the updated parameters after the "
         "optimizer step (DeepSpeed's, 5e8)"),
+    ENUM("checkpoint_format", checkpoint_formats, recipe.checkpoint_format,
+        "full: the state gathered whole and written by rank 0 (FSDP's FULL_STATE_DICT); sharded: "
+        "each rank writes its block of the parameters and the optimizer's state, rank 0 an index "
+        "(SHARDED_STATE_DICT), read back whole by a world of any size (optimizer, gradients and "
+        "full sharding)"),
     BOOL("limit_all_gathers", recipe.limit_all_gathers,
         "full: FSDP's rate limiter, at most two units' allgathers in flight (the next unit's "
         "while this one computes, true); false: every unit's issued as the pass begins"),
@@ -1861,6 +1867,13 @@ static bool finish_sharding(walker *w) {
     fail(w, node_at(w->doc, "recipe.reduce_scatter"), "recipe.reduce_scatter",
          "false allreduces the whole gradients, which %s sharding does not keep: it applies to "
          "sharding: optimizer or gradients", rh_sharding_names[stage]);
+    return false;
+  }
+  if (sc->recipe.checkpoint_format == 1 && (stage == RH_SHARD_NONE || stage == RH_SHARD_HYBRID)) {
+    fail(w, node_at(w->doc, "recipe.checkpoint_format"), "recipe.checkpoint_format",
+         "sharded checkpoints are the shards of a sharded state: give recipe.sharding optimizer, "
+         "gradients or full (%s's step keeps the whole state on every rank)",
+         rh_sharding_names[stage]);
     return false;
   }
   if (stage != RH_SHARD_HYBRID) return true;

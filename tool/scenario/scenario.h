@@ -167,6 +167,7 @@ typedef struct rh_scenario {
     bool reduce_scatter;  /* ZeRO-1/2: gradients reduce-scattered (DeepSpeed's reduce_scatter) */
     bool overlap_comm;    /* ZeRO-1/2: the reduce-scatters run in backward (DeepSpeed's flag) */
     bool limit_all_gathers; /* full: FSDP's rate limiter, two allgathers in flight */
+    int checkpoint_format;  /* 0 full (FULL_STATE_DICT), 1 sharded (SHARDED_STATE_DICT) */
     double reduce_bucket;   /* ZeRO-1/2: elements per reduce-scatter bucket */
     double allgather_bucket; /* ZeRO-1/2: elements per allgather of the updated parameters */
     double val_batch;     /* 0: batch_per_worker */

@@ -233,6 +233,17 @@ rh_status train__sharded_update(rank_state *s, double lr);
  * a commit or a checkpoint holds the whole state (FSDP's FULL_STATE_DICT): by an allgather that
  * costs its time (cost), or as a check's, at none.  Every rank calls it; nothing when unsharded. */
 rh_status train__shard_whole_state(rank_state *s, bool cost);
+/* Whether checkpoints are sharded (recipe.checkpoint_format: sharded, FSDP's SHARDED_STATE_DICT):
+ * each rank writes its block of the parameters and the optimizer's state beside rank 0's index. */
+bool train__shard_checkpoints(const rank_state *s);
+/* This rank's shard of the checkpoint at `path` (PATH.shard-R-of-N, through a temporary file and
+ * a rename); 0, or the errno. */
+int train__shard_write(rank_state *s, const char *path);
+/* The `nshards` shard files beside the index `path`, whoever wrote them, into the whole
+ * parameters and optimizer state (nparams, and the state's floats): a checkpoint of N ranks read
+ * by a world of any size.  False when one is missing, damaged or of another model. */
+bool train__shard_read(rank_state *s, const char *path, uint64_t nshards, float *params,
+                       float *state);
 /* sharded_equivalence (checks/): every rank's own gradients noted before they are reduced; the
  * average of this rank's block [lo, hi) judged against DDP's. */
 rh_status train__shard_note(rank_state *s);

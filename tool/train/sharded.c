@@ -30,7 +30,10 @@
 #include "internal.h"
 #include "memory.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -494,4 +497,76 @@ rh_status train__sharded_update(rank_state *s, double lr) {
   s->sharded.gathers++;
   s->sharded.gather_bytes += (double)per * s->size * sizeof(float);
   return gather_blocks(s, s->params, 1, true);
+}
+
+/* ---- sharded checkpoints ------------------------------------------------------------------------ */
+
+#define SHARD_MAGIC "RHSHARD1"
+
+/* A shard file's head: which block of which checkpoint it holds. */
+typedef struct shard_header {
+  char magic[8];
+  uint64_t nshards, shard;  /* of the world that wrote it */
+  uint64_t lo, hi;          /* its block of the parameters */
+  uint64_t nparams, arrays; /* the model's parameters; the optimizer's arrays of nparams floats */
+} shard_header;
+
+bool train__shard_checkpoints(const rank_state *s) {
+  return s->cfg->sharded_checkpoints && train__shard_degree(s) > 1;
+}
+
+static void shard_path(char *buf, size_t len, const char *path, uint64_t k, uint64_t n) {
+  snprintf(buf, len, "%s.shard-%llu-of-%llu", path, (unsigned long long)k, (unsigned long long)n);
+}
+
+int train__shard_write(rank_state *s, const char *path) {
+  if (!s->cfg->real) return 0; /* a timing-only model has no floats: the index says it all */
+  size_t per, lo, hi, N = s->nparams;
+  my_block(s, &per, &lo, &hi);
+  shard_header h = {.magic = SHARD_MAGIC, .nshards = (uint64_t)s->size, .shard = (uint64_t)s->rank,
+                    .lo = lo, .hi = hi, .nparams = N,
+                    .arrays = rh_optimizer_state_count(&s->opt) / N};
+  char name[1100], tmp[1120];
+  shard_path(name, sizeof name, path, h.shard, h.nshards);
+  snprintf(tmp, sizeof tmp, "%s.tmp", name);
+  FILE *f = fopen(tmp, "wb");
+  bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 &&
+            fwrite(s->params + lo, sizeof(float), hi - lo, f) == hi - lo;
+  for (uint64_t a = 0; ok && a < h.arrays; a++)
+    ok = fwrite(s->opt.state + a * N + lo, sizeof(float), hi - lo, f) == hi - lo;
+  if (f && fclose(f) != 0) ok = false;
+  if (ok && rename(tmp, name) != 0) ok = false;
+  if (ok) return 0;
+  int e = errno ? errno : EIO;
+  remove(tmp);
+  fprintf(stderr, "rehearsal: rank %d cannot write %s: %s\n", s->rank, name, strerror(e));
+  return e;
+}
+
+/* Shard k of n into params and state; false when it is not the block it should be. */
+static bool read_shard(const rank_state *s, const char *path, uint64_t k, uint64_t n,
+                       float *params, float *state) {
+  char name[1100];
+  shard_path(name, sizeof name, path, k, n);
+  uint64_t N = s->nparams, arrays = rh_optimizer_state_count(&s->opt) / N;
+  uint64_t per = (N + n - 1) / n, lo = k * per < N ? k * per : N, hi = lo + per < N ? lo + per : N;
+  FILE *f = fopen(name, "rb");
+  shard_header h = {0};
+  bool ok = f && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, SHARD_MAGIC, 8) == 0 &&
+            h.nshards == n && h.shard == k && h.lo == lo && h.hi == hi && h.nparams == N &&
+            h.arrays == arrays && fread(params + lo, sizeof(float), hi - lo, f) == hi - lo;
+  for (uint64_t a = 0; ok && a < arrays; a++)
+    ok = fread(state + a * N + lo, sizeof(float), hi - lo, f) == hi - lo;
+  ok = ok && fgetc(f) == EOF;
+  if (f) fclose(f);
+  if (!ok) fprintf(stderr, "rehearsal: %s is missing, damaged or not a shard of this model\n", name);
+  return ok;
+}
+
+bool train__shard_read(rank_state *s, const char *path, uint64_t nshards, float *params,
+                       float *state) {
+  if (!s->cfg->real) return true;
+  for (uint64_t k = 0; k < nshards; k++)
+    if (!read_shard(s, path, k, nshards, params, state)) return false;
+  return true;
 }

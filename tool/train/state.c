@@ -69,16 +69,18 @@ rh_status train__initialise(rank_state *s) {
 /* ---- checkpoints --------------------------------------------------------------------------- */
 
 /* A checkpoint's first bytes: its format, changed whenever what it holds changes. */
-#define CKPT_MAGIC "RHCKPT3"
+#define CKPT_MAGIC "RHCKPT4"
 
 typedef struct ckpt_header {
-  char magic[8];  /* CKPT_MAGIC: the format's version (3: the epochs' evidence has `alone`) */
+  char magic[8];  /* CKPT_MAGIC: the format's version (4: the state may be in shard files) */
   int32_t epoch;  /* the epoch in progress (epochs completed, at an epoch's end) */
   int32_t at_end; /* 1: written at the end of an epoch */
   uint64_t nparams, nstate; /* floats that follow (0 for a timing-only model) */
   uint64_t nevidence;       /* bytes of the checks' evidence after them */
   uint64_t nranks;          /* then each rank's sums of its samples' loss, correct, count */
   uint64_t ninvolved;       /* bytes of the writer's rank flags in the evidence (its world) */
+  uint64_t nshards;         /* > 0: the floats are in that many shard files beside it (sharded.c),
+                             * not in this one: the index of a sharded checkpoint */
   double opt_steps;
   double position[POSITION_FIELDS];
 } ckpt_header;
@@ -206,6 +208,8 @@ static int write_file(rank_state *s, bool epoch_end, const char *path, const dou
     h.nparams = s->nparams;
     h.nstate = rh_optimizer_state_count(&s->opt);
   }
+  h.nshards = train__shard_checkpoints(s) ? (uint64_t)s->size : 0;
+  bool floats = cfg->real && h.nshards == 0;
   ckpt_evidence parts;
   h.nevidence = evidence_parts(s, &parts, -1);
   h.ninvolved = parts.part[3].bytes;
@@ -215,8 +219,8 @@ static int write_file(rank_state *s, bool epoch_end, const char *path, const dou
   evidence_pack(s, evidence);
   FILE *f = fopen(tmp, "wb");
   bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 &&
-            (!cfg->real || (fwrite(s->params, sizeof(float), s->nparams, f) == s->nparams &&
-                            fwrite(s->opt.state, sizeof(float), h.nstate, f) == h.nstate)) &&
+            (!floats || (fwrite(s->params, sizeof(float), s->nparams, f) == s->nparams &&
+                         fwrite(s->opt.state, sizeof(float), h.nstate, f) == h.nstate)) &&
             fwrite(evidence, 1, h.nevidence, f) == h.nevidence &&
             fwrite(rows, 3 * sizeof(double), h.nranks, f) == h.nranks;
   free(evidence);
@@ -234,14 +238,18 @@ static int write_file(rank_state *s, bool epoch_end, const char *path, const dou
 rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
   const rh_train_config *cfg = s->cfg;
   bool writer = s->rank == 0 || (cfg->mistakes & RH_MISTAKE_CHECKPOINT_EVERY_RANK);
-  rh_status gathered = train__shard_whole_state(s, true); /* every rank takes part */
+  bool shards = train__shard_checkpoints(s);
+  /* FULL_STATE_DICT: the optimizer's blocks gathered for the writer (every rank takes part);
+   * SHARDED_STATE_DICT: each rank writes its own block, rank 0 the index */
+  rh_status gathered = shards ? RH_OK : train__shard_whole_state(s, true);
   if (gathered != RH_OK) return gathered;
   double *rows = cfg->real ? gather_rows(s) : NULL; /* every rank takes part */
   if (cfg->real && !rows) return RH_ERR_NOMEM;
   char path[1024];
   if (epoch_end) snprintf(path, sizeof path, "%s/checkpoint-%d.bin", cfg->checkpoint_dir, (int)s->pos.epoch + 1);
   else snprintf(path, sizeof path, "%s/checkpoint-step-%ld.bin", cfg->checkpoint_dir, (long)s->pos.global_step);
-  int err = writer ? write_file(s, epoch_end, path, rows) : 0;
+  int err = shards ? train__shard_write(s, path) : 0;
+  if (!err && writer) err = write_file(s, epoch_end, path, rows);
   free(rows);
   /* a writer's I/O error is the job's: every rank learns it at once (at no simulated cost), and
    * none waits for the next collective to time out */
@@ -259,8 +267,10 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
     st = RH_ERR_IO;
   }
   free(errs);
+  if (st == RH_OK && shards) /* every rank writes its block at once */
+    st = rh_storage_io(s->ctx, state_bytes(s) / s->size + (writer ? sizeof(ckpt_header) : 0), true);
   if (st != RH_OK || !writer) return st;
-  st = rh_storage_io(s->ctx, state_bytes(s) + sizeof(ckpt_header), true);
+  if (!shards) st = rh_storage_io(s->ctx, state_bytes(s) + sizeof(ckpt_header), true);
   rh_train_result *r = s->res;
   if (st == RH_OK && s->rank == 0 && s->recording) { /* for the failures report */
     if (r->nckpt == r->capckpt) {
@@ -293,16 +303,20 @@ static int read_file(rank_state *s, const char *path, ckpt_header *out, double *
   unsigned char *ev = NULL;
   bool ok = p && o && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, CKPT_MAGIC, 8) == 0 &&
             h.nparams == np && h.nstate == nstate && h.nranks < (1u << 24) &&
+            h.nshards < (1u << 24) &&
             h.ninvolved < (1u << 24) && (s->involved || h.ninvolved == 0);
   if (ok) {
     ne = evidence_parts(s, &parts, (long)h.ninvolved);
     ev = malloc(ne);
   }
-  ok = ok && ev && h.nevidence == ne && fread(p, sizeof(float), np, f) == np &&
-       fread(o, sizeof(float), nstate, f) == nstate && fread(ev, 1, ne, f) == ne;
+  bool here = ok && h.nshards == 0; /* the floats in this file, not in shards beside it */
+  ok = ok && ev && h.nevidence == ne && (!here || (fread(p, sizeof(float), np, f) == np &&
+                                                  fread(o, sizeof(float), nstate, f) == nstate)) &&
+       fread(ev, 1, ne, f) == ne;
   double *r = ok ? calloc(3 * h.nranks + 1, sizeof(double)) : NULL;
   ok = ok && r && fread(r, 3 * sizeof(double), h.nranks, f) == h.nranks && fgetc(f) == EOF;
   fclose(f);
+  ok = ok && (h.nshards == 0 || train__shard_read(s, path, h.nshards, p, o));
   if (ok) {
     free(*rows);
     *rows = r;
@@ -355,7 +369,8 @@ static int read_checkpoint(rank_state *s, int epoch, double **rows, int *nrows) 
     char tail[8];
     bool at_end = sscanf(de->d_name, "checkpoint-%d.bi%1s", &e, tail) == 2;
     bool mid = sscanf(de->d_name, "checkpoint-step-%ld.bi%1s", &g, tail) == 2;
-    if (!at_end && !mid) continue;
+    size_t len = strlen(de->d_name); /* a shard beside its index, or a write's temporary: not one */
+    if ((!at_end && !mid) || len < 4 || strcmp(de->d_name + len - 4, ".bin") != 0) continue;
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     FILE *f = fopen(path, "rb");
     ckpt_header peek;
