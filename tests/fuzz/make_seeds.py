@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the binary seeds of the fuzz targets (seeds/idx, seeds/checkpoint, seeds/tables) from
-their formats: IDX files (tool/data.c), the checkpoint layout (tool/train/state.c: a 120-byte
+their formats: IDX files (tool/data.c), the checkpoint layout (tool/train/state.c: a 128-byte
 header, the parameters, Adam's state, the checks' evidence, each rank's metric sums) and
 calibrate's tables.  EVIDENCE is sizeof(train_evidence) (tool/train/internal.h) at the time of
 writing; a seed made with another size is still a useful start, just refused sooner.
@@ -8,7 +8,7 @@ writing; a seed made with another size is still a useful start, just refused soo
 import os, struct, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-EVIDENCE = int(sys.argv[1]) if len(sys.argv) > 1 else 7992
+EVIDENCE = int(sys.argv[1]) if len(sys.argv) > 1 else 8528
 PARAMS, SAMPLES, RANKS = 10, 64, 4  # as fuzz_checkpoint.c sets its state up
 
 
@@ -35,8 +35,8 @@ for name, im, lb in [("pair", images, labels), ("count-mismatch", images, idx(0x
 def checkpoint(real, ranks=2, involved=RANKS):
     nparams, nstate = (PARAMS, 2 * PARAMS) if real else (0, 0)
     parts = 2 * SAMPLES * 4 + involved if real else 0
-    head = b"RHCKPT3\0" + struct.pack("<ii", 1, 1)
-    head += struct.pack("<5Q", nparams, nstate, EVIDENCE + parts, ranks, involved if real else 0)
+    head = b"RHCKPT4\0" + struct.pack("<ii", 1, 1)
+    head += struct.pack("<6Q", nparams, nstate, EVIDENCE + parts, ranks, involved if real else 0, 0)
     head += struct.pack("<d", 12.0) + struct.pack("<7d", 1, 0, 0, 12, 12, 1, 0)
     body = struct.pack("<%df" % (nparams + nstate), *([0.5] * (nparams + nstate)))
     body += b"\0" * (EVIDENCE + parts) + struct.pack("<%dd" % (3 * ranks), *([1.0] * 3 * ranks))
