@@ -444,11 +444,16 @@ rh_status train__shard_gather_params(rank_state *s) {
 /* ---- real numbers ----------------------------------------------------------------------------- */
 
 /* This rank's block of the flat parameters: [*lo, *hi), of `per` elements padded. */
+/* Block k of n parameters cut into `size` equal blocks (the last ones short or empty). */
+static void block_range(size_t n, int size, size_t k, size_t *per, size_t *lo, size_t *hi) {
+  *per = block_of(n, size);
+  size_t from = k * *per;
+  *lo = from < n ? from : n;
+  *hi = from + *per < n ? from + *per : n;
+}
+
 static void my_block(const rank_state *s, size_t *per, size_t *lo, size_t *hi) {
-  *per = block_of(s->nparams, s->size);
-  size_t from = (size_t)s->rank * *per;
-  *lo = from < s->nparams ? from : s->nparams;
-  *hi = from + *per < s->nparams ? from + *per : s->nparams;
+  block_range(s->nparams, s->size, (size_t)s->rank, per, lo, hi);
 }
 
 /* Gathers the rank's block [lo, hi) of each of `arrays` arrays of nparams floats at `data`, in
@@ -549,7 +554,8 @@ static bool read_shard(const rank_state *s, const char *path, uint64_t k, uint64
   char name[1100];
   shard_path(name, sizeof name, path, k, n);
   uint64_t N = s->nparams, arrays = rh_optimizer_state_count(&s->opt) / N;
-  uint64_t per = (N + n - 1) / n, lo = k * per < N ? k * per : N, hi = lo + per < N ? lo + per : N;
+  size_t per, lo, hi; /* the block the writer of shard k of n held */
+  block_range(N, (int)n, k, &per, &lo, &hi);
   FILE *f = fopen(name, "rb");
   shard_header h = {0};
   bool ok = f && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, SHARD_MAGIC, 8) == 0 &&
