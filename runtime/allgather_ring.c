@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 rh_status rh__allgatherv_ring(const rh_coll *c, const size_t *counts) {
-  const rh_group *g = &c->ctx->world;
+  const rh_group *g = rh__coll_group(c);
   size_t *offsets = malloc((size_t)g->n * sizeof(size_t));
   if (!offsets) return RH_ERR_NOMEM;
   size_t off = 0;

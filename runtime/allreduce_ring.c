@@ -6,7 +6,7 @@
 #include "internal.h"
 
 rh_status rh__allreduce_ring(const rh_coll *c) {
-  const rh_group *g = &c->ctx->world;
+  const rh_group *g = rh__coll_group(c);
   rh_blocks b = rh__even_blocks(c->count, g->n, 0);
   rh_status st = rh__ring_reduce_scatter(c, g, &b);
   if (st == RH_OK) st = rh__ring_allgather(c, g, &b, 1);

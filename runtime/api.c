@@ -174,8 +174,8 @@ static rh_status run_algo(void *arg, bool symmetric) {
   case K_REDUCE_SCATTER: return rh__reduce_scatter_ring(a->c);
   default:
     if (!a->counts) { /* equal blocks, in rank order */
-      rh_blocks b = rh__even_blocks(a->c->count, a->c->ctx->world.n, 0);
-      return rh__ring_allgather(a->c, &a->c->ctx->world, &b, 0);
+      rh_blocks b = rh__even_blocks(a->c->count, rh__coll_group(a->c)->n, 0);
+      return rh__ring_allgather(a->c, rh__coll_group(a->c), &b, 0);
     }
     return rh__allgatherv_ring(a->c, a->counts);
   }
@@ -199,6 +199,7 @@ static rh_status run_algorithm(algo_run *a, size_t bytes) {
   what = fnv(what, bytes);
   what = fnv(what, a->c->count);
   what = fnv(what, rh_dtype_size(a->c->dtype));
+  what = fnv(what, a->c->group == &ctx->node ? 1 : a->c->group == &ctx->cross ? 2 : 0);
   bool replayed;
   return ctx->ops->replay(ctx, a->c->seq, what, run_algo, a, &replayed);
 }
@@ -219,7 +220,7 @@ typedef struct coll_desc {
   uint64_t count;
   uint64_t shape; /* allgatherv: a hash of every rank's count */
   uint32_t invalid; /* this rank's arguments are wrong: every rank fails the collective */
-  uint32_t pad;
+  uint32_t scope;   /* rh_scope: the group each rank runs it over */
   double prescale, postscale;
   char name[40];
 } coll_desc;
@@ -249,6 +250,8 @@ static int say(const coll_desc *d, char *buf, size_t len) {
   if (d->kind == K_BROADCAST) k += snprintf(buf + k, len - (size_t)k, ", root %d", d->root);
   if (d->prescale != 1 || d->postscale != 1)
     k += snprintf(buf + k, len - (size_t)k, ", scale %g/%g", d->prescale, d->postscale);
+  if (d->scope != RH_SCOPE_WORLD)
+    k += snprintf(buf + k, len - (size_t)k, ", %s", d->scope == RH_SCOPE_LOCAL ? "in the node" : "across nodes");
   return k + snprintf(buf + k, len - (size_t)k, ")");
 }
 
@@ -486,11 +489,26 @@ struct rh_request {
   void **group;   /* group: the tensors (a copy, owned; NULL: timing-only) */
   int ngroup;     /* group: how many; -1 for a single buffer */
   bool invalid;   /* this rank's arguments are wrong */
+  rh_scope scope; /* the group it runs over */
   double submitted; /* when it was issued */
   rh_task *task;
 };
 
 /* ---- where the work runs ------------------------------------------------------------------- */
+
+/* The ranks request r runs over: the world, or this rank's group of its scope. */
+static const rh_group *grp(const rh_request *r) {
+  return r->scope == RH_SCOPE_LOCAL   ? &r->ctx->node
+         : r->scope == RH_SCOPE_CROSS ? &r->ctx->cross
+                                      : &r->ctx->world;
+}
+
+/* A collective on r's buffer: over its group. */
+static rh_coll coll_of(const rh_request *r, void *buf, size_t count, rh_dtype dtype) {
+  rh_coll c = coll_for(r->ctx, r->seq, buf, count, dtype, r->op);
+  c.group = grp(r);
+  return c;
+}
 
 /* The memory a collective's numbers are worked on in: the device's on a device target (host
  * buffers are staged through it), the host's elsewhere. */
@@ -539,6 +557,11 @@ static bool priced(const rh_ctx *ctx) {
          ctx->ops->audit && ctx->world.n > 1;
 }
 
+/* The NCCL model's plan for request r's collective of `bytes`, over its groups. */
+static rh_plan plan_of(const rh_request *r, rh_nccl_coll coll, size_t bytes) {
+  return rh__plan_in(r->ctx, (int)r->scope, coll, bytes);
+}
+
 /* Whether every link of the job runs at its rate now. */
 static bool links_nominal(rh_ctx *ctx) {
   double factor = 1, extra = 0;
@@ -559,6 +582,14 @@ double rh_predict_allgather(const rh_ctx *ctx, size_t bytes) {
 
 double rh_predict_reduce_scatter(const rh_ctx *ctx, size_t bytes) {
   return predict_priced(ctx, RH_NC_REDUCE_SCATTER, bytes);
+}
+
+double rh_predict_in(const rh_ctx *ctx, rh_scope scope, rh_collective coll, size_t bytes) {
+  static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_ALLGATHER, RH_NC_REDUCE_SCATTER};
+  if ((int)coll < 0 || coll > RH_COLL_REDUCE_SCATTER || (int)scope < 0 || scope > RH_SCOPE_CROSS)
+    return NAN;
+  if (!priced(ctx) || !links_nominal((rh_ctx *)ctx)) return NAN;
+  return rh__plan_in(ctx, (int)scope, kinds[coll], bytes).seconds;
 }
 
 double rh_collective_compute_share(const rh_ctx *ctx) {
@@ -594,9 +625,9 @@ static rh_status postscale(const rh_request *r, void *result, size_t count) {
   double post = r->opts.postscale;
   rh_status st = RH_OK;
   if (r->op == RH_AVERAGE && r->dtype == RH_INT32) /* exact integer division, toward zero */
-    st = m->divide(ctx, result, count, ctx->world.n);
+    st = m->divide(ctx, result, count, grp(r)->n);
   else if (r->op == RH_AVERAGE)
-    post *= 1.0 / ctx->world.n;
+    post *= 1.0 / grp(r)->n;
   return st == RH_OK ? m->scale(ctx, result, count, r->dtype, post) : st;
 }
 
@@ -620,20 +651,22 @@ static rh_status reduce_in_place(rh_request *r, void *work) {
     if (!wire) return RH_ERR_NOMEM;
     st = m->to_half(ctx, wire, work, count, r->dtype);
   }
-  rh_coll c = coll_for(ctx, r->seq, wire, count, wire_type, r->op);
+  rh_coll c = coll_of(r, wire, count, wire_type);
+  bool world = r->scope == RH_SCOPE_WORLD;
   if (st != RH_OK || count == 0) {
-  } else if (use_native(ctx, ctx->ops->allreduce != NULL, wire)) {
+  } else if (use_native(ctx, world && ctx->ops->allreduce != NULL, wire)) {
     native_phase(ctx, "allreduce");
     st = ctx->ops->allreduce(ctx, wire, count, wire_type, c.op, c.timeout);
     rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   } else if (priced(ctx)) {
-    rh_plan plan = rh__plan(ctx, RH_NC_ALLREDUCE, count * rh_dtype_size(wire_type));
+    rh_plan plan = plan_of(r, RH_NC_ALLREDUCE, count * rh_dtype_size(wire_type));
     trace_plan(ctx, &plan);
     st = rh__coll_priced(&c, RH_NC_ALLREDUCE, &plan, 0, NULL);
-  } else if (ctx->world.n > 1) {
-    rh_algo algo = rh__choose_allreduce(ctx, count * rh_dtype_size(wire_type));
+  } else if (c.group->n > 1) {
+    rh_algo algo = world ? rh__choose_allreduce(ctx, count * rh_dtype_size(wire_type))
+                         : RH_ALG_ALLREDUCE_RING;
     bool hier = algo == RH_ALG_ALLREDUCE_HIERARCHICAL && rh_topology_uniform(ctx->topo);
-    size_t unit = hier ? (size_t)ctx->node.n * (size_t)ctx->cross.n : (size_t)ctx->world.n;
+    size_t unit = hier ? (size_t)ctx->node.n * (size_t)ctx->cross.n : (size_t)c.group->n;
     c.coarse = coarse_for(ctx, timing_only, count % unit == 0);
     rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", hier ? "hierarchical" : "ring");
     algo_run run = {.c = &c, .kind = K_ALLREDUCE,
@@ -726,10 +759,11 @@ static rh_status broadcast_run(rh_request *r) {
  * does not grow with the world. */
 static rh_status allgather_even_run(rh_request *r) {
   rh_ctx *ctx = r->ctx;
-  size_t esz = rh_dtype_size(r->dtype), n = (size_t)ctx->world.n;
-  rh_coll c = coll_for(ctx, r->seq, NULL, r->count * n, r->dtype, RH_SUM);
+  size_t esz = rh_dtype_size(r->dtype), n = (size_t)grp(r)->n;
+  rh_coll c = coll_of(r, NULL, r->count * n, r->dtype);
+  if (n < 2) return RH_OK;
   if (priced(ctx)) {
-    rh_plan plan = rh__plan(ctx, RH_NC_ALLGATHER, r->count * esz * n);
+    rh_plan plan = plan_of(r, RH_NC_ALLGATHER, r->count * esz * n);
     trace_plan(ctx, &plan);
     return rh__coll_priced(&c, RH_NC_ALLGATHER, &plan, 0, NULL);
   }
@@ -742,16 +776,17 @@ static rh_status allgather_even_run(rh_request *r) {
 static rh_status allgatherv_run(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   if (!r->counts) return allgather_even_run(r);
+  const rh_group *g = grp(r);
   size_t esz = rh_dtype_size(r->dtype), off = 0, total = 0;
   bool even = true;
-  for (int i = 0; i < ctx->world.n; i++) {
-    if (i < ctx->rank) off += r->counts[i];
+  for (int i = 0; i < g->n; i++) {
+    if (i < g->me) off += r->counts[i];
     total += r->counts[i];
     even = even && r->counts[i] == r->counts[0];
   }
-  size_t mine = r->counts[ctx->rank] * esz;
+  size_t mine = r->counts[g->me] * esz;
   rh_status st = RH_OK;
-  if (use_native(ctx, ctx->ops->allgatherv != NULL, r->recv)) {
+  if (use_native(ctx, r->scope == RH_SCOPE_WORLD && ctx->ops->allgatherv != NULL, r->recv)) {
     const rh_memory_ops *m = work_memory(ctx);
     void *work = stage_in(ctx, r->recv, total * esz, false, &st);
     if (st == RH_OK) st = m->copy(ctx, (char *)work + off * esz, r->send, mine);
@@ -764,19 +799,20 @@ static rh_status allgatherv_run(rh_request *r) {
     return st;
   }
   if (r->recv && mine > 0) memmove((char *)r->recv + off * esz, r->send, mine);
-  rh_coll c = coll_for(ctx, r->seq, r->recv, 0, r->dtype, RH_SUM);
+  rh_coll c = coll_of(r, r->recv, 0, r->dtype);
+  if (g->n < 2) return RH_OK;
   if (priced(ctx)) { /* NCCL has no allgatherv: the largest block from every rank */
     size_t most = 0;
-    for (int i = 0; i < ctx->world.n; i++)
+    for (int i = 0; i < g->n; i++)
       if (r->counts[i] > most) most = r->counts[i];
-    rh_plan plan = rh__plan(ctx, RH_NC_ALLGATHER, most * esz * (size_t)ctx->world.n);
+    rh_plan plan = plan_of(r, RH_NC_ALLGATHER, most * esz * (size_t)g->n);
     trace_plan(ctx, &plan);
     return rh__coll_priced(&c, RH_NC_ALLGATHER, &plan, 0, r->counts);
   }
   c.coarse = coarse_for(ctx, !r->recv, even);
   rh__trace_text(ctx, RH_TRACK_COMM, "algorithm", "ring");
   algo_run run = {.c = &c, .kind = K_ALLGATHER, .counts = r->counts};
-  return run_algorithm(&run, r->counts[0] * esz * (size_t)ctx->world.n);
+  return run_algorithm(&run, r->counts[0] * esz * (size_t)g->n);
 }
 
 /* ---- reduce-scatter ------------------------------------------------------------------------- */
@@ -787,16 +823,17 @@ static rh_status allgatherv_run(rh_request *r) {
 static rh_status scatter_in_place(rh_request *r, void *work) {
   rh_ctx *ctx = r->ctx;
   const rh_memory_ops *m = work_memory(ctx);
-  size_t n = (size_t)ctx->world.n, total = r->count * n, esz = rh_dtype_size(r->dtype);
+  const rh_group *g = grp(r);
+  size_t n = (size_t)g->n, total = r->count * n, esz = rh_dtype_size(r->dtype);
   rh_status st = work ? m->scale(ctx, work, total, r->dtype, r->opts.prescale) : RH_OK;
-  rh_coll c = coll_for(ctx, r->seq, work, total, r->dtype, r->op);
+  rh_coll c = coll_of(r, work, total, r->dtype);
   if (st != RH_OK || r->count == 0) {
-  } else if (use_native(ctx, ctx->ops->reduce_scatter != NULL, work)) {
+  } else if (use_native(ctx, r->scope == RH_SCOPE_WORLD && ctx->ops->reduce_scatter != NULL, work)) {
     native_phase(ctx, "reduce-scatter");
     st = ctx->ops->reduce_scatter(ctx, work, r->count, r->dtype, c.op, c.timeout);
     rh__trace_end(ctx, RH_TRACK_COMM, NAN);
   } else if (priced(ctx)) {
-    rh_plan plan = rh__plan(ctx, RH_NC_REDUCE_SCATTER, total * esz);
+    rh_plan plan = plan_of(r, RH_NC_REDUCE_SCATTER, total * esz);
     trace_plan(ctx, &plan);
     st = rh__coll_priced(&c, RH_NC_REDUCE_SCATTER, &plan, 0, NULL);
   } else if (n > 1) {
@@ -806,7 +843,7 @@ static rh_status scatter_in_place(rh_request *r, void *work) {
     st = run_algorithm(&run, total * esz);
   }
   if (st == RH_OK && work) /* this rank's block */
-    st = postscale(r, (char *)work + (size_t)ctx->rank * r->count * esz, r->count);
+    st = postscale(r, (char *)work + (size_t)g->me * r->count * esz, r->count);
   return st;
 }
 
@@ -817,16 +854,16 @@ static rh_status scatter_in_place(rh_request *r, void *work) {
 static rh_status reduce_scatter_run(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   const rh_memory_ops *m = work_memory(ctx);
-  size_t block = r->count * rh_dtype_size(r->dtype), bytes = block * (size_t)ctx->world.n;
+  size_t block = r->count * rh_dtype_size(r->dtype), bytes = block * (size_t)grp(r)->n;
   bool timing_only = !r->send;
   if (timing_only && !ctx->ops->device) return scatter_in_place(r, NULL);
   void *work = m->alloc(ctx, bytes + 1);
   if (!work) return RH_ERR_NOMEM;
-  bool native = use_native(ctx, ctx->ops->reduce_scatter != NULL, work);
+  bool native = use_native(ctx, r->scope == RH_SCOPE_WORLD && ctx->ops->reduce_scatter != NULL, work);
   rh_status st = timing_only ? RH_OK : m->copy(ctx, work, r->send, bytes);
   if (st == RH_OK) st = scatter_in_place(r, work);
   if (st == RH_OK && !timing_only)
-    st = m->copy(ctx, r->recv, (char *)work + (size_t)ctx->rank * block, block);
+    st = m->copy(ctx, r->recv, (char *)work + (size_t)grp(r)->me * block, block);
   if (st == RH_OK || !native) m->release(ctx, work);
   if (st == RH_OK) st = m->sync(ctx);
   return st;
@@ -857,18 +894,27 @@ static rh_status run_collective(rh_request *r) {
     uint64_t shape = 1469598103934665603ull;
     size_t total = 0;
     bool even = true;
-    for (int i = 0; r->counts && i < ctx->world.n; i++) {
+    for (int i = 0; r->counts && i < grp(r)->n; i++) {
       total += r->counts[i];
       shape = (shape ^ r->counts[i]) * 1099511628211ull;
       even = even && r->counts[i] == r->counts[0];
     }
     size_t each = r->counts ? r->counts[0] : r->count;
     if (even) shape = (1469598103934665603ull ^ each) * 1099511628211ull;
-    d.count = r->counts ? total : each * (size_t)ctx->world.n;
+    d.count = r->counts ? total : each * (size_t)grp(r)->n;
     d.shape = shape;
   }
+  d.scope = (uint32_t)r->scope;
   rh_status st = negotiate(ctx, r->seq, &d);
   if (st == RH_OK && r->invalid) st = RH_ERR_INVALID; /* without negotiation: this rank alone */
+  if (st == RH_OK && r->scope != RH_SCOPE_WORLD && ctx->ops->device) { /* no split communicators */
+    char what[160];
+    say(&d, what, sizeof what);
+    snprintf(ctx->last_error, sizeof ctx->last_error,
+             "collective #%u %s: the %s target runs collectives over the world only", r->seq, what,
+             ctx->ops->name);
+    st = RH_ERR_UNSUPPORTED;
+  }
   /* Horovod's background loop takes up what was submitted once per cycle (simulators: real
    * targets keep their own time): a collective submitted before the running round began goes in
    * it; one that waited behind the round starts the next as soon as the cycle has passed; one
@@ -886,7 +932,7 @@ static rh_status run_collective(rh_request *r) {
       rh__trace_end(ctx, RH_TRACK_COMM, NAN);
     }
   }
-  bool occupied = st == RH_OK && r->kind != K_BARRIER && ctx->ops->occupy && ctx->world.n > 1;
+  bool occupied = st == RH_OK && r->kind != K_BARRIER && ctx->ops->occupy && grp(r)->n > 1;
   if (occupied) ctx->ops->occupy(ctx, true);
   if (st == RH_OK) {
     switch (r->kind) {
@@ -913,10 +959,11 @@ static rh_status run_collective(rh_request *r) {
  * blocks, as nccl-tests' size). */
 static double coll_bytes(const rh_request *r) {
   double count = (double)r->count;
-  if (r->kind == K_REDUCE_SCATTER) count *= r->ctx->world.n;
+  int n = grp(r)->n;
+  if (r->kind == K_REDUCE_SCATTER) count *= n;
   if (r->kind == K_ALLGATHER) {
-    count = r->counts ? 0 : count * r->ctx->world.n;
-    for (int i = 0; r->counts && i < r->ctx->world.n; i++) count += (double)r->counts[i];
+    count = r->counts ? 0 : count * n;
+    for (int i = 0; r->counts && i < n; i++) count += (double)r->counts[i];
   }
   return count * (double)rh_dtype_size(r->dtype);
 }
@@ -1167,6 +1214,40 @@ rh_status rh_ireduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t c
                              rh_request **out) {
   if (!out) return RH_ERR_INVALID;
   rh_request *r = reduce_scatter_request(ctx, send, recv, count, dtype, op, opts);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
+}
+
+/* ---- scoped collectives ---------------------------------------------------------------------- */
+
+/* r, run over the groups of `scope`: invalid for a scope that does not exist, or groups that
+ * differ in size (nodes of different GPU counts). */
+static rh_request *scoped(rh_request *r, rh_scope scope) {
+  if (!r) return NULL;
+  bool bad = (int)scope < 0 || scope > RH_SCOPE_CROSS ||
+             (scope != RH_SCOPE_WORLD && !rh_topology_uniform(r->ctx->topo));
+  r->scope = bad ? RH_SCOPE_WORLD : scope;
+  r->invalid = r->invalid || bad;
+  return r;
+}
+
+rh_status rh_iallreduce_in(rh_ctx *ctx, rh_scope scope, const void *send, void *recv,
+                           size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *opts,
+                           rh_request **out) {
+  rh_request *r = scoped(allreduce_request(ctx, send, recv, count, dtype, op, opts), scope);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
+}
+
+/* (equal blocks: the counts are the world's, all alike, so a group reads them as its own) */
+rh_status rh_iallgather_in(rh_ctx *ctx, rh_scope scope, const void *send, size_t count,
+                           void *recv, rh_dtype dtype, rh_request **out) {
+  rh_request *r = scoped(allgather_request(ctx, send, count, recv, dtype), scope);
+  return r ? submit(r, out) : RH_ERR_NOMEM;
+}
+
+rh_status rh_ireduce_scatter_in(rh_ctx *ctx, rh_scope scope, const void *send, void *recv,
+                                size_t count, rh_dtype dtype, rh_op op,
+                                const rh_reduce_opts *opts, rh_request **out) {
+  rh_request *r = scoped(reduce_scatter_request(ctx, send, recv, count, dtype, op, opts), scope);
   return r ? submit(r, out) : RH_ERR_NOMEM;
 }
 

@@ -23,7 +23,7 @@ static rh_status stall_or_price(const rh_coll *c, const rh_plan *plan, double *s
   rh_ctx *ctx = c->ctx;
   *seconds = plan->seconds;
   if (!ctx->ops->links) return RH_OK;
-  bool across = ctx->topo->nodes > 1;
+  bool across = ctx->topo->nodes > 1 && c->group != &ctx->node;
   double factor = 1, extra = 0, waited = 0;
   while (!ctx->ops->links(ctx, across, &factor, &extra)) {
     if (waited >= c->timeout) {
@@ -54,30 +54,32 @@ static rh_status exchange(const rh_coll *c, uint64_t k, const void *mine, size_t
 }
 
 /* The numbers, in pieces small enough that the records of every rank at once stay near 16 MiB:
- * each piece is gathered from every rank, then reduced in rank order (allreduce), taken from
- * the root (broadcast) or put in place (allgather). */
+ * each piece is gathered from every rank of the world, then the group's records are reduced in
+ * its order (allreduce), taken from the root (broadcast) or put in place (allgather). */
 static rh_status numbers(const rh_coll *c, rh_nccl_coll coll, int root, const size_t *counts) {
   rh_ctx *ctx = c->ctx;
-  size_t esz = rh_dtype_size(c->dtype), n = (size_t)ctx->world.n, per = 0, off = 0;
+  const rh_group *g = rh__coll_group(c);
+  size_t esz = rh_dtype_size(c->dtype), W = (size_t)ctx->world.n, n = (size_t)g->n, per = 0;
+  size_t off = 0;
   char *buf = c->buf;
   if (coll == RH_NC_ALLGATHER) {
     for (size_t r = 0; r < n; r++) {
       if (counts[r] > per) per = counts[r];
-      if ((int)r < ctx->rank) off += counts[r];
+      if ((int)r < g->me) off += counts[r];
     }
   } else {
     per = c->count;
   }
-  size_t piece = (16u << 20) / (n * n) / esz;
+  size_t piece = (16u << 20) / (W * W) / esz;
   if (piece < 1024) piece = 1024;
-  char *mine = malloc(piece * esz), *all = malloc(n * piece * esz);
+  char *mine = malloc(piece * esz), *all = malloc(W * piece * esz);
   rh_status st = mine && all ? RH_OK : RH_ERR_NOMEM;
   for (size_t lo = 0, k = 0; lo < per && st == RH_OK; lo += piece, k++) {
     size_t m = per - lo < piece ? per - lo : piece, bytes = m * esz;
     if (coll == RH_NC_ALLGATHER) {
       memset(mine, 0, bytes);
-      if (lo < counts[ctx->rank])
-        memcpy(mine, buf + (off + lo) * esz, (counts[ctx->rank] - lo < m ? counts[ctx->rank] - lo : m) * esz);
+      size_t own = counts[g->me];
+      if (lo < own) memcpy(mine, buf + (off + lo) * esz, (own - lo < m ? own - lo : m) * esz);
     } else {
       memcpy(mine, buf + lo * esz, bytes);
     }
@@ -86,16 +88,17 @@ static rh_status numbers(const rh_coll *c, rh_nccl_coll coll, int root, const si
     switch (coll) {
     case RH_NC_ALLREDUCE:
     case RH_NC_REDUCE_SCATTER: /* every block reduced; this rank keeps its own */
-      memcpy(buf + lo * esz, all, bytes);
-      for (size_t r = 1; r < n; r++) rh__reduce(buf + lo * esz, all + r * bytes, m, c->dtype, c->op);
+      memcpy(buf + lo * esz, all + (size_t)g->ranks[0] * bytes, bytes);
+      for (size_t r = 1; r < n; r++)
+        rh__reduce(buf + lo * esz, all + (size_t)g->ranks[r] * bytes, m, c->dtype, c->op);
       break;
-    case RH_NC_BROADCAST: memcpy(buf + lo * esz, all + (size_t)root * bytes, bytes); break;
+    case RH_NC_BROADCAST: memcpy(buf + lo * esz, all + (size_t)g->ranks[root] * bytes, bytes); break;
     default: { /* allgather: rank r's elements lo.. go after the blocks before it */
       size_t at = 0;
       for (size_t r = 0; r < n; r++) {
         if (lo < counts[r]) {
           size_t take = counts[r] - lo < m ? counts[r] - lo : m;
-          memcpy(buf + (at + lo) * esz, all + r * bytes, take * esz);
+          memcpy(buf + (at + lo) * esz, all + (size_t)g->ranks[r] * bytes, take * esz);
         }
         at += counts[r];
       }
@@ -110,7 +113,7 @@ static rh_status numbers(const rh_coll *c, rh_nccl_coll coll, int root, const si
 rh_status rh__coll_priced(const rh_coll *c, rh_nccl_coll coll, const rh_plan *plan, int root,
                           const size_t *counts) {
   rh_ctx *ctx = c->ctx;
-  const rh_group *g = &ctx->world;
+  const rh_group *g = rh__coll_group(c);
   /* the timeline: the wait for the last rank, then NCCL's kernel ("nccl ring/simple") */
   rh__trace_begin(ctx, RH_TRACK_COMM, "phase", "wait for peers", NAN, 0);
   rh_status st = ctx->ops->model_sync(ctx, g, true, NULL, c->timeout);

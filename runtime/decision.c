@@ -299,19 +299,26 @@ static rh_plan nccl_best(const rh_ctx *ctx, const rh_cluster *cl, rh_nccl_coll c
   return best;
 }
 
-/* Horovod's hierarchical allreduce on NCCL: a reduce-scatter inside each node, an allreduce of
- * each 1/L across nodes (the L local ranks' rings at once, sharing the node's NICs), an
- * allgather inside each node. */
-static rh_plan nccl_hierarchical(const rh_ctx *ctx, double bytes) {
+/* NCCL's plan for coll over the groups of `scope`, all at once: a node's ranks (local), or the
+ * ranks of each local rank across nodes (cross: the L local ranks' rings share the node's NICs). */
+static rh_plan group_plan(const rh_ctx *ctx, int scope, rh_nccl_coll coll, double bytes) {
   const rh_cluster *cl = ctx->cluster;
-  int L = ctx->node.n, M = ctx->cross.n;
+  if (scope == RH_SCOPE_LOCAL) return nccl_best(ctx, cl, coll, ctx->node.n, 1, bytes);
+  int L = ctx->node.n > 0 ? ctx->node.n : 1;
   rh_cluster shared = *cl;
   shared.nics_per_node = 1;
   shared.nic_bw = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1) / L;
   shared.fabric.pcie_bw = 0;
-  rh_plan rs = nccl_best(ctx, cl, RH_NC_REDUCE_SCATTER, L, 1, bytes);
-  rh_plan ar = nccl_best(ctx, &shared, RH_NC_ALLREDUCE, M, M, bytes / L);
-  rh_plan ag = nccl_best(ctx, cl, RH_NC_ALLGATHER, L, 1, bytes);
+  return nccl_best(ctx, &shared, coll, ctx->cross.n, ctx->cross.n, bytes);
+}
+
+/* Horovod's hierarchical allreduce on NCCL: a reduce-scatter inside each node, an allreduce of
+ * each 1/L across nodes, an allgather inside each node. */
+static rh_plan nccl_hierarchical(const rh_ctx *ctx, double bytes) {
+  int L = ctx->node.n;
+  rh_plan rs = group_plan(ctx, RH_SCOPE_LOCAL, RH_NC_REDUCE_SCATTER, bytes);
+  rh_plan ar = group_plan(ctx, RH_SCOPE_CROSS, RH_NC_ALLREDUCE, bytes / L);
+  rh_plan ag = group_plan(ctx, RH_SCOPE_LOCAL, RH_NC_ALLGATHER, bytes);
   return (rh_plan){.algo = RH_ALG_ALLREDUCE_HIERARCHICAL, .nalgo = -1, .nproto = ar.nproto,
                    .seconds = rs.seconds + ar.seconds + ag.seconds,
                    .latency = rs.latency + ar.latency + ag.latency,
@@ -341,6 +348,14 @@ rh_plan rh__plan(const rh_ctx *ctx, rh_nccl_coll coll, size_t bytes) {
   }
   plan.seconds = ctx->world.n < 2 ? 0 : rh__predict(ctx, plan.algo, bytes);
   return plan;
+}
+
+rh_plan rh__plan_in(const rh_ctx *ctx, int scope, rh_nccl_coll coll, size_t bytes) {
+  if (scope == RH_SCOPE_WORLD) return rh__plan(ctx, coll, bytes);
+  const rh_cluster *cl = ctx->cluster;
+  if (!cl || cl->net_model != RH_NET_NCCL)
+    return (rh_plan){.algo = RH_ALG_ALLREDUCE_RING, .nalgo = -1, .nproto = -1, .seconds = NAN};
+  return group_plan(ctx, scope, coll, (double)bytes);
 }
 
 const char *rh__plan_name(const rh_plan *plan, char *buf, size_t len) {

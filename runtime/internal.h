@@ -627,7 +627,13 @@ typedef struct rh_coll {
   double timeout; /* seconds per wait */
   uint32_t seq;   /* the collective's number in this world */
   bool coarse;    /* timing-only and uniform: simulate one ring step, charge the rest (api.c) */
+  const rh_group *group; /* the ranks it runs over (a scoped collective); NULL: the world */
 } rh_coll;
+
+/* The ranks collective c runs over. */
+static inline const rh_group *rh__coll_group(const rh_coll *c) {
+  return c->group ? c->group : &c->ctx->world;
+}
 
 /* How a buffer is cut into a group's n blocks: listed (`counts`, `offsets`: allgatherv's
  * blocks), or, with counts NULL, `count` elements from element `base` split evenly, the first
@@ -727,6 +733,11 @@ typedef struct rh_plan {
                       * latency is paid on each) */
 } rh_plan;
 rh_plan rh__plan(const rh_ctx *ctx, rh_nccl_coll coll, size_t bytes);
+/* The same for a collective over one of the scope's groups, every group at once (rh_scope):
+ * a node's ranks on its NVLink; the ranks of one local rank across nodes, the local ranks' rings
+ * sharing the node's NICs (as Horovod's hierarchical allreduce's middle step).  NaN for a group
+ * other than the world where the collectives are not priced by NCCL's model. */
+rh_plan rh__plan_in(const rh_ctx *ctx, int scope, rh_nccl_coll coll, size_t bytes);
 /* "ring/simple", "hierarchical", "tree" ... into buf. */
 const char *rh__plan_name(const rh_plan *plan, char *buf, size_t len);
 

@@ -7,7 +7,7 @@
 #include "internal.h"
 
 rh_status rh__reduce_scatter_ring(const rh_coll *c) {
-  const rh_group *g = &c->ctx->world;
+  const rh_group *g = rh__coll_group(c);
   rh_blocks b = rh__even_blocks(c->count, g->n, 0);
   b.rot = g->n - 1;
   return rh__ring_reduce_scatter(c, g, &b);

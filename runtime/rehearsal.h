@@ -242,6 +242,36 @@ rh_status rh_ireduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t c
                              rh_dtype dtype, rh_op op, const rh_reduce_opts *opts,
                              rh_request **out);
 
+/* ---- collectives within groups of ranks ------------------------------------------------------ */
+
+/* The ranks a scoped collective runs over, as Horovod's communicators group them: every rank;
+ * the ranks of this rank's node (local_rank order, local_size of them); the ranks that have this
+ * rank's local_rank, one a node (cross_rank order, cross_size of them).  FSDP's HYBRID_SHARD
+ * (HSDP) shards over the node and replicates across nodes: a reduce-scatter and an allgather in
+ * RH_SCOPE_LOCAL, an allreduce of the shard in RH_SCOPE_CROSS, as NCCL runs them on
+ * ncclCommSplit's communicators.  Every rank of the world issues the same scoped collective at
+ * the same point of its order (it is negotiated across the world), and each runs over its own
+ * group: block counts, rank order and AVERAGE's divisor are the group's.  The scope needs the
+ * same number of ranks on every node (RH_ERR_INVALID otherwise).  `out` NULL: the call blocks.
+ * On the GPU target the numbers of a group other than the world are RH_ERR_UNSUPPORTED. */
+typedef enum rh_scope { RH_SCOPE_WORLD = 0, RH_SCOPE_LOCAL = 1, RH_SCOPE_CROSS = 2 } rh_scope;
+
+rh_status rh_iallreduce_in(rh_ctx *ctx, rh_scope scope, const void *send, void *recv,
+                           size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *opts,
+                           rh_request **out);
+rh_status rh_iallgather_in(rh_ctx *ctx, rh_scope scope, const void *send, size_t count,
+                           void *recv, rh_dtype dtype, rh_request **out);
+rh_status rh_ireduce_scatter_in(rh_ctx *ctx, rh_scope scope, const void *send, void *recv,
+                                size_t count, rh_dtype dtype, rh_op op,
+                                const rh_reduce_opts *opts, rh_request **out);
+
+/* The price of a scoped collective of `bytes` in all (nccl-tests' size; an allreduce's buffer) on
+ * its groups, all at once, as rh_predict_allgather prices the world's. */
+typedef enum rh_collective {
+  RH_COLL_ALLREDUCE = 0, RH_COLL_ALLGATHER = 1, RH_COLL_REDUCE_SCATTER = 2
+} rh_collective;
+double rh_predict_in(const rh_ctx *ctx, rh_scope scope, rh_collective coll, size_t bytes);
+
 /* Blocks until the request's collective finished on this rank or the collective timeout
  * (RH_TIMEOUT) passed; returns its status and frees the request. */
 rh_status rh_wait(rh_request *req);

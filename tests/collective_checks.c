@@ -405,6 +405,67 @@ static void check_tensors(rh_ctx *ctx) {
   free(all);
 }
 
+/* The world ranks of this rank's group of `scope`, in group order, as Horovod numbers them
+ * (hosts filled in turn, every node with `L` ranks): node k holds ranks kL..kL+L-1, and local
+ * rank l's cross group holds l, l+L, l+2L... */
+static int group_members(const rh_ctx *ctx, rh_scope scope, int *ranks) {
+  int L = rh_local_size(ctx), M = rh_size(ctx) / L;
+  int node = rh_rank(ctx) / L, local = rh_rank(ctx) % L;
+  int n = scope == RH_SCOPE_LOCAL ? L : M;
+  for (int i = 0; i < n; i++) ranks[i] = scope == RH_SCOPE_LOCAL ? node * L + i : i * L + local;
+  return n;
+}
+
+/* Sum (or average) of element i over the group's members, each contributing value(). */
+static double group_sum(const int *ranks, int n, size_t i, bool average) {
+  double acc = 0;
+  for (int k = 0; k < n; k++) acc += value(RH_SUM, ranks[k], i, 64);
+  return average ? acc / n : acc;
+}
+
+/* Allreduce, reduce-scatter and allgather inside each node and across nodes: each rank's result
+ * is its own group's, worked out here from the members' world ranks.  Groups of unequal nodes
+ * are invalid on every rank; a GPU target runs the world's collectives alone. */
+static void check_scoped(rh_ctx *ctx) {
+  bool uniform = rh_size(ctx) % rh_local_size(ctx) == 0 &&
+                 rh_cross_size(ctx) * rh_local_size(ctx) == rh_size(ctx);
+  size_t count = 37;
+  int *ranks = malloc((size_t)rh_size(ctx) * sizeof *ranks);
+  double *in = malloc(count * (size_t)rh_size(ctx) * sizeof *in);
+  double *out = malloc(count * (size_t)rh_size(ctx) * sizeof *out);
+  for (int scope = RH_SCOPE_LOCAL; scope <= RH_SCOPE_CROSS; scope++) {
+    rh_status want = rh_on_device(ctx) ? RH_ERR_UNSUPPORTED : RH_OK;
+    if (!uniform) want = RH_ERR_INVALID;
+    int n = group_members(ctx, (rh_scope)scope, ranks);
+    int me = scope == RH_SCOPE_LOCAL ? rh_local_rank(ctx) : rh_cross_rank(ctx);
+    for (size_t i = 0; i < count * (size_t)n; i++) in[i] = value(RH_SUM, rh_rank(ctx), i, 64);
+    rh_request *req = NULL;
+    rh_status st = rh_iallreduce_in(ctx, (rh_scope)scope, in, out, count, RH_FLOAT64, RH_AVERAGE,
+                                    NULL, &req);
+    if (st == RH_OK) st = rh_wait(req);
+    CHECK(st == want, "scope %d allreduce: %s", scope, rh_status_string(st));
+    for (size_t i = 0; i < count && st == RH_OK; i++)
+      CHECK(fabs(out[i] - group_sum(ranks, n, i, true)) <= 1e-15 * fabs(out[i]),
+            "scope %d allreduce [%zu]: %.17g", scope, i, out[i]);
+    st = rh_ireduce_scatter_in(ctx, (rh_scope)scope, in, out, count, RH_FLOAT64, RH_SUM, NULL, NULL);
+    CHECK(st == want, "scope %d reduce_scatter: %s", scope, rh_status_string(st));
+    for (size_t i = 0; i < count && st == RH_OK; i++)
+      CHECK(out[i] == group_sum(ranks, n, (size_t)me * count + i, false),
+            "scope %d reduce_scatter [%zu]: %.17g", scope, i, out[i]);
+    st = rh_iallgather_in(ctx, (rh_scope)scope, in, count, out, RH_FLOAT64, NULL);
+    CHECK(st == want, "scope %d allgather: %s", scope, rh_status_string(st));
+    for (int k = 0; k < n && st == RH_OK; k++)
+      for (size_t i = 0; i < count; i++)
+        CHECK(out[(size_t)k * count + i] == value(RH_SUM, ranks[k], i, 64),
+              "scope %d allgather block %d [%zu]", scope, k, i);
+    st = rh_iallgather_in(ctx, (rh_scope)scope, NULL, count, NULL, RH_FLOAT32, NULL);
+    CHECK(st == want, "scope %d timing-only allgather: %s", scope, rh_status_string(st));
+  }
+  free(ranks);
+  free(in);
+  free(out);
+}
+
 int rh_test_all_collectives(rh_ctx *ctx, void *arg) {
   (void)arg;
   check_allreduce(ctx);
@@ -412,6 +473,7 @@ int rh_test_all_collectives(rh_ctx *ctx, void *arg) {
   check_broadcast(ctx);
   check_allgather(ctx);
   check_reduce_scatter(ctx);
+  check_scoped(ctx);
   check_barrier(ctx);
   check_nonblocking(ctx);
   check_tensors(ctx);

@@ -3,7 +3,8 @@
  * under full sharding (the gradients reduce-scattered by the runtime's ring over MPI's messages,
  * the default `collectives: runtime`, the parameters allgathered) ends on the very bits the
  * simulator's 4 ranks end on, for mnist_net and LeNet-5; ZeRO-1 with the gradients allreduced
- * (reduce_scatter: false) ends on DDP's bits.
+ * (reduce_scatter: false) ends on DDP's bits; hybrid sharding (2 hosts of 2) ends on the
+ * simulator's bits too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,6 +70,17 @@ static void test_full_sharding_same_bits(void **state) {
   }
 }
 
+/* Hybrid: reduce-scattered inside each of the 2 hosts, allreduced across them, gathered inside:
+ * the simulator's bits. */
+static void test_hybrid_sharding_same_bits(void **state) {
+  (void)state;
+  char sim[17], mpi[17];
+  run(false, "lenet5", "hybrid", "true", sim);
+  run(true, "lenet5", "hybrid", "true", mpi);
+  print_message("lenet5 hybrid: simulator %s, 4 processes %s\n", sim, mpi);
+  assert_string_equal(mpi, sim);
+}
+
 static void test_allreduced_shards_are_ddp(void **state) {
   (void)state;
   char ddp[17], mpi[17];
@@ -89,6 +101,7 @@ static int teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_full_sharding_same_bits),
+                                     cmocka_unit_test(test_hybrid_sharding_same_bits),
                                      cmocka_unit_test(test_allreduced_shards_are_ddp)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -99,12 +99,15 @@ static void test_seed_nets_end_on_ddp_params(void **state) {
     assert_non_null(strstr(text, "PASS  sharded_equivalence"));
     free(text);
     free(p);
-    /* reduce-scattered: DDP's within the order's few ulps */
-    static const char *const stages[] = {"optimizer", "gradients", "full"};
-    for (int s = 0; s < 3; s++) {
+    /* reduce-scattered (hybrid: inside each of the seed's 2 nodes, then allreduced across
+     * them): DDP's within the order's few ulps */
+    static const char *const stages[] = {"optimizer", "gradients", "full", "hybrid"};
+    for (int s = 0; s < 4; s++) {
       text = run_seed(nets[k], stages[s], "true", &p, &m);
       if (!strstr(text, "PASS  sharded_equivalence") || strstr(text, "FAIL"))
         fail_msg("%s %s:\n%s", nets[k], stages[s], text);
+      if (s == 3 && !strstr(text, "then 1 allreduces of the shards across nodes"))
+        fail_msg("hybrid without its allreduce across nodes:\n%s", text);
       assert_int_equal(m, n);
       double worst = 0, tol = tolerance(ddp, n);
       for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)p[i] - ddp[i]));
@@ -161,17 +164,18 @@ static void test_elastic_reset_and_resume(void **state) {
   free(text);
 }
 
-/* The seed under full sharding, the last `argv` overrides its; its final parameters' hash. */
-static void seed_run(const char *tag, const char *format, const char *epochs, const char *nodes,
-                     const char *per_node, bool resume, char *hash) {
-  char out[300], log[320], set_fmt[64], set_ep[64], set_nodes[64], set_per[64];
+/* The seed under `sharding` with these overrides; its final parameters' hash. */
+static void seed_run(const char *tag, const char *sharding, const char *format, const char *epochs,
+                     const char *nodes, const char *per_node, bool resume, char *hash) {
+  char out[300], log[320], set_sh[64], set_fmt[64], set_ep[64], set_nodes[64], set_per[64];
+  snprintf(set_sh, sizeof set_sh, "recipe.sharding=%s", sharding);
   snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, tag));
   snprintf(log, sizeof log, "%s-%s%s.txt", out, epochs, resume ? "-resumed" : "");
   snprintf(set_fmt, sizeof set_fmt, "recipe.checkpoint_format=%s", format);
   snprintf(set_ep, sizeof set_ep, "recipe.epochs=%s", epochs);
   snprintf(set_nodes, sizeof set_nodes, "cluster.nodes=%s", nodes);
   snprintf(set_per, sizeof set_per, "cluster.gpus_per_node=%s", per_node);
-  char *argv[] = {RH_BINARY, "run", (char *)seed, "--out", out, "--set", "recipe.sharding=full",
+  char *argv[] = {RH_BINARY, "run", (char *)seed, "--out", out, "--set", set_sh,
                   "--set", set_fmt, "--set", set_ep, "--set", set_nodes, "--set", set_per,
                   "--set", "data.train_samples=4096", "--set", "checks.resume_from_epoch=0",
                   resume ? "--resume" : NULL, NULL};
@@ -195,9 +199,9 @@ static bool exists(const char *dir, const char *name) {
 static void test_sharded_checkpoints(void **state) {
   (void)state;
   char whole[17], sharded[17], h[17];
-  seed_run("ckpt-full", "full", "1", "2", "2", false, h);
-  seed_run("ckpt-full", "full", "2", "3", "1", true, whole);
-  seed_run("ckpt-sharded", "sharded", "1", "2", "2", false, h);
+  seed_run("ckpt-full", "full", "full", "1", "2", "2", false, h);
+  seed_run("ckpt-full", "full", "full", "2", "3", "1", true, whole);
+  seed_run("ckpt-sharded", "full", "sharded", "1", "2", "2", false, h);
   char dir[300];
   snprintf(dir, sizeof dir, "%s", rh_test_path(tmpdir, "ckpt-sharded"));
   for (int k = 0; k < 4; k++) {
@@ -205,11 +209,24 @@ static void test_sharded_checkpoints(void **state) {
     snprintf(name, sizeof name, "checkpoint-1.bin.shard-%d-of-4", k);
     assert_true(exists(dir, name));
   }
-  seed_run("ckpt-sharded", "sharded", "2", "3", "1", true, sharded);
+  seed_run("ckpt-sharded", "full", "sharded", "2", "3", "1", true, sharded);
   print_message("4 -> 3 ranks: from a whole checkpoint %s, from 4 shards %s\n", whole, sharded);
   assert_string_equal(sharded, whole);
   assert_true(exists(dir, "checkpoint-2.bin.shard-2-of-3"));
   assert_false(exists(dir, "checkpoint-2.bin.shard-3-of-4"));
+  /* hybrid on 2 nodes of 2: the first node's 2 ranks write the 2 blocks (the second node holds
+   * the same); 3 ranks resume from them as from the whole checkpoint */
+  seed_run("hy-full", "hybrid", "full", "1", "2", "2", false, h);
+  seed_run("hy-full", "hybrid", "full", "2", "3", "1", true, whole);
+  seed_run("hy-sharded", "hybrid", "sharded", "1", "2", "2", false, h);
+  snprintf(dir, sizeof dir, "%s", rh_test_path(tmpdir, "hy-sharded"));
+  assert_true(exists(dir, "checkpoint-1.bin.shard-0-of-2"));
+  assert_true(exists(dir, "checkpoint-1.bin.shard-1-of-2"));
+  assert_false(exists(dir, "checkpoint-1.bin.shard-2-of-4"));
+  seed_run("hy-sharded", "hybrid", "sharded", "2", "3", "1", true, sharded);
+  print_message("hybrid 2x2 -> 3 ranks: from a whole checkpoint %s, from 2 shards %s\n", whole,
+                sharded);
+  assert_string_equal(sharded, whole);
 }
 
 /* Llama-2-7B: 32 blocks (attention 4 x 4096^2, SwiGLU 3 x 4096 x 11008, two norms), and the root
@@ -288,6 +305,22 @@ static void test_llama_sharded_step(void **state) {
   assert_true(num(json_object_get(js, "bottleneck"), "step_ms", NULL) >= step_rs);
   json_decref(js);
   free(text);
+  /* hybrid: the same units gathered and reduce-scattered inside each node of 8, and each
+   * reduce-scattered shard (1/8 of its unit) allreduced across the 16 nodes */
+  js = llama_run("hybrid", NULL, &text);
+  sh = json_object_get(json_object_get(js, "bottleneck"), "sharded");
+  double ag8 = ceil(root / 8) * 16 + 2 * 32 * ceil(block / 8) * 16;
+  double ar8 = ceil(root / 8) * 2 + 32 * ceil(block / 8) * 2;
+  assert_int_equal(json_integer_value(json_object_get(sh, "allgathers")), 2 * 32 + 1);
+  assert_int_equal(json_integer_value(json_object_get(sh, "reduce_scatters")), 32 + 1);
+  assert_int_equal(json_integer_value(json_object_get(sh, "allreduces_across_nodes")), 32 + 1);
+  print_message("hybrid: allgathers %.4f GB (derived %.4f), allreduces %.4f GB (derived %.4f)\n",
+                num(sh, "allgather_GB", NULL), ag8 / 1e9, num(sh, "allreduce_GB", NULL), ar8 / 1e9);
+  assert_true(fabs(num(sh, "allgather_GB", NULL) * 1e9 - ag8) <= 1e-6 * ag8);
+  assert_true(fabs(num(sh, "allreduce_GB", NULL) * 1e9 - ar8) <= 1e-6 * ar8);
+  if (!strstr(text, "over the 8 GPUs of each node, replicated across nodes")) fail_msg("%s", text);
+  json_decref(js);
+  free(text);
   /* on a slow network the verdict names the collective the step waits for */
   js = llama_run("full", "cluster.network.nic_Gbps=25", &text);
   if (!strstr(text, "waits for the sharded state's collectives, the most for its allgathers"))
@@ -303,18 +336,21 @@ static void test_llama_sharded_step(void **state) {
  * step waits for its allgathers. */
 static void test_worked_out_step_is_simulated_step(void **state) {
   (void)state;
-  static const char *const nets[] = {"recipe.seed=0", "cluster.network.nic_Gbps=25"};
-  for (int i = 0; i < 2; i++) {
-    char *a, *b, fine[96];
-    json_t *worked = llama_run("full", nets[i], &a);
+  static const char *const nets[] = {"recipe.seed=0", "cluster.network.nic_Gbps=25",
+                                     "cluster.network.nic_Gbps=25"};
+  for (int i = 0; i < 3; i++) {
+    char *a, *b, fine[96], how[64];
+    const char *sharding = i == 2 ? "hybrid" : "full"; /* hybrid: its allreduces across nodes */
+    json_t *worked = llama_run(sharding, nets[i], &a);
+    snprintf(how, sizeof how, "recipe.sharding=%s", sharding);
     snprintf(fine, sizeof fine, "collective.grain=fine");
     char file[300], out[300], log[320], set[64];
     snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "llama.yaml"));
     snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "llama-fine"));
     snprintf(log, sizeof log, "%s.txt", out);
     snprintf(set, sizeof set, "%s", nets[i]);
-    char *argv[] = {RH_BINARY, "run", file, "--out", out, "--set", "recipe.sharding=full",
-                    "--set", set, "--set", fine, NULL};
+    char *argv[] = {RH_BINARY, "run", file, "--out", out, "--set", how, "--set", set, "--set",
+                    fine, NULL};
     assert_int_equal(rh_test_spawn_expect(argv, log, 0), 0);
     b = rh_test_slurp(log);
     json_t *simulated = rh_test_summary_in(out);
@@ -322,7 +358,7 @@ static void test_worked_out_step_is_simulated_step(void **state) {
     static const char *const keys[] = {"step_ms", "compute_ms", "waiting_for_gradients_ms"};
     for (int k = 0; k < 3; k++) {
       double x = num(w, keys[k], NULL), y = num(f, keys[k], NULL);
-      print_message("%s %s: worked out %.12g, simulated %.12g\n", nets[i], keys[k], x, y);
+      print_message("%s %s %s: worked out %.12g, simulated %.12g\n", sharding, nets[i], keys[k], x, y);
       assert_true(fabs(x - y) <= 1e-9 * num(f, "step_ms", NULL));
     }
     /* the one worked its steps out, the other simulated every one */
@@ -331,7 +367,7 @@ static void test_worked_out_step_is_simulated_step(void **state) {
     double ag = num(json_object_get(f, "sharded"), "allgather_wait_ms", NULL);
     assert_true(fabs(num(json_object_get(w, "sharded"), "allgather_wait_ms", NULL) - ag) <=
                 1e-9 * num(f, "step_ms", NULL));
-    if (i == 1) assert_true(ag > 1); /* the slow network: the step waits for its allgathers */
+    if (i >= 1) assert_true(ag > 1); /* the slow network: the step waits for its allgathers */
     json_decref(worked);
     json_decref(simulated);
     free(a);

@@ -186,8 +186,7 @@ static void train_config(const rh_scenario *sc, bool resume, bool real, rh_train
       .losses = {.reducer_per_byte = sc->recipe.reducer_per_byte,
                  .step_spread = sc->compute.step_spread, .copy_bw = sc->compute.memory_bw},
       /* Horovod negotiates each bucket; DeepSpeed's and FSDP's sharded steps do not */
-      .negotiate = !real && sc->recipe.framework == 0 &&
-                   (sc->recipe.state_sharding == 0 || sc->recipe.state_sharding == RH_SHARD_HYBRID),
+      .negotiate = !real && sc->recipe.framework == 0 && sc->recipe.state_sharding == 0,
       .input_rate = rh_scenario_input_rate(sc),
       .sharding = sc->recipe.state_sharding, .shard_allreduce = !sc->recipe.reduce_scatter,
       .overlap_comm = sc->recipe.overlap_comm, .reduce_bucket = sc->recipe.reduce_bucket,
@@ -202,7 +201,7 @@ static void train_config(const rh_scenario *sc, bool resume, bool real, rh_train
   }
   /* sharded_equivalence: on where a real model's state is sharded and its step is too */
   int e = sc->checks.enabled[RH_CHECK_SHARDED];
-  bool sharded = sc->recipe.state_sharding != 0 && sc->recipe.state_sharding != RH_SHARD_HYBRID;
+  bool sharded = sc->recipe.state_sharding != 0;
   c->check[RH_CHECK_SHARDED] = e < 0 ? real && sharded : e == 1 && real;
 }
 

@@ -246,10 +246,10 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
           "activations %s, buffers %.2f%s (GB)\n", m.total / 1e9, of, m.weights / 1e9, master,
           m.gradients / 1e9, m.optimizer / 1e9, acts, m.buffers / 1e9, units);
   if (m.degree > 1 && m.sharding == RH_SHARD_HYBRID)
-    fprintf(f, "  sharding     %s (%s) over %d ranks: the state above is this GPU's shard; the step "
-            "is still timed and trained as DDP's (hybrid's groups inside and across nodes are "
-            "not run yet)\n", rh_sharding_names[m.sharding], rh_sharding_titles[m.sharding],
-            m.degree);
+    fprintf(f, "  sharding     %s (%s) over the %d GPUs of each node, replicated across nodes: the "
+            "state above is this GPU's shard; the step runs its allgathers and reduce-scatters "
+            "inside the node and allreduces its shards across nodes (bottleneck: sharded)\n",
+            rh_sharding_names[m.sharding], rh_sharding_titles[m.sharding], m.degree);
   else if (m.degree > 1)
     fprintf(f, "  sharding     %s (%s) over %d ranks: the state above is this GPU's shard; the step "
             "runs its allgathers and reduce-scatters (bottleneck: sharded)\n",

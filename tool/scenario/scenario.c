@@ -435,9 +435,9 @@ static const field recipe_fields[] = {
         "the training state sharded over the data-parallel ranks: none (DDP, Horovod), "
         "optimizer (ZeRO-1: the optimizer's state and fp32 master copy), gradients (ZeRO-2, FSDP "
         "SHARD_GRAD_OP: and the gradients), hybrid (FSDP HYBRID_SHARD: everything, inside each "
-        "node), full (ZeRO-3, FSDP FULL_SHARD: everything); distributed and replicated are "
-        "data.sharding's older spelling.  The memory and the step are the sharded ones (hybrid's "
-        "step is still DDP's)"),
+        "node, the nodes replicas: its shards allreduced across them), full (ZeRO-3, FSDP "
+        "FULL_SHARD: everything); distributed and replicated are data.sharding's older spelling.  "
+        "The memory and the step are the sharded ones"),
     BOOL("reduce_scatter", recipe.reduce_scatter,
         "optimizer, gradients: the gradients reduce-scattered, each rank receiving its shard "
         "(DeepSpeed's zero_optimization.reduce_scatter, true); false: allreduced, then each rank "
@@ -453,8 +453,8 @@ static const field recipe_fields[] = {
     ENUM("checkpoint_format", checkpoint_formats, recipe.checkpoint_format,
         "full: the state gathered whole and written by rank 0 (FSDP's FULL_STATE_DICT); sharded: "
         "each rank writes its block of the parameters and the optimizer's state, rank 0 an index "
-        "(SHARDED_STATE_DICT), read back whole by a world of any size (optimizer, gradients and "
-        "full sharding)"),
+        "(SHARDED_STATE_DICT; hybrid: the first node's ranks), read back whole by a world of any "
+        "size (optimizer, gradients, hybrid and full sharding)"),
     BOOL("limit_all_gathers", recipe.limit_all_gathers,
         "full: FSDP's rate limiter, at most two units' allgathers in flight (the next unit's "
         "while this one computes, true); false: every unit's issued as the pass begins"),
@@ -1869,10 +1869,10 @@ static bool finish_sharding(walker *w) {
          "sharding: optimizer or gradients", rh_sharding_names[stage]);
     return false;
   }
-  if (sc->recipe.checkpoint_format == 1 && (stage == RH_SHARD_NONE || stage == RH_SHARD_HYBRID)) {
+  if (sc->recipe.checkpoint_format == 1 && stage == RH_SHARD_NONE) {
     fail(w, node_at(w->doc, "recipe.checkpoint_format"), "recipe.checkpoint_format",
          "sharded checkpoints are the shards of a sharded state: give recipe.sharding optimizer, "
-         "gradients or full (%s's step keeps the whole state on every rank)",
+         "gradients, hybrid or full (%s's step keeps the whole state on every rank)",
          rh_sharding_names[stage]);
     return false;
   }

@@ -125,8 +125,8 @@ struct rank_state {
   float *raw_grads;      /* sharded_equivalence: every rank's own gradients of the step */
   size_t raw_cap;
   struct train_shard_step {  /* the step's collectives of the state */
-    int gathers, scatters;
-    double gather_bytes, scatter_bytes, gather_wait, scatter_wait;
+    int gathers, scatters, allreduces; /* allreduces: hybrid's shards across nodes */
+    double gather_bytes, scatter_bytes, allreduce_bytes, gather_wait, scatter_wait;
     bool worked_out; /* the step was worked out, not simulated (sharded.c) */
   } sharded;
 };
@@ -209,12 +209,14 @@ rh_status train__end_step(rank_state *s, int epoch, long step, long n, long samp
 
 /* ---- sharded data parallelism (sharded.c) ------------------------------------------------ */
 
-/* The ranks one rank's state is sharded over (1: none). */
+/* The ranks one rank's state is sharded over (1: none; hybrid: its node's). */
 int train__shard_degree(const rank_state *s);
+/* Whether this rank writes its block of a sharded checkpoint (hybrid: the first node's ranks). */
+bool train__shard_writer(const rank_state *s);
 /* Full sharding's units of a timing model (FSDP's transformer wrap); buffers of a real one. */
 rh_status train__shard_setup(rank_state *s);
 void train__shard_free(rank_state *s);
-/* Whether the step is full sharding's, unit by unit (timing-only, two ranks or more). */
+/* Whether the step is full or hybrid sharding's, unit by unit (timing-only, two ranks or more). */
 bool train__shards_units(const rank_state *s);
 /* Full sharding's forward and backward of n samples in acc micro-batches, each unit's
  * parameters gathered before its layers run and its gradients reduce-scattered after its

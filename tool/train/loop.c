@@ -687,6 +687,8 @@ static void record_shard_step(rank_state *s) {
   r->shard_scatters = k->scatters;
   r->shard_gather_bytes = k->gather_bytes;
   r->shard_scatter_bytes = k->scatter_bytes;
+  r->shard_allreduces = k->allreduces;
+  r->shard_allreduce_bytes = k->allreduce_bytes;
   r->shard_gather_wait = k->gather_wait;
   r->shard_scatter_wait = k->scatter_wait;
   r->shard_worked_out += k->worked_out && s->recording;

@@ -25,7 +25,12 @@
  * allgathered: FSDP's step for a model of one unit, ZeRO's with one bucket.  An element's update
  * is DDP's arithmetic; only the order the ranks' gradients are added in differs.  With
  * reduce_scatter: false the gradients are DDP's allreduced buckets, and the run ends on DDP's bits.
- * Hybrid sharding's step is still DDP's: it needs groups inside a node and across nodes.
+ *
+ * Hybrid (FSDP HYBRID_SHARD, HSDP) is full sharding over the GPUs of each node, the nodes being
+ * replicas: the units are allgathered and reduce-scattered inside the node (RH_SCOPE_LOCAL), and
+ * each reduce-scattered shard is then averaged across the nodes by an allreduce of the ranks with
+ * the same local rank (RH_SCOPE_CROSS), on the same queue, as FSDP's post-backward hook runs it.
+ * A rank's block is its local rank's.
  */
 #include "internal.h"
 #include "memory.h"
@@ -41,12 +46,35 @@ static bool zero12(const rank_state *s) {
   return s->cfg->sharding == RH_SHARD_OPTIMIZER || s->cfg->sharding == RH_SHARD_GRADIENTS;
 }
 
-int train__shard_degree(const rank_state *s) {
-  return zero12(s) || s->cfg->sharding == RH_SHARD_FULL ? s->size : 1;
+/* Hybrid sharding over nodes of equal size; a world an elastic reset left uneven (a GPU gone,
+ * its node's others staying) shards over all its ranks, as full sharding. */
+static bool hybrid(const rank_state *s) {
+  return s->cfg->sharding == RH_SHARD_HYBRID &&
+         rh_local_size(s->ctx) * rh_cross_size(s->ctx) == s->size;
 }
 
+int train__shard_degree(const rank_state *s) {
+  if (hybrid(s)) return rh_local_size(s->ctx);
+  bool whole = zero12(s) || s->cfg->sharding == RH_SHARD_FULL || s->cfg->sharding == RH_SHARD_HYBRID;
+  return whole ? s->size : 1;
+}
+
+/* This rank's block among the shard group's (its local rank under hybrid sharding). */
+static int shard_index(const rank_state *s) {
+  return hybrid(s) ? rh_local_rank(s->ctx) : s->rank;
+}
+
+/* The group the state is sharded over, and the one its shards are replicated over (hybrid's
+ * nodes; none otherwise: 1 rank). */
+static rh_scope shard_scope(const rank_state *s) {
+  return hybrid(s) ? RH_SCOPE_LOCAL : RH_SCOPE_WORLD;
+}
+
+static int replicas(const rank_state *s) { return hybrid(s) ? rh_cross_size(s->ctx) : 1; }
+
 bool train__shards_units(const rank_state *s) {
-  return s->cfg->sharding == RH_SHARD_FULL && !s->cfg->real && s->size > 1;
+  bool units = s->cfg->sharding == RH_SHARD_FULL || s->cfg->sharding == RH_SHARD_HYBRID;
+  return units && !s->cfg->real && s->size > 1;
 }
 
 /* Bytes of a parameter as gathered and of a gradient as reduced (bf16: 2). */
@@ -87,10 +115,14 @@ static rh_status find_units(rank_state *s) {
 
 rh_status train__shard_setup(rank_state *s) {
   const rh_train_config *cfg = s->cfg;
-  if (cfg->sharding == RH_SHARD_NONE || cfg->sharding == RH_SHARD_HYBRID) return RH_OK;
-  if (!cfg->real) return cfg->sharding == RH_SHARD_FULL ? find_units(s) : RH_OK;
+  if (cfg->sharding == RH_SHARD_NONE) return RH_OK;
+  if (!cfg->real) return cfg->sharding >= RH_SHARD_HYBRID ? find_units(s) : RH_OK;
   int most = cfg->max_size > s->size ? cfg->max_size : s->size;
-  s->shard_buf = malloc((s->nparams + (size_t)most) * sizeof(float));
+  /* the whole of a block array, gathered from every rank of the world (hybrid: each node's
+   * blocks again) */
+  size_t whole = hybrid(s) ? (size_t)most * block_of(s->nparams, train__shard_degree(s)) : 0;
+  if (whole < s->nparams + (size_t)most) whole = s->nparams + (size_t)most;
+  s->shard_buf = malloc(whole * sizeof(float));
   s->shard_send = malloc((block_of(s->nparams, 1) + 1) * sizeof(float));
   return s->shard_buf && s->shard_send ? RH_OK : RH_ERR_NOMEM;
 }
@@ -114,6 +146,7 @@ typedef struct schedule {
   int nbusy, first; /* pairs; the first that may end after now */
   double *ag_end;   /* per unit: when its allgather ends (< 0: none in flight) */
   double ag_price[2], rs_price[2]; /* seconds, [0] a block unit's, [1] the root's */
+  double ar_price[2]; /* hybrid: the allreduce of a reduce-scattered shard across nodes */
 } schedule;
 
 typedef struct pass {
@@ -121,7 +154,7 @@ typedef struct pass {
   long n;
   bool backward;
   double f, seconds;    /* GPU work not charged yet */
-  rh_request **ag, **rs; /* per unit, the root unit's last */
+  rh_request **ag, **rs, **ar; /* per unit, the root unit's last */
   double waited;        /* seconds the passes waited for allgathers */
   schedule *k;          /* non-NULL: the step worked out, not simulated */
 } pass;
@@ -191,11 +224,13 @@ static rh_status gather(pass *p, int u) {
   if (u < 0 || u > s->nunits || s->unit_count[u] == 0) return RH_OK;
   if (p->k ? p->k->ag_end[u] >= 0 : p->ag[u] != NULL) return RH_OK; /* issued already */
   rh_status st = charge(p);
-  size_t block = block_of(s->unit_count[u], s->size);
+  int D = train__shard_degree(s);
+  size_t block = block_of(s->unit_count[u], D);
   if (p->k) p->k->ag_end[u] = schedule_issue(p->k, p->k->ag_price[u == s->nunits]);
-  else if (st == RH_OK) st = rh_iallgather(s->ctx, NULL, block, NULL, value_type(s), &p->ag[u]);
+  else if (st == RH_OK)
+    st = rh_iallgather_in(s->ctx, shard_scope(s), NULL, block, NULL, value_type(s), &p->ag[u]);
   s->sharded.gathers++;
-  s->sharded.gather_bytes += (double)block * s->size * value_bytes(s);
+  s->sharded.gather_bytes += (double)block * D * value_bytes(s);
   return st;
 }
 
@@ -224,14 +259,24 @@ static rh_status scatter(pass *p, int u) {
   if (st != RH_OK || s->unit_count[u] == 0) return st;
   rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
   o.name = u == s->nunits ? "root unit" : "unit";
-  size_t block = block_of(s->unit_count[u], s->size);
+  int D = train__shard_degree(s);
+  size_t block = block_of(s->unit_count[u], D);
+  bool across = replicas(s) > 1; /* hybrid: the shard is averaged across the nodes next */
   s->sharded.scatters++;
-  s->sharded.scatter_bytes += (double)block * s->size * value_bytes(s);
+  s->sharded.scatter_bytes += (double)block * D * value_bytes(s);
+  s->sharded.allreduces += across;
+  s->sharded.allreduce_bytes += across ? (double)block * value_bytes(s) : 0;
   if (p->k) {
     schedule_issue(p->k, p->k->rs_price[u == s->nunits]);
+    if (across) schedule_issue(p->k, p->k->ar_price[u == s->nunits]);
     return RH_OK;
   }
-  return rh_ireduce_scatter(s->ctx, NULL, NULL, block, value_type(s), RH_AVERAGE, &o, &p->rs[u]);
+  st = rh_ireduce_scatter_in(s->ctx, shard_scope(s), NULL, NULL, block, value_type(s), RH_AVERAGE,
+                             &o, &p->rs[u]);
+  if (st != RH_OK || !across) return st;
+  o.name = u == s->nunits ? "root shard" : "shard";
+  return rh_iallreduce_in(s->ctx, RH_SCOPE_CROSS, NULL, NULL, block, value_type(s), RH_AVERAGE,
+                          &o, &p->ar[u]);
 }
 
 static bool opens(const rank_state *s, int i) {
@@ -324,12 +369,18 @@ static bool symmetric(const rank_state *s, schedule *k) {
       rh_setting(s->ctx, RH_SETTING_CYCLE_TIME) > 0)
     return false;
   double esz = value_bytes(s);
+  int D = train__shard_degree(s);
+  rh_scope scope = shard_scope(s);
   for (int root = 0; root < 2; root++) {
     size_t count = root ? s->unit_count[s->nunits] : s->nunits ? s->unit_count[0] : 0;
-    double bytes = (double)block_of(count, s->size) * s->size * esz;
-    k->ag_price[root] = rh_predict_allgather(s->ctx, (size_t)bytes);
-    k->rs_price[root] = rh_predict_reduce_scatter(s->ctx, (size_t)bytes);
-    if (!isfinite(k->ag_price[root]) || !isfinite(k->rs_price[root])) return false;
+    size_t block = block_of(count, D), bytes = block * (size_t)D * (size_t)esz;
+    k->ag_price[root] = rh_predict_in(s->ctx, scope, RH_COLL_ALLGATHER, bytes);
+    k->rs_price[root] = rh_predict_in(s->ctx, scope, RH_COLL_REDUCE_SCATTER, bytes);
+    k->ar_price[root] = replicas(s) > 1 ? rh_predict_in(s->ctx, RH_SCOPE_CROSS, RH_COLL_ALLREDUCE,
+                                                        block * (size_t)esz) : 0;
+    if (!isfinite(k->ag_price[root]) || !isfinite(k->rs_price[root]) ||
+        !isfinite(k->ar_price[root]))
+      return false;
   }
   /* the blocks are alike in size: one price for all of them */
   for (int u = 1; u < s->nunits; u++)
@@ -345,7 +396,7 @@ static rh_status worked_out(rank_state *s, long n, int acc, double *t_compute, b
   *done = false;
   schedule k = {0};
   if (!symmetric(s, &k)) return RH_OK;
-  int U = s->nunits, most = 2 * (acc * (2 * U + 2) + 2);
+  int U = s->nunits, most = 2 * (acc * (3 * U + 3) + 2);
   k.busy = malloc((size_t)most * 2 * sizeof(double));
   k.ag_end = malloc(((size_t)U + 1) * sizeof(double));
   if (!k.busy || !k.ag_end) {
@@ -380,9 +431,9 @@ rh_status train__sharded_passes(rank_state *s, long n, int acc, double step_from
   rh_status st = worked_out(s, n, acc, t_compute, &done);
   if (st != RH_OK || done) return st;
   int U = s->nunits;
-  rh_request **reqs = calloc(2 * ((size_t)U + 1), sizeof *reqs);
+  rh_request **reqs = calloc(3 * ((size_t)U + 1), sizeof *reqs);
   if (!reqs) return RH_ERR_NOMEM;
-  pass p = {.s = s, .ag = reqs, .rs = reqs + U + 1};
+  pass p = {.s = s, .ag = reqs, .rs = reqs + U + 1, .ar = reqs + 2 * (U + 1)};
   double backward_end, straggler = 0;
   st = passes(&p, n, acc, &backward_end);
   /* the slowest rank's compute, as DDP's step waits for it before its last bucket */
@@ -391,7 +442,7 @@ rh_status train__sharded_passes(rank_state *s, long n, int acc, double step_from
   *t_compute = rh_time(ctx) - p.waited;
   /* whatever is still in flight (a failure's leftovers too) is waited for: the reduce-scatters
    * are the step's wait after backward */
-  for (int u = 0; u < 2 * (U + 1); u++) {
+  for (int u = 0; u < 3 * (U + 1); u++) {
     if (!reqs[u]) continue;
     double t = rh_time(ctx);
     rh_status w = rh_wait(reqs[u]);
@@ -453,11 +504,12 @@ static void block_range(size_t n, int size, size_t k, size_t *per, size_t *lo, s
 }
 
 static void my_block(const rank_state *s, size_t *per, size_t *lo, size_t *hi) {
-  block_range(s->nparams, s->size, (size_t)s->rank, per, lo, hi);
+  block_range(s->nparams, train__shard_degree(s), (size_t)shard_index(s), per, lo, hi);
 }
 
 /* Gathers the rank's block [lo, hi) of each of `arrays` arrays of nparams floats at `data`, in
- * place; by a real allgather (cost) or a check's (no simulated time). */
+ * place; by a real allgather over the shard group (cost) or a check's over the world (no
+ * simulated time: the first node's ranks, 0 to local_size - 1, hold the blocks in order). */
 static rh_status gather_blocks(rank_state *s, float *data, int arrays, bool cost) {
   size_t per, lo, hi, N = s->nparams;
   my_block(s, &per, &lo, &hi);
@@ -466,7 +518,8 @@ static rh_status gather_blocks(rank_state *s, float *data, int arrays, bool cost
     float *x = data + (size_t)a * N;
     memset(s->shard_send, 0, per * sizeof(float));
     memcpy(s->shard_send, x + lo, (hi - lo) * sizeof(float));
-    st = cost ? rh_allgather(s->ctx, s->shard_send, per, s->shard_buf, RH_FLOAT32)
+    st = cost ? rh_iallgather_in(s->ctx, shard_scope(s), s->shard_send, per, s->shard_buf,
+                                 RH_FLOAT32, NULL)
               : rh_check_allgather(s->ctx, s->shard_send, per * sizeof(float), s->shard_buf);
     if (st == RH_OK) memcpy(x, s->shard_buf, N * sizeof(float));
   }
@@ -479,29 +532,48 @@ rh_status train__shard_whole_state(rank_state *s, bool cost) {
                        cost);
 }
 
-rh_status train__sharded_update(rank_state *s, double lr) {
-  size_t per, lo, hi, N = s->nparams;
-  my_block(s, &per, &lo, &hi);
-  rh_status st = RH_OK;
-  if (!s->cfg->shard_allreduce) { /* the gradients are still this rank's own */
-    float *buf = s->shard_buf;
-    memcpy(buf, s->grad, N * sizeof(float));
-    memset(buf + N, 0, (per * (size_t)s->size - N) * sizeof(float));
-    rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
-    o.name = "gradients";
-    st = rh_reduce_scatter(s->ctx, buf, buf + (size_t)s->rank * per, per, RH_FLOAT32, RH_AVERAGE,
-                           &o);
-    if (st == RH_OK) memcpy(s->grad + lo, buf + lo, (hi - lo) * sizeof(float));
-    s->sharded.scatters++;
-    s->sharded.scatter_bytes += (double)per * s->size * sizeof(float);
+/* The average of this rank's block [lo, hi) of everyone's gradients into s->grad: reduce-scattered
+ * over the shard group (hybrid: then allreduced across nodes); the time it took is the step's
+ * wait for the gradients' collectives. */
+static rh_status reduce_own_block(rank_state *s, size_t per, size_t lo, size_t hi) {
+  int D = train__shard_degree(s);
+  float *buf = s->shard_buf, *mine = buf + (size_t)shard_index(s) * per;
+  double t = rh_time(s->ctx);
+  memcpy(buf, s->grad, s->nparams * sizeof(float));
+  memset(buf + s->nparams, 0, (per * (size_t)D - s->nparams) * sizeof(float));
+  rh_reduce_opts o = RH_REDUCE_OPTS_INIT;
+  o.name = "gradients";
+  rh_status st = rh_ireduce_scatter_in(s->ctx, shard_scope(s), buf, mine, per, RH_FLOAT32,
+                                       RH_AVERAGE, &o, NULL);
+  s->sharded.scatters++;
+  s->sharded.scatter_bytes += (double)per * D * sizeof(float);
+  if (st == RH_OK && replicas(s) > 1) { /* hybrid: the node's average, averaged across nodes */
+    o.name = "shard";
+    st = rh_iallreduce_in(s->ctx, RH_SCOPE_CROSS, mine, mine, per, RH_FLOAT32, RH_AVERAGE, &o,
+                          NULL);
+    s->sharded.allreduces++;
+    s->sharded.allreduce_bytes += (double)per * sizeof(float);
   }
+  if (st == RH_OK) memcpy(s->grad + lo, mine, (hi - lo) * sizeof(float));
+  s->sharded.scatter_wait += rh_time(s->ctx) - t;
+  return st;
+}
+
+rh_status train__sharded_update(rank_state *s, double lr) {
+  size_t per, lo, hi;
+  my_block(s, &per, &lo, &hi);
+  /* (with reduce_scatter: false the gradients were allreduced whole, as DDP's) */
+  rh_status st = s->cfg->shard_allreduce ? RH_OK : reduce_own_block(s, per, lo, hi);
   if (st == RH_OK) st = train__shard_evidence(s, lo, hi);
   if (st != RH_OK) return st;
   rh_optimizer_update(&s->opt, s->params, s->grad, lr, lo, hi - lo);
   s->opt.steps += 1.0;
   s->sharded.gathers++;
-  s->sharded.gather_bytes += (double)per * s->size * sizeof(float);
-  return gather_blocks(s, s->params, 1, true);
+  s->sharded.gather_bytes += (double)per * train__shard_degree(s) * sizeof(float);
+  double t = rh_time(s->ctx);
+  st = gather_blocks(s, s->params, 1, true);
+  s->sharded.gather_wait += rh_time(s->ctx) - t;
+  return st;
 }
 
 /* ---- sharded checkpoints ------------------------------------------------------------------------ */
@@ -524,11 +596,17 @@ static void shard_path(char *buf, size_t len, const char *path, uint64_t k, uint
   snprintf(buf, len, "%s.shard-%llu-of-%llu", path, (unsigned long long)k, (unsigned long long)n);
 }
 
+bool train__shard_writer(const rank_state *s) {
+  return !hybrid(s) || rh_cross_rank(s->ctx) == 0; /* hybrid: the first node's copy */
+}
+
 int train__shard_write(rank_state *s, const char *path) {
-  if (!s->cfg->real) return 0; /* a timing-only model has no floats: the index says it all */
+  /* a timing-only model has no floats: the index says it all */
+  if (!s->cfg->real || !train__shard_writer(s)) return 0;
   size_t per, lo, hi, N = s->nparams;
   my_block(s, &per, &lo, &hi);
-  shard_header h = {.magic = SHARD_MAGIC, .nshards = (uint64_t)s->size, .shard = (uint64_t)s->rank,
+  shard_header h = {.magic = SHARD_MAGIC, .nshards = (uint64_t)train__shard_degree(s),
+                    .shard = (uint64_t)shard_index(s),
                     .lo = lo, .hi = hi, .nparams = N,
                     .arrays = rh_optimizer_state_count(&s->opt) / N};
   char name[1100], tmp[1120];

@@ -208,7 +208,7 @@ static int write_file(rank_state *s, bool epoch_end, const char *path, const dou
     h.nparams = s->nparams;
     h.nstate = rh_optimizer_state_count(&s->opt);
   }
-  h.nshards = train__shard_checkpoints(s) ? (uint64_t)s->size : 0;
+  h.nshards = train__shard_checkpoints(s) ? (uint64_t)train__shard_degree(s) : 0;
   bool floats = cfg->real && h.nshards == 0;
   ckpt_evidence parts;
   h.nevidence = evidence_parts(s, &parts, -1);
@@ -267,8 +267,9 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
     st = RH_ERR_IO;
   }
   free(errs);
-  if (st == RH_OK && shards) /* every rank writes its block at once */
-    st = rh_storage_io(s->ctx, state_bytes(s) / s->size + (writer ? sizeof(ckpt_header) : 0), true);
+  if (st == RH_OK && shards) /* every rank writes its block at once (hybrid: one node's ranks) */
+    st = rh_storage_io(s->ctx, (train__shard_writer(s) ? state_bytes(s) / train__shard_degree(s) : 0) +
+                                   (writer ? sizeof(ckpt_header) : 0), true);
   if (st != RH_OK || !writer) return st;
   if (!shards) st = rh_storage_io(s->ctx, state_bytes(s) + sizeof(ckpt_header), true);
   rh_train_result *r = s->res;

@@ -210,6 +210,8 @@ typedef struct rh_train_result {
   /* sharded: rank 0's last step, the collectives of the state and what they kept it waiting */
   int shard_gathers, shard_scatters;     /* allgathers, reduce-scatters (or allreduces) */
   double shard_gather_bytes, shard_scatter_bytes;
+  int shard_allreduces;       /* hybrid: allreduces of the shards across nodes */
+  double shard_allreduce_bytes; /* their bytes (each rank's shard) */
   double shard_gather_wait, shard_scatter_wait; /* seconds */
   long shard_worked_out;      /* steps every rank worked out for itself instead of simulating */
   double gradient_bytes;

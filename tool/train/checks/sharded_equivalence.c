@@ -6,7 +6,8 @@
  * 2 gamma(n-1) sum|g| (gamma(k) = k u / (1 - k u), u = 2^-24: Higham, Accuracy and Stability of
  * Numerical Algorithms, 2nd ed., section 4.2), and the division by one rounding each; a block
  * averaged from other gradients, other ranks or another divisor is off by far more.  The blocks
- * of the ranks must cover the parameters once, in rank order; the parameters every rank holds
+ * of each shard group's ranks (the world; under hybrid sharding each node's, every node being a
+ * replica) must cover the parameters once, in rank order; the parameters every rank holds
  * after the allgather are compared by identical_parameters.
  */
 #include "../internal.h"
@@ -57,11 +58,12 @@ rh_status train__shard_evidence(rank_state *s, size_t lo, size_t hi) {
   double mine[3] = {worst_ratio(s, lo, hi), (double)lo, (double)hi};
   double *all = malloc(3 * sizeof(double) * (size_t)s->size);
   rh_status st = all ? rh_check_allgather(s->ctx, mine, sizeof mine, all) : RH_ERR_NOMEM;
+  int D = train__shard_degree(s); /* each shard group: the world, or (hybrid) a node's ranks */
   for (int r = 0; st == RH_OK && r < s->size; r++) {
     const double *x = all + 3 * r;
     if (x[0] > s->ev.shard_worst) s->ev.shard_worst = x[0];
-    double expect_lo = r == 0 ? 0 : all[3 * (r - 1) + 2];
-    if (x[1] != expect_lo || x[2] < x[1] || (r == s->size - 1 && x[2] != (double)s->nparams))
+    double expect_lo = r % D == 0 ? 0 : all[3 * (r - 1) + 2];
+    if (x[1] != expect_lo || x[2] < x[1] || (r % D == D - 1 && x[2] != (double)s->nparams))
       s->ev.shard_gap = true;
   }
   s->ev.shard_steps++;
@@ -73,7 +75,7 @@ static void finish(rank_state *s) {
   if (!s->cfg->check[RH_CHECK_SHARDED]) return;
   if (!s->cfg->real || !sharded(s)) {
     train__skip(s, RH_CHECK_SHARDED, s->cfg->real ? "the state is not sharded (recipe.sharding: "
-                "none; hybrid's step is DDP's)" : "a timing-only model has no numbers to compare");
+                "none, or hybrid with one GPU a node)" : "a timing-only model has no numbers to compare");
     return;
   }
   if (s->ev.shard_steps == 0) return;
