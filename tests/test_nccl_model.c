@@ -143,6 +143,45 @@ static void test_hierarchical(void **state) {
   free(cl.gpus_per_node);
 }
 
+/* The plan of a world's ctx on `cl` (rank 0) for coll over `scope`'s groups. */
+static double plan_in(rh_cluster *cl, int scope, rh_nccl_coll coll, double bytes) {
+  rh_settings set = rh_test_settings(600);
+  rh_topology topo;
+  assert_int_equal(rh_topology_init(&topo, cl->gpus_per_node, cl->nodes), RH_OK);
+  rh_ctx ctx;
+  rh_ctx_init(&ctx, 0, &topo, &set, cl, NULL, NULL);
+  double seconds = rh__plan_in(&ctx, scope, coll, (size_t)bytes).seconds;
+  rh_topology_free(&topo);
+  return seconds;
+}
+
+/* Collectives over groups (HSDP's): a node's 8 ranks are priced as a one-node job of 8, and the
+ * ranks of one local rank across 4 nodes as a job of 4 one-GPU nodes whose one NIC is the
+ * GPU's share of its node's (8 NICs for 8 rings: one each); for 1 GB the latter moves
+ * 2(4-1)/4 of it at 96% of 25 GB/s. */
+static void test_scoped_plans(void **state) {
+  (void)state;
+  rh_cluster four = cluster(4, 8, RH_ARCH_AMPERE), one = cluster(1, 8, RH_ARCH_AMPERE);
+  rh_cluster across = cluster(4, 1, RH_ARCH_AMPERE);
+  across.nics_per_node = 1;
+  double S = 1e9;
+  for (int c = RH_NC_ALLREDUCE; c <= RH_NC_REDUCE_SCATTER; c++) {
+    if (c == RH_NC_BROADCAST) continue;
+    assert_near(plan_in(&four, RH_SCOPE_LOCAL, (rh_nccl_coll)c, S),
+                plan_in(&one, RH_SCOPE_WORLD, (rh_nccl_coll)c, S), 1e-15);
+    assert_near(plan_in(&four, RH_SCOPE_CROSS, (rh_nccl_coll)c, S),
+                plan_in(&across, RH_SCOPE_WORLD, (rh_nccl_coll)c, S), 1e-15);
+  }
+  double wire = 2.0 * 3 / 4 * S / (0.96 * 25e9);
+  double ar = plan_in(&four, RH_SCOPE_CROSS, RH_NC_ALLREDUCE, S);
+  print_message("cross allreduce of 1 GB over 4 nodes: %.4f ms (the wire alone %.4f ms)\n",
+                1e3 * ar, 1e3 * wire);
+  assert_true(ar >= wire && ar <= 1.05 * wire);
+  free(four.gpus_per_node);
+  free(one.gpus_per_node);
+  free(across.gpus_per_node);
+}
+
 /* ---- the sweep: auto against every priced choice and the bottleneck --------------------------- */
 
 typedef struct shape {
@@ -297,6 +336,7 @@ int main(void) {
       cmocka_unit_test(test_tree_latency),
       cmocka_unit_test(test_availability),
       cmocka_unit_test(test_hierarchical),
+      cmocka_unit_test(test_scoped_plans),
       cmocka_unit_test(test_auto_sweep_model),
       cmocka_unit_test(test_auto_sweep_simulated),
   };
