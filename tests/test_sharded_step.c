@@ -284,6 +284,15 @@ static void test_llama_sharded_step(void **state) {
   double waits = num(sh, "allgather_wait_ms", NULL) + num(sh, "reduce_scatter_wait_ms", NULL);
   assert_true(fabs(step - compute - num(b, "waiting_for_gradients_ms", NULL)) <= 1e-6 * step);
   assert_true(fabs(num(b, "waiting_for_gradients_ms", NULL) - waits) <= 1e-6 * step);
+  /* the what-ifs: one stage less (gradients) and hybrid, each the run with that sharding */
+  json_t *alts = json_object_get(json_object_get(b, "what_if"), "sharding");
+  assert_int_equal(json_array_size(alts), 2);
+  double what_if_hybrid = num(json_array_get(alts, 1), "step_ms", NULL);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(alts, 0), "sharding")),
+                      "gradients");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(alts, 1), "sharding")),
+                      "hybrid");
+  if (!strstr(text, "what if      sharding gradients  one stage less")) fail_msg("%s", text);
   json_decref(js);
   free(text);
   /* ZeRO-1: DeepSpeed's buckets of 5e8 gradients reduce-scattered, then the parameters
@@ -319,6 +328,9 @@ static void test_llama_sharded_step(void **state) {
   assert_true(fabs(num(sh, "allgather_GB", NULL) * 1e9 - ag8) <= 1e-6 * ag8);
   assert_true(fabs(num(sh, "allreduce_GB", NULL) * 1e9 - ar8) <= 1e-6 * ar8);
   if (!strstr(text, "over the 8 GPUs of each node, replicated across nodes")) fail_msg("%s", text);
+  print_message("hybrid step %.6f ms; full's what-if of it %.6f ms\n",
+                num(json_object_get(js, "bottleneck"), "step_ms", NULL), what_if_hybrid);
+  assert_true(num(json_object_get(js, "bottleneck"), "step_ms", NULL) == what_if_hybrid);
   json_decref(js);
   free(text);
   /* on a slow network the verdict names the collective the step waits for */

@@ -11,6 +11,7 @@
 #include "interval_replay.h"
 #include "output.h"
 #include "run.h"
+#include "sharding_what_if.h"
 #include "trust.h"
 #include "workload.h"
 
@@ -575,8 +576,10 @@ static void report_bottleneck(report *r) {
                          .compute = r->compute / per, .framework = r->fw, .slowest = r->slow,
                          .input = r->input,
                          .wait = r->exposed / per, .buckets = r->predicted};
-  rh_bottleneck_report(stdout, r->root, &r->j->sc, &r->j->res, &split,
-                       r->j->fl->what_if && !r->failures);
+  bool what_if = r->j->fl->what_if && !r->failures;
+  rh_sharding_alts alts = {.n = 0};
+  if (what_if) rh_sharding_what_if(r->j, &alts);
+  rh_bottleneck_report(stdout, r->root, &r->j->sc, &r->j->res, &split, what_if, &alts);
 }
 
 /* The checks that need the whole run: accuracy against one worker's, and the memory. */

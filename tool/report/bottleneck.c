@@ -146,8 +146,34 @@ static void sharded_collectives(FILE *f, json_t *jb, const rh_scenario *sc,
   json_object_set_new(jb, "sharded", js);
 }
 
+/* The sharding what-ifs: a line each, and what_if.sharding in the JSON. */
+static void sharding_alternatives(FILE *f, json_t *jwi, const rh_sharding_alts *alts, double step) {
+  json_t *list = json_array();
+  for (int k = 0; alts && k < alts->n; k++) {
+    const rh_sharding_alt *a = &alts->alt[k];
+    fprintf(f, "%s%-10s %s (%s): ", k ? "               sharding " : "  what if      sharding ",
+            rh_sharding_names[a->sharding], a->relation, rh_sharding_titles[a->sharding]);
+    if (!(a->step > 0)) {
+      fprintf(f, "the run gave no step (%s)\n", a->ran ? "no summary" : "it failed");
+      continue;
+    }
+    bool fits = !(a->capacity > 0) || a->memory <= a->capacity;
+    fprintf(f, "step %.4f ms (%+.1f%%)", 1e3 * a->step, 100 * (a->step - step) / step);
+    if (a->tokens_per_s > 0) fprintf(f, ", %.4g tokens/s", a->tokens_per_s);
+    fprintf(f, ", %.2f GB per GPU%s\n", a->memory / 1e9,
+            a->capacity > 0 ? (fits ? " (fits)" : " (does NOT fit)") : "");
+    json_t *rec = json_pack("{s:s, s:s, s:f, s:f, s:b}", "sharding", rh_sharding_names[a->sharding],
+                            "relation", a->relation, "step_ms", 1e3 * a->step, "memory_GB",
+                            a->memory / 1e9, "fits", fits);
+    if (a->tokens_per_s > 0) json_object_set_new(rec, "tokens_per_s", json_real(a->tokens_per_s));
+    json_array_append_new(list, rec);
+  }
+  if (alts && alts->n > 0) json_object_set_new(jwi, "sharding", list);
+  else json_decref(list);
+}
+
 void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_train_result *res,
-                          const rh_step_split *sp, bool what_if) {
+                          const rh_step_split *sp, bool what_if, const rh_sharding_alts *alts) {
   json_t *jb = json_object();
   fprintf(f, "\nbottleneck\n");
   double exposed_share = sp->step > 0 ? sp->wait / sp->step : 0;
@@ -248,6 +274,7 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
                         json_string("the step's buckets kept, their allreduces replayed at the cost "
                                     "model's times; the wait saved comes off the simulated step"));
   }
+  sharding_alternatives(f, jwi, alts, sp->step);
   json_object_set_new(jb, "what_if", jwi);
 
   /* the verdict: the share of a step an infinitely fast network would save */

@@ -34,7 +34,23 @@ double rh_negotiation_seconds(const rh_scenario *sc, rh_scenario_view *view);
  * what the line for it does). */
 int rh_report_top(const double *v, int n, int k, int *top);
 
+/* The same job with its state sharded otherwise: one ZeRO stage less or more, or hybrid (the
+ * run's what-if; commands/sharding_what_if.c runs them). */
+typedef struct rh_sharding_alt {
+  int sharding;         /* rh_shard_stage */
+  const char *relation; /* "one stage less", "one stage more", "hybrid" */
+  double step;          /* seconds; 0: the run gave no step */
+  double tokens_per_s, memory, capacity; /* memory per GPU and the GPU's, bytes */
+  bool ran;             /* false: the run failed */
+} rh_sharding_alt;
+#define RH_SHARDING_ALTS 3
+typedef struct rh_sharding_alts {
+  rh_sharding_alt alt[RH_SHARDING_ALTS];
+  int n;
+} rh_sharding_alts;
+
+/* alts: the sharding what-ifs (NULL: none). */
 void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh_train_result *res,
-                          const rh_step_split *split, bool what_if);
+                          const rh_step_split *split, bool what_if, const rh_sharding_alts *alts);
 
 #endif
