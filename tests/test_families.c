@@ -271,7 +271,7 @@ static void test_memory(void **state) {
                              {.name = "norm", .parameters = 1},
                              {.name = "head", .parameters = 100}};
   double largest, root;
-  rh_memory_units(layers, 8, &largest, &root);
+  assert_int_equal(rh_memory_units(layers, 8, 0, &largest, &root), 3);
   assert_near(largest, 36, 1e-15);
   assert_near(root, 201, 1e-15);
   rh_memory_estimate(1e9, 1e6, true, 8, RH_PREC_FP32, RH_OPT_SGD, 0.9, true, 0, NULL, &m);
@@ -377,6 +377,32 @@ static void test_does_not_fit(void **state) {
 /* A model given by its parameters alone has no activations to count; what is known still fails
  * fits_memory: 1e11 fp32 parameters with SGD are 4e11 bytes of weights and 4e11 of gradients,
  * 800 GB before anything else, on an 80 GB GPU.  A small one is not judged rather than passed. */
+/* size_based_auto_wrap_policy on the module tree the names imply, worked by hand: leaves of 10
+ * (attention) and 30 (MLP) under two blocks, an embedding and a head of 100.  With 50 the MLPs
+ * (60) are units, the attentions (20) and their blocks' rest are not, the embedding and head
+ * (100 each) are; with 70 the blocks (80) are; with 150 nothing is: "blocks" holds 160 but is a
+ * list of numbered blocks, which the policy never wraps; with 15 each MLP leaf (30) and each
+ * attention (20) is a unit of its own. */
+static void test_wrap_by_size(void **state) {
+  (void)state;
+  const char *const names[] = {"embed.tokens", "blocks.0.attn.q", "blocks.0.attn.k",
+                               "blocks.0.mlp.up", "blocks.0.mlp.down", "blocks.1.attn.q",
+                               "blocks.1.attn.k", "blocks.1.mlp.up", "blocks.1.mlp.down", "norm",
+                               "head"};
+  const double params[] = {100, 10, 10, 30, 30, 10, 10, 30, 30, 1, 100};
+  int unit_of[11];
+  const int at50[] = {0, -1, -1, 1, 1, -1, -1, 2, 2, -1, 3};
+  assert_int_equal(rh_memory_wrap(11, names, params, 50, unit_of), 4);
+  for (int i = 0; i < 11; i++) assert_int_equal(unit_of[i], at50[i]);
+  const int at70[] = {0, 1, 1, 1, 1, 2, 2, 2, 2, -1, 3};
+  assert_int_equal(rh_memory_wrap(11, names, params, 70, unit_of), 4);
+  for (int i = 0; i < 11; i++) assert_int_equal(unit_of[i], at70[i]);
+  assert_int_equal(rh_memory_wrap(11, names, params, 150, unit_of), 0);
+  const int at15[] = {0, 1, 1, 2, 3, 4, 4, 5, 6, -1, 7};
+  assert_int_equal(rh_memory_wrap(11, names, params, 15, unit_of), 8);
+  for (int i = 0; i < 11; i++) assert_int_equal(unit_of[i], at15[i]);
+}
+
 static void test_unshaped_memory(void **state) {
   (void)state;
   char *file = write_file("unshaped.yaml",
@@ -435,6 +461,7 @@ int main(void) {
       cmocka_unit_test(test_ddp_buckets),  cmocka_unit_test(test_accumulation_and_precision),
       cmocka_unit_test(test_rates),        cmocka_unit_test(test_does_not_fit),
       cmocka_unit_test(test_unshaped_memory),
+      cmocka_unit_test(test_wrap_by_size),
       cmocka_unit_test(test_sustained_named),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -333,6 +333,19 @@ static void test_llama_sharded_step(void **state) {
   assert_true(num(json_object_get(js, "bottleneck"), "step_ms", NULL) == what_if_hybrid);
   json_decref(js);
   free(text);
+  /* size_based_auto_wrap_policy(1e8): each block's MLP (3 x 4096 x 11008) reaches 1e8, its
+   * attention (4 x 4096^2) and the block's rest do not and fall to the root unit with the
+   * norms; the embedding and the head (32000 x 4096 each) are units of their own */
+  js = llama_run("full", "recipe.wrap_policy=size", &text);
+  sh = json_object_get(json_object_get(js, "bottleneck"), "sharded");
+  int units = 32 + 2;
+  assert_int_equal(json_integer_value(json_object_get(sh, "allgathers")), 2 * units + 1);
+  assert_int_equal(json_integer_value(json_object_get(sh, "reduce_scatters")), units + 1);
+  double mlp = 3.0 * 4096 * 11008, rest = 32 * (block - mlp) + 4096;
+  double gathered = padded(rest) + 2 * (32 * padded(mlp) + 2 * padded(32000.0 * 4096));
+  assert_true(fabs(num(sh, "allgather_GB", NULL) * 1e9 - gathered) <= 1e-6 * gathered);
+  json_decref(js);
+  free(text);
   /* on a slow network the verdict names the collective the step waits for */
   js = llama_run("full", "cluster.network.nic_Gbps=25", &text);
   if (!strstr(text, "waits for the sharded state's collectives, the most for its allgathers"))
@@ -413,6 +426,40 @@ static void test_bad_reduce_scatter(void **state) {
   assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
   text = rh_test_slurp(err);
   if (!strstr(text, "bad.yaml:6: recipe.checkpoint_format: sharded checkpoints are the shards"))
+    fail_msg("%s", text);
+  free(text);
+  /* FSDP's wrap policy: units the model cannot give, or keys of another sharding */
+  static const char *const wraps[][2] = {
+      {"sharding: full, wrap_policy: size, min_num_params: 3e8}",
+       "bad.yaml:6: recipe.wrap_policy: size wraps no module of the model"},
+      {"sharding: gradients, wrap_policy: size}",
+       "bad.yaml:6: recipe.wrap_policy: FSDP's units are full and hybrid sharding's"},
+      {"sharding: hybrid, min_num_params: 1e7}",
+       "bad.yaml:6: recipe.min_num_params: applies to wrap_policy: size"}};
+  for (int k = 0; k < 3; k++) {
+    char text6[600];
+    snprintf(text6, sizeof text6, "name: bad\n"
+             "cluster: {node: dgx-h100, nodes: 2}\n"
+             "model: {preset: llama2-7b, precision: bf16}\n"
+             "data: {train_samples: 64}\n"
+             "recipe: {batch_per_worker: 1,\n"
+             "         %s\n", wraps[k][0]);
+    put(file, text6);
+    assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
+    text = rh_test_slurp(err);
+    if (!strstr(text, wraps[k][1])) fail_msg("%s", text);
+    free(text);
+  }
+  put(file, "name: bad\n"
+            "cluster: {nodes: 2, gpus_per_node: 2, gpu: {tflops: 14},\n"
+            "          intra: {bandwidth_GBps: 50}, network: {nic_Gbps: 25}}\n"
+            "model: {kind: net, network: lenet5}\n"
+            "data: {source: fashion-mnist, train_samples: 64}\n"
+            "recipe: {batch_per_worker: 16, sharding: full, wrap_policy: transformer}\n");
+  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
+  text = rh_test_slurp(err);
+  if (!strstr(text, "bad.yaml:6: recipe.wrap_policy: transformer wraps each transformer block, "
+                    "and the model has none"))
     fail_msg("%s", text);
   free(text);
 }

@@ -25,7 +25,8 @@ static rh_shard_plan shard_plan(const rh_scenario *sc, rh_sharding stage) {
   if (stage == RH_SHARD_HYBRID)
     p.degree = sc->cluster.gpus_per_node ? sc->cluster.gpus_per_node[0] : 1;
   if (stage >= RH_SHARD_HYBRID)
-    rh_memory_units(sc->model.layers, sc->model.nlayers, &p.unit, &p.root);
+    rh_memory_units(sc->model.layers, sc->model.nlayers, rh_scenario_wrap_params(sc), &p.unit,
+                    &p.root);
   /* no layer in a unit (a model of parameters alone): what FSDP would wrap is not known */
   p.units_unknown = stage >= RH_SHARD_HYBRID && p.unit == 0;
   return p;

@@ -68,6 +68,7 @@ static const char *const val_rules[] = {"divided", "oversampled", "full", "none"
 static const char *const booleans[] = {"false", "true", NULL};
 static const char *const shuffles[] = {"false", "true", "torch", NULL};
 static const char *const checkpoint_formats[] = {"full", "sharded", NULL};
+static const char *const wrap_policies[] = {"transformer", "size", NULL};
 static const char *const sample_shardings[] = {"distributed", "replicated", NULL};
 /* recipe.sharding: the state's (rh_sharding's order), then the samples' older spelling (from
  * SAMPLES_AT: data.sharding's values) */
@@ -455,6 +456,14 @@ static const field recipe_fields[] = {
         "each rank writes its block of the parameters and the optimizer's state, rank 0 an index "
         "(SHARDED_STATE_DICT; hybrid: the first node's ranks), read back whole by a world of any "
         "size (optimizer, gradients, hybrid and full sharding)"),
+    ENUM("wrap_policy", wrap_policies, recipe.wrap_policy,
+        "full, hybrid: FSDP's auto_wrap_policy, how the model is cut into units: transformer "
+        "(transformer_auto_wrap_policy: each transformer block a unit, the default), size "
+        "(size_based_auto_wrap_policy: a module a unit once the parameters under it that no "
+        "deeper unit took reach min_num_params; lists of blocks are never wrapped); what no unit "
+        "takes is the root unit, gathered whole for the step"),
+    COUNT("min_num_params", false, 1, 1e15, recipe.min_num_params,
+        "wrap_policy: size: the parameters a module needs to be a unit (PyTorch's default 1e8)"),
     BOOL("limit_all_gathers", recipe.limit_all_gathers,
         "full: FSDP's rate limiter, at most two units' allgathers in flight (the next unit's "
         "while this one computes, true); false: every unit's issued as the pass begins"),
@@ -647,6 +656,7 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->recipe.reduce_bucket = 5e8;
   sc->recipe.allgather_bucket = 5e8;
   sc->recipe.limit_all_gathers = true;  /* FSDP's default */
+  sc->recipe.min_num_params = 1e8;      /* size_based_auto_wrap_policy's default */
   sc->model.hidden = 64;
   sc->model.tf.decoder = true;
   sc->model.tf.bias = true;
@@ -1889,6 +1899,42 @@ static bool finish_sharding(walker *w) {
   return true;
 }
 
+/* FSDP's wrap policy: its keys apply to full and hybrid sharding, min_num_params to the size
+ * policy, and the policy must find units in the model's layers where it was asked for. */
+static bool finish_wrap(walker *w) {
+  rh_scenario *sc = w->sc;
+  bool policy_written, min_written;
+  const yaml_node_t *policy = key_at(w->doc, "recipe.wrap_policy", &policy_written);
+  const yaml_node_t *min = key_at(w->doc, "recipe.min_num_params", &min_written);
+  int stage = sc->recipe.state_sharding;
+  const char *which = min_written ? "recipe.min_num_params" : "recipe.wrap_policy";
+  if ((policy_written || min_written) && stage != RH_SHARD_FULL && stage != RH_SHARD_HYBRID) {
+    fail(w, min_written ? min : policy, which, "FSDP's units are full and hybrid sharding's: "
+         "recipe.sharding is %s", rh_sharding_names[stage]);
+    return false;
+  }
+  if (min_written && sc->recipe.wrap_policy != 1) {
+    fail(w, min, "recipe.min_num_params", "applies to wrap_policy: size (the transformer policy "
+         "wraps each block, whatever its size)");
+    return false;
+  }
+  if (!policy_written) return true;
+  double largest = 0, root = 0;
+  int units = rh_memory_units(sc->model.layers, sc->model.nlayers, rh_scenario_wrap_params(sc),
+                              &largest, &root);
+  if (units != 0) return true;
+  if (sc->recipe.wrap_policy == 0)
+    fail(w, policy, "recipe.wrap_policy", "transformer wraps each transformer block, and the "
+         "model has none (layers named blocks.N...: a family: transformer model): %s sharding "
+         "would gather the whole model as one unit", rh_sharding_names[stage]);
+  else
+    fail(w, policy, "recipe.wrap_policy", "size wraps no module of the model: none holds "
+         "min_num_params (%.4g) parameters that a deeper unit did not take%s, so %s sharding "
+         "would gather the whole model as one unit", sc->recipe.min_num_params,
+         sc->model.nlayers ? "" : " (the model gives no layers)", rh_sharding_names[stage]);
+  return false;
+}
+
 /* A timing model's layers: a family's built (model.c), a list's sums checked.  An error about a
  * key a preset gave names the preset's file and line; one where a preset's key conflicts with a
  * key written in the scenario or on the command line is said at the latter, naming both. */
@@ -2175,7 +2221,7 @@ static void check_whole(walker *w) {
   if (!check_model_layers(w)) return;
   if (sc->recipe.sampler_seed < 0) /* DistributedSampler's default seed is 0 */
     sc->recipe.sampler_seed = sc->recipe.shuffle == RH_SHUFFLE_TORCH ? 0 : sc->recipe.seed;
-  if (!finish_sharding(w)) return;
+  if (!finish_sharding(w) || !finish_wrap(w)) return;
   /* gradient accumulation: a step's batch is its micro-batches' */
   sc->recipe.micro_batch = sc->recipe.batch;
   if (sc->recipe.accumulation > 1) {

@@ -168,6 +168,8 @@ typedef struct rh_scenario {
     bool overlap_comm;    /* ZeRO-1/2: the reduce-scatters run in backward (DeepSpeed's flag) */
     bool limit_all_gathers; /* full: FSDP's rate limiter, two allgathers in flight */
     int checkpoint_format;  /* 0 full (FULL_STATE_DICT), 1 sharded (SHARDED_STATE_DICT) */
+    int wrap_policy;        /* full, hybrid: 0 transformer blocks, 1 by size (min_num_params) */
+    double min_num_params;  /* wrap_policy size: a unit's least parameters */
     double reduce_bucket;   /* ZeRO-1/2: elements per reduce-scatter bucket */
     double allgather_bucket; /* ZeRO-1/2: elements per allgather of the updated parameters */
     double val_batch;     /* 0: batch_per_worker */
@@ -240,6 +242,10 @@ typedef struct rh_scenario_opts {
   bool model_only; /* `rehearsal model`: only the name and the model are required and checked */
   bool real_target; /* it runs on real processes (rehearsal-mpi, rehearsal-gpu), not the simulator */
 } rh_scenario_opts;
+/* The least parameters of an FSDP unit under the scenario's wrap policy; 0: transformer blocks. */
+static inline double rh_scenario_wrap_params(const rh_scenario *sc) {
+  return sc->recipe.wrap_policy == 1 ? sc->recipe.min_num_params : 0;
+}
 rh_status rh_scenario_load_opts(const char *path, const rh_scenario_opts *opts, rh_scenario *sc,
                                 char *err, size_t errlen);
 void rh_scenario_free(rh_scenario *sc);

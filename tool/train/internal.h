@@ -120,6 +120,8 @@ struct rank_state {
   int *unit_of;          /* full sharding, timing-only: each layer's unit (-1: the root unit) */
   size_t *unit_count;    /* each unit's parameters, the root unit's last (nunits + 1) */
   int nunits;
+  int *unit_ends;        /* per unit: its first and its last layer in forward order (a unit
+                          * wrapped around a deeper one has layers on both sides of it) */
   float *shard_buf;      /* real: the flat gradients, then parameters, padded to size blocks */
   float *shard_send;     /* real: this rank's block of parameters, for the allgather */
   float *raw_grads;      /* sharded_equivalence: every rank's own gradients of the step */

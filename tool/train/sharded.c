@@ -88,28 +88,33 @@ static rh_dtype value_type(const rank_state *s) {
 
 static size_t block_of(size_t count, int size) { return (count + (size_t)size - 1) / (size_t)size; }
 
-/* The units of a timing model, by FSDP's transformer wrap (memory.h's keys). */
+/* The units of a timing model, by FSDP's wrap policy (memory.h). */
 static rh_status find_units(rank_state *s) {
   const rh_train_config *cfg = s->cfg;
   int n = cfg->nlayers;
   s->unit_of = malloc((size_t)(n ? n : 1) * sizeof *s->unit_of);
-  s->unit_count = calloc((size_t)n + 1, sizeof *s->unit_count);
-  if (!s->unit_of || !s->unit_count) return RH_ERR_NOMEM;
-  int u = -1;
-  for (int i = 0; i < n; i++) {
-    const char *name = cfg->layers[i].name, *prev = i > 0 ? cfg->layers[i - 1].name : NULL;
-    size_t k = rh_memory_unit_key(name);
-    if (k == 0) {
-      s->unit_of[i] = -1;
-      continue;
-    }
-    if (!prev || rh_memory_unit_key(prev) != k || strncmp(prev, name, k) != 0) u++;
-    s->unit_of[i] = u;
-    s->unit_count[u] += s->tensors[i].count;
+  const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
+  double *params = malloc((size_t)(n ? n : 1) * sizeof *params);
+  rh_status st = s->unit_of && names && params ? RH_OK : RH_ERR_NOMEM;
+  for (int i = 0; i < n && st == RH_OK; i++) {
+    names[i] = cfg->layers[i].name ? cfg->layers[i].name : "";
+    params[i] = (double)s->tensors[i].count;
   }
-  s->nunits = u + 1;
-  for (int i = 0; i < n; i++)
-    if (s->unit_of[i] < 0) s->unit_count[s->nunits] += s->tensors[i].count;
+  s->nunits = st == RH_OK ? rh_memory_wrap(n, names, params, cfg->wrap_min_params, s->unit_of) : -1;
+  free(names);
+  free(params);
+  if (s->nunits < 0) return RH_ERR_NOMEM;
+  s->unit_count = calloc((size_t)s->nunits + 1, sizeof *s->unit_count);
+  s->unit_ends = malloc(2 * ((size_t)s->nunits + 1) * sizeof *s->unit_ends);
+  if (!s->unit_count || !s->unit_ends) return RH_ERR_NOMEM;
+  for (int u = 0; u < s->nunits; u++) s->unit_ends[2 * u] = -1;
+  for (int i = 0; i < n; i++) {
+    int u = s->unit_of[i];
+    s->unit_count[u >= 0 ? u : s->nunits] += s->tensors[i].count;
+    if (u < 0) continue;
+    if (s->unit_ends[2 * u] < 0) s->unit_ends[2 * u] = i;
+    s->unit_ends[2 * u + 1] = i;
+  }
   return RH_OK;
 }
 
@@ -130,6 +135,7 @@ rh_status train__shard_setup(rank_state *s) {
 void train__shard_free(rank_state *s) {
   free(s->unit_of);
   free(s->unit_count);
+  free(s->unit_ends);
   free(s->shard_buf);
   free(s->shard_send);
 }
@@ -279,12 +285,13 @@ static rh_status scatter(pass *p, int u) {
                           &o, &p->ar[u]);
 }
 
+/* Whether layer i is its unit's first in forward order (its last in backward), or its last. */
 static bool opens(const rank_state *s, int i) {
-  return s->unit_of[i] >= 0 && (i == 0 || s->unit_of[i - 1] != s->unit_of[i]);
+  return s->unit_of[i] >= 0 && s->unit_ends[2 * s->unit_of[i]] == i;
 }
 
 static bool closes(const rank_state *s, int i) {
-  return s->unit_of[i] >= 0 && (i == s->ntensors - 1 || s->unit_of[i + 1] != s->unit_of[i]);
+  return s->unit_of[i] >= 0 && s->unit_ends[2 * s->unit_of[i] + 1] == i;
 }
 
 static rh_status forward_units(pass *p) {

@@ -59,11 +59,20 @@ void rh_memory_estimate(double parameters, double activations, bool known, doubl
                         int precision, rh_optimizer_kind optimizer, double momentum, bool ddp,
                         double fusion, const rh_shard_plan *shard, rh_memory_use *m);
 
-/* FSDP's units as transformer_auto_wrap_policy makes them: the layers whose names share their
- * first two parts ("blocks.3.attn.qkv" is in "blocks.3"), one after another; what no unit takes
- * (embeddings, the last norm, the head) is the root unit.  *largest: the parameters of the largest
- * unit; *root: the root unit's, over the n layers in forward order. */
-void rh_memory_units(const rh_layer *layers, int n, double *largest, double *root);
+/* FSDP's units of n layers in forward order (names[i], params[i] parameters): unit_of[i] is
+ * layer i's unit, numbered as forward meets them, -1 the root unit; returns the number of units
+ * (-1: out of memory).  min_params 0: transformer_auto_wrap_policy, the layers whose names share
+ * their first two parts ("blocks.3.attn.qkv" is in "blocks.3") one unit; what no unit takes
+ * (embeddings, the last norm, the head) is the root unit.  min_params > 0:
+ * size_based_auto_wrap_policy(min_num_params), on the modules the dotted names imply, deepest
+ * first: a module is a unit when the parameters under it that no deeper unit took reach
+ * min_params; lists of numbered children (ModuleList) and the model itself are never wrapped. */
+int rh_memory_wrap(int n, const char *const *names, const double *params, double min_params,
+                   int *unit_of);
+/* The same over the model's layers: *largest, the parameters of the largest unit; *root, the
+ * root unit's.  Returns the number of units (-1: out of memory). */
+int rh_memory_units(const rh_layer *layers, int n, double min_params, double *largest,
+                    double *root);
 
 /* The length of a layer name's unit ("blocks.3" of "blocks.3.attn.qkv"); 0: in the root unit. */
 size_t rh_memory_unit_key(const char *name);
