@@ -2,7 +2,8 @@
  * test_sweep.c: `rehearsal sweep` on input it must refuse and in the situations around a sweep
  * that runs: a bad value of a GPU axis before the last point, a point count past 64 bits of int,
  * two sweeps into one directory, a sweep stopped by a signal, duplicate and conflicting axes, a
- * sweep run again, and the tool on a backend that cannot run the points.
+ * * sweep run again, sharding and checkpointing as axes, and the tool on a backend that cannot run
+ * the points.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -473,6 +474,47 @@ static void test_rerun_says_what_it_reused(void **state) {
   free(err);
 }
 
+/* Sharding and activation checkpointing as axes, Llama-2-7B on 128 H100: each point's memory a
+ * GPU falls as the state is sharded over more ranks (DDP, hybrid over a node's 8, full over all
+ * 128) and as the blocks are checkpointed; DDP does not fit 80 GB and fails its point, so the
+ * sweep exits 1; every point gives its tokens/s. */
+static void test_sharding_axes(void **state) {
+  (void)state;
+  char *file = strdup(rh_test_path(tmpdir, "llama.yaml"));
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs("name: llama7b-128\n"
+        "cluster: {node: dgx-h100, nodes: 16}\n"
+        "model: {preset: llama2-7b, precision: bf16}\n"
+        "data: {train_samples: 4096, validation_samples: 0}\n"
+        "recipe: {batch_per_worker: 1, optimizer: adam, steps: 2}\n", f);
+  fclose(f);
+  char *out = strdup(rh_test_path(tmpdir, "sharding"));
+  assert_int_equal(RUN("/dev/null", "/dev/null", "sweep", file, "--axis",
+                       "recipe.sharding=none,hybrid,full", "--axis",
+                       "recipe.activation_checkpointing=none,full", "--out", out, "--jobs", "2"), 1);
+  char path[400];
+  snprintf(path, sizeof path, "%s/sweep.json", out);
+  json_t *root = json_load_file(path, 0, NULL);
+  json_t *pts = json_object_get(root, "points");
+  assert_int_equal(json_array_size(pts), 6);
+  double gb[3][2];
+  for (int k = 0; k < 6; k++) {
+    json_t *p = json_array_get(pts, (size_t)k);
+    gb[k / 2][k % 2] = json_number_value(json_object_get(p, "memory_GB"));
+    assert_true(json_number_value(json_object_get(p, "tokens_per_s")) > 0);
+    const char *status = json_string_value(json_object_get(p, "status"));
+    assert_string_equal(status, k < 2 ? "failed" : "ok");
+  }
+  for (int ac = 0; ac < 2; ac++) {
+    assert_true(gb[0][ac] > 80 && gb[1][ac] < gb[0][ac] && gb[2][ac] < gb[1][ac]);
+    for (int s = 0; s < 3; s++) assert_true(gb[s][1] < gb[s][0]);
+  }
+  json_decref(root);
+  free(file);
+  free(out);
+}
+
 /* The tool on real processes (rehearsal-mpi) cannot run a sweep's points, which run on the
  * simulator: it says so at once, exit 2, nothing written. */
 static void test_mpi_tool_refuses_a_sweep(void **state) {
@@ -526,6 +568,7 @@ int main(void) {
       cmocka_unit_test(test_sweep_killed_leaves_nothing_running),
       cmocka_unit_test(test_duplicate_and_conflicting_axes),
       cmocka_unit_test(test_rerun_says_what_it_reused),
+      cmocka_unit_test(test_sharding_axes),
       cmocka_unit_test(test_mpi_tool_help_lists_its_commands),
       cmocka_unit_test(test_mpi_tool_refuses_a_sweep),
   };
