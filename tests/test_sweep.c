@@ -2,7 +2,7 @@
  * test_sweep.c: `rehearsal sweep` on input it must refuse and in the situations around a sweep
  * that runs: a bad value of a GPU axis before the last point, a point count past 64 bits of int,
  * two sweeps into one directory, a sweep stopped by a signal, duplicate and conflicting axes, a
- * * sweep run again, sharding and checkpointing as axes, and the tool on a backend that cannot run
+ * sweep run again, sharding and checkpointing as axes, and the tool on a backend that cannot run
  * the points.
  */
 #include <setjmp.h>
