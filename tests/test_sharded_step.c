@@ -407,68 +407,54 @@ static void test_worked_out_step_is_simulated_step(void **state) {
   }
 }
 
-static void test_bad_reduce_scatter(void **state) {
-  (void)state;
+/* Writes `text` to the bad scenario and runs it: exit 2 and `want` (its file:line and field) on
+ * stderr. */
+static void expect_bad(const char *text, const char *want) {
   char file[300], err[320];
   snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "bad.yaml"));
-  put(file, "name: bad\n"
-            "cluster: {node: dgx-h100, nodes: 2}\n"
-            "model: {preset: llama2-7b, precision: bf16}\n"
-            "data: {train_samples: 64}\n"
-            "recipe: {batch_per_worker: 1, sharding: full,\n"
-            "         reduce_scatter: false}\n");
   snprintf(err, sizeof err, "%s", rh_test_path(tmpdir, "bad.err"));
+  put(file, text);
   char *argv[] = {RH_BINARY, "run", file, "--out", rh_test_path(tmpdir, "bad"), NULL};
   assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
-  char *text = rh_test_slurp(err);
-  if (!strstr(text, "bad.yaml:6: recipe.reduce_scatter: false allreduces the whole gradients"))
-    fail_msg("%s", text);
-  free(text);
-  put(file, "name: bad\n"
-            "cluster: {node: dgx-h100, nodes: 2}\n"
-            "model: {preset: llama2-7b, precision: bf16}\n"
-            "data: {train_samples: 64}\n"
-            "recipe: {batch_per_worker: 1,\n"
-            "         checkpoint_format: sharded}\n");
-  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
-  text = rh_test_slurp(err);
-  if (!strstr(text, "bad.yaml:6: recipe.checkpoint_format: sharded checkpoints are the shards"))
-    fail_msg("%s", text);
-  free(text);
-  /* FSDP's wrap policy: units the model cannot give, or keys of another sharding */
-  static const char *const wraps[][2] = {
+  char *said = rh_test_slurp(err);
+  if (!strstr(said, want)) fail_msg("%s", said);
+  free(said);
+}
+
+/* What the sharded step cannot take: an allreduce of gradients full sharding does not keep,
+ * sharded checkpoints of an unsharded state, FSDP's wrap keys on another sharding or without the
+ * size policy, and a wrap policy that finds no unit in the model. */
+static void test_bad_sharding_input(void **state) {
+  (void)state;
+  static const char *const recipes[][2] = {
+      {"sharding: full, reduce_scatter: false}",
+       "bad.yaml:6: recipe.reduce_scatter: false allreduces the whole gradients"},
+      {"checkpoint_format: sharded}",
+       "bad.yaml:6: recipe.checkpoint_format: sharded checkpoints are the shards"},
       {"sharding: full, wrap_policy: size, min_num_params: 3e8}",
        "bad.yaml:6: recipe.wrap_policy: size wraps no module of the model"},
       {"sharding: gradients, wrap_policy: size}",
        "bad.yaml:6: recipe.wrap_policy: FSDP's units are full and hybrid sharding's"},
       {"sharding: hybrid, min_num_params: 1e7}",
        "bad.yaml:6: recipe.min_num_params: applies to wrap_policy: size"}};
-  for (int k = 0; k < 3; k++) {
-    char text6[600];
-    snprintf(text6, sizeof text6, "name: bad\n"
+  for (size_t k = 0; k < sizeof recipes / sizeof recipes[0]; k++) {
+    char text[600];
+    snprintf(text, sizeof text, "name: bad\n"
              "cluster: {node: dgx-h100, nodes: 2}\n"
              "model: {preset: llama2-7b, precision: bf16}\n"
              "data: {train_samples: 64}\n"
              "recipe: {batch_per_worker: 1,\n"
-             "         %s\n", wraps[k][0]);
-    put(file, text6);
-    assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
-    text = rh_test_slurp(err);
-    if (!strstr(text, wraps[k][1])) fail_msg("%s", text);
-    free(text);
+             "         %s\n", recipes[k][0]);
+    expect_bad(text, recipes[k][1]);
   }
-  put(file, "name: bad\n"
-            "cluster: {nodes: 2, gpus_per_node: 2, gpu: {tflops: 14},\n"
-            "          intra: {bandwidth_GBps: 50}, network: {nic_Gbps: 25}}\n"
-            "model: {kind: net, network: lenet5}\n"
-            "data: {source: fashion-mnist, train_samples: 64}\n"
-            "recipe: {batch_per_worker: 16, sharding: full, wrap_policy: transformer}\n");
-  assert_int_equal(rh_test_spawn(argv, NULL, err), 2);
-  text = rh_test_slurp(err);
-  if (!strstr(text, "bad.yaml:6: recipe.wrap_policy: transformer wraps each transformer block, "
-                    "and the model has none"))
-    fail_msg("%s", text);
-  free(text);
+  expect_bad("name: bad\n"
+             "cluster: {nodes: 2, gpus_per_node: 2, gpu: {tflops: 14},\n"
+             "          intra: {bandwidth_GBps: 50}, network: {nic_Gbps: 25}}\n"
+             "model: {kind: net, network: lenet5}\n"
+             "data: {source: fashion-mnist, train_samples: 64}\n"
+             "recipe: {batch_per_worker: 16, sharding: full, wrap_policy: transformer}\n",
+             "bad.yaml:6: recipe.wrap_policy: transformer wraps each transformer block, and the "
+             "model has none");
 }
 
 static int setup(void **state) {
@@ -487,6 +473,6 @@ int main(void) {
                                      cmocka_unit_test(test_sharded_checkpoints),
                                      cmocka_unit_test(test_llama_sharded_step),
                                      cmocka_unit_test(test_worked_out_step_is_simulated_step),
-                                     cmocka_unit_test(test_bad_reduce_scatter)};
+                                     cmocka_unit_test(test_bad_sharding_input)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
