@@ -199,7 +199,7 @@ static rh_status run_algorithm(algo_run *a, size_t bytes) {
   what = fnv(what, bytes);
   what = fnv(what, a->c->count);
   what = fnv(what, rh_dtype_size(a->c->dtype));
-  what = fnv(what, a->c->group == &ctx->node ? 1 : a->c->group == &ctx->cross ? 2 : 0);
+  what = fnv(what, a->c->group == &ctx->shard ? 1 : a->c->group == &ctx->replica ? 2 : 0);
   bool replayed;
   return ctx->ops->replay(ctx, a->c->seq, what, run_algo, a, &replayed);
 }
@@ -251,7 +251,8 @@ static int say(const coll_desc *d, char *buf, size_t len) {
   if (d->prescale != 1 || d->postscale != 1)
     k += snprintf(buf + k, len - (size_t)k, ", scale %g/%g", d->prescale, d->postscale);
   if (d->scope != RH_SCOPE_WORLD)
-    k += snprintf(buf + k, len - (size_t)k, ", %s", d->scope == RH_SCOPE_LOCAL ? "in the node" : "across nodes");
+    k += snprintf(buf + k, len - (size_t)k, ", %s",
+                  d->scope == RH_SCOPE_SHARD ? "in the shard group" : "across shard groups");
   return k + snprintf(buf + k, len - (size_t)k, ")");
 }
 
@@ -498,8 +499,8 @@ struct rh_request {
 
 /* The ranks request r runs over: the world, or this rank's group of its scope. */
 static const rh_group *grp(const rh_request *r) {
-  return r->scope == RH_SCOPE_LOCAL   ? &r->ctx->node
-         : r->scope == RH_SCOPE_CROSS ? &r->ctx->cross
+  return r->scope == RH_SCOPE_SHARD     ? &r->ctx->shard
+         : r->scope == RH_SCOPE_REPLICA ? &r->ctx->replica
                                       : &r->ctx->world;
 }
 
@@ -586,7 +587,7 @@ double rh_predict_reduce_scatter(const rh_ctx *ctx, size_t bytes) {
 
 double rh_predict_in(const rh_ctx *ctx, rh_scope scope, rh_collective coll, size_t bytes) {
   static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_ALLGATHER, RH_NC_REDUCE_SCATTER};
-  if ((int)coll < 0 || coll > RH_COLL_REDUCE_SCATTER || (int)scope < 0 || scope > RH_SCOPE_CROSS)
+  if ((int)coll < 0 || coll > RH_COLL_REDUCE_SCATTER || (int)scope < 0 || scope > RH_SCOPE_REPLICA)
     return NAN;
   if (!priced(ctx) || !links_nominal((rh_ctx *)ctx)) return NAN;
   return rh__plan_in(ctx, (int)scope, kinds[coll], bytes).seconds;
@@ -1219,12 +1220,12 @@ rh_status rh_ireduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t c
 
 /* ---- scoped collectives ---------------------------------------------------------------------- */
 
-/* r, run over the groups of `scope`: invalid for a scope that does not exist, or groups that
- * differ in size (nodes of different GPU counts). */
+/* r, run over the groups of `scope`: invalid for a scope that does not exist, or groups this
+ * world does not form (nodes of different GPU counts, a shard group that does not cut it). */
 static rh_request *scoped(rh_request *r, rh_scope scope) {
   if (!r) return NULL;
-  bool bad = (int)scope < 0 || scope > RH_SCOPE_CROSS ||
-             (scope != RH_SCOPE_WORLD && !rh_topology_uniform(r->ctx->topo));
+  bool bad = (int)scope < 0 || scope > RH_SCOPE_REPLICA ||
+             (scope != RH_SCOPE_WORLD && rh_scope_size(r->ctx, scope) == 0);
   r->scope = bad ? RH_SCOPE_WORLD : scope;
   r->invalid = r->invalid || bad;
   return r;

@@ -23,7 +23,8 @@ static rh_status stall_or_price(const rh_coll *c, const rh_plan *plan, double *s
   rh_ctx *ctx = c->ctx;
   *seconds = plan->seconds;
   if (!ctx->ops->links) return RH_OK;
-  bool across = ctx->topo->nodes > 1 && c->group != &ctx->node;
+  bool across = ctx->topo->nodes > 1 && c->group != &ctx->node &&
+                !(c->group == &ctx->shard && ctx->shard.ranks == ctx->node.ranks);
   double factor = 1, extra = 0, waited = 0;
   while (!ctx->ops->links(ctx, across, &factor, &extra)) {
     if (waited >= c->timeout) {

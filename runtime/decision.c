@@ -299,26 +299,29 @@ static rh_plan nccl_best(const rh_ctx *ctx, const rh_cluster *cl, rh_nccl_coll c
   return best;
 }
 
-/* NCCL's plan for coll over the groups of `scope`, all at once: a node's ranks (local), or the
- * ranks of each local rank across nodes (cross: the L local ranks' rings share the node's NICs). */
-static rh_plan group_plan(const rh_ctx *ctx, int scope, rh_nccl_coll coll, double bytes) {
+/* NCCL's plan for coll over groups of `ranks` ranks on whole nodes, all at once: a node's (or a
+ * few nodes') ranks when `within`, else one rank a node, the node's L ranks' rings sharing its
+ * NICs. */
+static rh_plan group_plan(const rh_ctx *ctx, bool within, int ranks, rh_nccl_coll coll,
+                          double bytes) {
   const rh_cluster *cl = ctx->cluster;
-  if (scope == RH_SCOPE_LOCAL) return nccl_best(ctx, cl, coll, ctx->node.n, 1, bytes);
   int L = ctx->node.n > 0 ? ctx->node.n : 1;
+  if (within) return nccl_best(ctx, cl, coll, ranks, ranks > L ? ranks / L : 1, bytes);
   rh_cluster shared = *cl;
   shared.nics_per_node = 1;
   shared.nic_bw = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1) / L;
   shared.fabric.pcie_bw = 0;
-  return nccl_best(ctx, &shared, coll, ctx->cross.n, ctx->cross.n, bytes);
+  return nccl_best(ctx, &shared, coll, ranks, ranks, bytes);
 }
 
 /* Horovod's hierarchical allreduce on NCCL: a reduce-scatter inside each node, an allreduce of
  * each 1/L across nodes, an allgather inside each node. */
 static rh_plan nccl_hierarchical(const rh_ctx *ctx, double bytes) {
   int L = ctx->node.n;
-  rh_plan rs = group_plan(ctx, RH_SCOPE_LOCAL, RH_NC_REDUCE_SCATTER, bytes);
-  rh_plan ar = group_plan(ctx, RH_SCOPE_CROSS, RH_NC_ALLREDUCE, bytes / L);
-  rh_plan ag = group_plan(ctx, RH_SCOPE_LOCAL, RH_NC_ALLGATHER, bytes);
+  int M = ctx->cross.n;
+  rh_plan rs = group_plan(ctx, true, L, RH_NC_REDUCE_SCATTER, bytes);
+  rh_plan ar = group_plan(ctx, false, M, RH_NC_ALLREDUCE, bytes / L);
+  rh_plan ag = group_plan(ctx, true, L, RH_NC_ALLGATHER, bytes);
   return (rh_plan){.algo = RH_ALG_ALLREDUCE_HIERARCHICAL, .nalgo = -1, .nproto = ar.nproto,
                    .seconds = rs.seconds + ar.seconds + ag.seconds,
                    .latency = rs.latency + ar.latency + ag.latency,
@@ -353,9 +356,10 @@ rh_plan rh__plan(const rh_ctx *ctx, rh_nccl_coll coll, size_t bytes) {
 rh_plan rh__plan_in(const rh_ctx *ctx, int scope, rh_nccl_coll coll, size_t bytes) {
   if (scope == RH_SCOPE_WORLD) return rh__plan(ctx, coll, bytes);
   const rh_cluster *cl = ctx->cluster;
-  if (!cl || cl->net_model != RH_NET_NCCL)
+  int n = rh_scope_size(ctx, (rh_scope)scope);
+  if (!cl || cl->net_model != RH_NET_NCCL || n == 0)
     return (rh_plan){.algo = RH_ALG_ALLREDUCE_RING, .nalgo = -1, .nproto = -1, .seconds = NAN};
-  return group_plan(ctx, scope, coll, (double)bytes);
+  return group_plan(ctx, scope == RH_SCOPE_SHARD, n, coll, (double)bytes);
 }
 
 const char *rh__plan_name(const rh_plan *plan, char *buf, size_t len) {

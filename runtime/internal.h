@@ -217,6 +217,9 @@ typedef struct rh_topology {
   int **cross_ranks;   /* max_local_size lists: world ranks with this local rank, host order */
   int *identity;       /* size entries: 0..size-1 */
   bool uniform;        /* every node has the same number of ranks */
+  int *replica_ranks;  /* the replica groups of shard groups of replica_of ranks, one list after
+                        * another (formed on the first rh__ctx_set_world that needs them) */
+  int replica_of;
   /* decision.c: the pace of the rings over the groups above (O(ranks) to find, asked for by
    * every collective of every rank), shared by the ranks that hold the topology */
   struct rh_pace_cache *paces;
@@ -544,6 +547,8 @@ struct rh_ctx {
   double round;              /* Horovod's cycle: when this rank's last round of collectives began */
   char last_error[1024];      /* detail of the last failure, for rh_last_error */
   rh_group world, node, cross;
+  int shard_size;            /* rh_set_shard_group's (0: a node's ranks) */
+  rh_group shard, replica;   /* the scopes' groups in this world (n 0: not formed) */
   /* failures and elastic training */
   uint32_t generation;       /* worlds formed before this rank's current one */
   int restarts;              /* relaunches of the job before this worker started */

@@ -244,17 +244,30 @@ rh_status rh_ireduce_scatter(rh_ctx *ctx, const void *send, void *recv, size_t c
 
 /* ---- collectives within groups of ranks ------------------------------------------------------ */
 
-/* The ranks a scoped collective runs over, as Horovod's communicators group them: every rank;
- * the ranks of this rank's node (local_rank order, local_size of them); the ranks that have this
- * rank's local_rank, one a node (cross_rank order, cross_size of them).  FSDP's HYBRID_SHARD
- * (HSDP) shards over the node and replicates across nodes: a reduce-scatter and an allgather in
- * RH_SCOPE_LOCAL, an allreduce of the shard in RH_SCOPE_CROSS, as NCCL runs them on
- * ncclCommSplit's communicators.  Every rank of the world issues the same scoped collective at
- * the same point of its order (it is negotiated across the world), and each runs over its own
- * group: block counts, rank order and AVERAGE's divisor are the group's.  The scope needs the
- * same number of ranks on every node (RH_ERR_INVALID otherwise).  `out` NULL: the call blocks.
- * On the GPU target the numbers of a group other than the world are RH_ERR_UNSUPPORTED. */
-typedef enum rh_scope { RH_SCOPE_WORLD = 0, RH_SCOPE_LOCAL = 1, RH_SCOPE_CROSS = 2 } rh_scope;
+/* The ranks a scoped collective runs over: every rank; this rank's shard group, `size`
+ * consecutive ranks of whole nodes (rh_set_shard_group; by default its node's ranks, Horovod's
+ * local communicator); or its replica group, the ranks at this rank's place in every shard group
+ * (by default the ranks with its local_rank, one a node: Horovod's cross communicator).  FSDP's
+ * HYBRID_SHARD (HSDP, PyTorch's DeviceMesh of (replicate, shard)) shards over the shard group and
+ * replicates across: a reduce-scatter and an allgather in RH_SCOPE_SHARD, an allreduce of the
+ * shard in RH_SCOPE_REPLICA, as NCCL runs them on ncclCommSplit's communicators.  Every rank of
+ * the world issues the same scoped collective at the same point of its order (it is negotiated
+ * across the world), and each runs over its own group: block counts, rank order and AVERAGE's
+ * divisor are the group's.  The groups need nodes of equal size that the shard group divides
+ * into (RH_ERR_INVALID otherwise).  `out` NULL: the call blocks.  On the GPU target the numbers
+ * of a group other than the world are RH_ERR_UNSUPPORTED. */
+typedef enum rh_scope { RH_SCOPE_WORLD = 0, RH_SCOPE_SHARD = 1, RH_SCOPE_REPLICA = 2 } rh_scope;
+
+/* Sets the size of the shard groups, in ranks: whole nodes that divide the world (DeepSpeed's
+ * MiCS shard size, the shard dimension of a DeviceMesh); 0, the default, a node's ranks.  Every
+ * rank sets the same; it lasts across elastic resets (a world it does not divide forms no
+ * groups: the scoped collectives there are RH_ERR_INVALID).  RH_ERR_INVALID where this world
+ * cannot be cut so (the groups stay as they were). */
+rh_status rh_set_shard_group(rh_ctx *ctx, int size);
+/* The ranks in this rank's group of `scope`, and its place among them; 0 and -1 where the world
+ * forms no such groups. */
+int rh_scope_size(const rh_ctx *ctx, rh_scope scope);
+int rh_scope_rank(const rh_ctx *ctx, rh_scope scope);
 
 rh_status rh_iallreduce_in(rh_ctx *ctx, rh_scope scope, const void *send, void *recv,
                            size_t count, rh_dtype dtype, rh_op op, const rh_reduce_opts *opts,

@@ -96,6 +96,7 @@ void rh_topology_free(rh_topology *t) {
   free(t->local_rank_of);
   free(t->cross_rank_of);
   free(t->identity);
+  free(t->replica_ranks);
   free(t->node_size);
   free(t->cross_size_of);
   rh__pace_cache_free(t->paces);
@@ -103,6 +104,36 @@ void rh_topology_free(rh_topology *t) {
 }
 
 bool rh_topology_uniform(const rh_topology *t) { return t->uniform; }
+
+/* The shard and replica groups of ctx's world: a node and its cross group where the shard group
+ * is a node's ranks; groups of G consecutive ranks (whole nodes) and the ranks at one place in
+ * each, otherwise, whose lists the topology keeps (formed once for all the ranks sharing it);
+ * none (n 0) where the world's nodes differ or G does not cut it. */
+static void form_shard_groups(rh_ctx *ctx) {
+  rh_topology *t = (rh_topology *)ctx->topo; /* its replica lists are a cache of its own */
+  int L = t->max_local_size, G = ctx->shard_size > 0 ? ctx->shard_size : L, r = ctx->rank;
+  ctx->shard = ctx->replica = (rh_group){.n = 0, .me = -1};
+  if (!t->uniform || G % L != 0 || t->size % G != 0) return;
+  if (G == L) {
+    ctx->shard = ctx->node;
+    ctx->replica = ctx->cross;
+    return;
+  }
+  int M = t->size / G; /* shard groups */
+  if (t->replica_of != G) {
+    int *lists = malloc((size_t)t->size * sizeof *lists);
+    if (!lists) return;
+    for (int q = 0; q < t->size; q++) lists[(q % G) * M + q / G] = q;
+    free(t->replica_ranks);
+    t->replica_ranks = lists;
+    t->replica_of = G;
+  }
+  uint32_t base = 1u + (uint32_t)t->nodes + (uint32_t)L;
+  ctx->shard = (rh_group){.n = G, .me = r % G, .ranks = t->identity + (r / G) * G,
+                          .id = base + (uint32_t)(r / G)};
+  ctx->replica = (rh_group){.n = M, .me = r / G, .ranks = t->replica_ranks + (r % G) * M,
+                            .id = base + (uint32_t)M + (uint32_t)(r % G)};
+}
 
 void rh__ctx_set_world(rh_ctx *ctx, int rank, const rh_topology *topo, uint32_t generation) {
   ctx->rank = rank;
@@ -118,6 +149,30 @@ void rh__ctx_set_world(rh_ctx *ctx, int rank, const rh_topology *topo, uint32_t 
   ctx->cross = (rh_group){.n = topo->cross_size_of[local], .me = topo->cross_rank_of[rank],
                           .ranks = topo->cross_ranks[local],
                           .id = 1u + (uint32_t)topo->nodes + (uint32_t)local};
+  form_shard_groups(ctx);
+}
+
+rh_status rh_set_shard_group(rh_ctx *ctx, int size) {
+  int before = ctx->shard_size;
+  ctx->shard_size = size;
+  if (size < 0 || (form_shard_groups(ctx), ctx->shard.n == 0)) {
+    ctx->shard_size = before;
+    form_shard_groups(ctx);
+    return RH_ERR_INVALID;
+  }
+  return RH_OK;
+}
+
+int rh_scope_size(const rh_ctx *ctx, rh_scope scope) {
+  return scope == RH_SCOPE_SHARD ? ctx->shard.n : scope == RH_SCOPE_REPLICA ? ctx->replica.n
+                                                                           : ctx->world.n;
+}
+
+int rh_scope_rank(const rh_ctx *ctx, rh_scope scope) {
+  const rh_group *g = scope == RH_SCOPE_SHARD     ? &ctx->shard
+                      : scope == RH_SCOPE_REPLICA ? &ctx->replica
+                                                  : &ctx->world;
+  return g->n > 0 ? g->me : -1;
 }
 
 void rh_ctx_init(rh_ctx *ctx, int rank, const rh_topology *topo, const rh_settings *settings,

@@ -448,6 +448,10 @@ void rh__trace_phase(rh_ctx *ctx, const rh_group *g, const char *what) {
   } else if (g->id <= (uint32_t)topo->nodes) {
     links = RH_LINK_NVLINK;
     where = "local ";
+  } else if (g->id > (uint32_t)topo->nodes + (uint32_t)topo->max_local_size) {
+    bool shard = g == &ctx->shard; /* a shard group of whole nodes, or its replica group */
+    links = RH_LINK_UPLINK | (shard ? RH_LINK_NVLINK : 0);
+    where = shard ? "shard " : "replica ";
   } else {
     links = RH_LINK_UPLINK;
     where = "cross ";

@@ -405,14 +405,13 @@ static void check_tensors(rh_ctx *ctx) {
   free(all);
 }
 
-/* The world ranks of this rank's group of `scope`, in group order, as Horovod numbers them
- * (hosts filled in turn, every node with `L` ranks): node k holds ranks kL..kL+L-1, and local
- * rank l's cross group holds l, l+L, l+2L... */
-static int group_members(const rh_ctx *ctx, rh_scope scope, int *ranks) {
-  int L = rh_local_size(ctx), M = rh_size(ctx) / L;
-  int node = rh_rank(ctx) / L, local = rh_rank(ctx) % L;
-  int n = scope == RH_SCOPE_LOCAL ? L : M;
-  for (int i = 0; i < n; i++) ranks[i] = scope == RH_SCOPE_LOCAL ? node * L + i : i * L + local;
+/* The world ranks of this rank's group of `scope`, in group order, for shard groups of G
+ * consecutive ranks (Horovod fills hosts in turn, so G = a node's ranks is its node): shard group
+ * k holds ranks kG..kG+G-1, and the replica group of place p holds p, p+G, p+2G... */
+static int group_members(const rh_ctx *ctx, rh_scope scope, int G, int *ranks, int *me) {
+  int r = rh_rank(ctx), n = scope == RH_SCOPE_SHARD ? G : rh_size(ctx) / G;
+  for (int i = 0; i < n; i++) ranks[i] = scope == RH_SCOPE_SHARD ? r / G * G + i : r % G + i * G;
+  *me = scope == RH_SCOPE_SHARD ? r % G : r / G;
   return n;
 }
 
@@ -423,21 +422,18 @@ static double group_sum(const int *ranks, int n, size_t i, bool average) {
   return average ? acc / n : acc;
 }
 
-/* Allreduce, reduce-scatter and allgather inside each node and across nodes: each rank's result
- * is its own group's, worked out here from the members' world ranks.  Groups of unequal nodes
- * are invalid on every rank; a GPU target runs the world's collectives alone. */
-static void check_scoped(rh_ctx *ctx) {
-  bool uniform = rh_size(ctx) % rh_local_size(ctx) == 0 &&
-                 rh_cross_size(ctx) * rh_local_size(ctx) == rh_size(ctx);
+/* The three scoped collectives over shard groups of G ranks and their replica groups. */
+static void check_scoped_groups(rh_ctx *ctx, int G, bool formed, int *ranks, double *in,
+                                double *out) {
   size_t count = 37;
-  int *ranks = malloc((size_t)rh_size(ctx) * sizeof *ranks);
-  double *in = malloc(count * (size_t)rh_size(ctx) * sizeof *in);
-  double *out = malloc(count * (size_t)rh_size(ctx) * sizeof *out);
-  for (int scope = RH_SCOPE_LOCAL; scope <= RH_SCOPE_CROSS; scope++) {
-    rh_status want = rh_on_device(ctx) ? RH_ERR_UNSUPPORTED : RH_OK;
-    if (!uniform) want = RH_ERR_INVALID;
-    int n = group_members(ctx, (rh_scope)scope, ranks);
-    int me = scope == RH_SCOPE_LOCAL ? rh_local_rank(ctx) : rh_cross_rank(ctx);
+  for (int scope = RH_SCOPE_SHARD; scope <= RH_SCOPE_REPLICA; scope++) {
+    rh_status want = !formed ? RH_ERR_INVALID : rh_on_device(ctx) ? RH_ERR_UNSUPPORTED : RH_OK;
+    int me = 0, n = formed ? group_members(ctx, (rh_scope)scope, G, ranks, &me) : 1;
+    if (formed) {
+      CHECK(rh_scope_size(ctx, (rh_scope)scope) == n && rh_scope_rank(ctx, (rh_scope)scope) == me,
+            "scope %d of groups of %d: size %d rank %d", scope, G,
+            rh_scope_size(ctx, (rh_scope)scope), rh_scope_rank(ctx, (rh_scope)scope));
+    }
     for (size_t i = 0; i < count * (size_t)n; i++) in[i] = value(RH_SUM, rh_rank(ctx), i, 64);
     rh_request *req = NULL;
     rh_status st = rh_iallreduce_in(ctx, (rh_scope)scope, in, out, count, RH_FLOAT64, RH_AVERAGE,
@@ -460,6 +456,27 @@ static void check_scoped(rh_ctx *ctx) {
               "scope %d allgather block %d [%zu]", scope, k, i);
     st = rh_iallgather_in(ctx, (rh_scope)scope, NULL, count, NULL, RH_FLOAT32, NULL);
     CHECK(st == want, "scope %d timing-only allgather: %s", scope, rh_status_string(st));
+  }
+}
+
+/* Allreduce, reduce-scatter and allgather inside each shard group and across them: a node's
+ * ranks and the ranks of a local rank across nodes by default, then groups of two nodes where
+ * the nodes are even; each rank's result is its own group's, worked out here from the members'
+ * world ranks.  Nodes of unequal sizes form no groups (invalid on every rank); a group that is
+ * not whole nodes is refused; a GPU target runs the world's collectives alone. */
+static void check_scoped(rh_ctx *ctx) {
+  int L = rh_local_size(ctx), size = rh_size(ctx);
+  bool uniform = size % L == 0 && rh_cross_size(ctx) * L == size;
+  int *ranks = malloc((size_t)size * sizeof *ranks);
+  double *in = malloc(37 * (size_t)size * sizeof *in), *out = malloc(37 * (size_t)size * sizeof *out);
+  check_scoped_groups(ctx, L, uniform, ranks, in, out);
+  if (uniform && L > 1)
+    CHECK(rh_set_shard_group(ctx, L + 1) == RH_ERR_INVALID, "a shard group of %d ranks on nodes "
+          "of %d taken", L + 1, L);
+  if (uniform && (size / L) % 2 == 0) {
+    CHECK(rh_set_shard_group(ctx, 2 * L) == RH_OK, "groups of two nodes refused");
+    check_scoped_groups(ctx, 2 * L, true, ranks, in, out);
+    CHECK(rh_set_shard_group(ctx, 0) == RH_OK, "groups of a node refused");
   }
   free(ranks);
   free(in);

@@ -167,13 +167,13 @@ static void test_scoped_plans(void **state) {
   double S = 1e9;
   for (int c = RH_NC_ALLREDUCE; c <= RH_NC_REDUCE_SCATTER; c++) {
     if (c == RH_NC_BROADCAST) continue;
-    assert_near(plan_in(&four, RH_SCOPE_LOCAL, (rh_nccl_coll)c, S),
+    assert_near(plan_in(&four, RH_SCOPE_SHARD, (rh_nccl_coll)c, S),
                 plan_in(&one, RH_SCOPE_WORLD, (rh_nccl_coll)c, S), 1e-15);
-    assert_near(plan_in(&four, RH_SCOPE_CROSS, (rh_nccl_coll)c, S),
+    assert_near(plan_in(&four, RH_SCOPE_REPLICA, (rh_nccl_coll)c, S),
                 plan_in(&across, RH_SCOPE_WORLD, (rh_nccl_coll)c, S), 1e-15);
   }
   double wire = 2.0 * 3 / 4 * S / (0.96 * 25e9);
-  double ar = plan_in(&four, RH_SCOPE_CROSS, RH_NC_ALLREDUCE, S);
+  double ar = plan_in(&four, RH_SCOPE_REPLICA, RH_NC_ALLREDUCE, S);
   print_message("cross allreduce of 1 GB over 4 nodes: %.4f ms (the wire alone %.4f ms)\n",
                 1e3 * ar, 1e3 * wire);
   assert_true(ar >= wire && ar <= 1.05 * wire);

@@ -109,7 +109,7 @@ static void test_seed_nets_end_on_ddp_params(void **state) {
       text = run_seed(nets[k], stages[s], "true", &p, &m);
       if (!strstr(text, "PASS  sharded_equivalence") || strstr(text, "FAIL"))
         fail_msg("%s %s:\n%s", nets[k], stages[s], text);
-      if (s == 3 && !strstr(text, "then 1 allreduces of the shards across nodes"))
+      if (s == 3 && !strstr(text, "then 1 allreduces of the shards across groups"))
         fail_msg("hybrid without its allreduce across nodes:\n%s", text);
       if (s == 3 && hierarchical) { /* inside each node, then across: DDP's very sums */
         final_hash(text, h);
@@ -169,6 +169,50 @@ static void test_elastic_reset_and_resume(void **state) {
   text = rh_test_slurp(log);
   if (!strstr(text, "PASS  resume_equivalence")) fail_msg("%s", text);
   free(text);
+}
+
+/* Shard groups of 2 on 4 one-GPU nodes (DeviceMesh (2, 2)): each step reduce-scatters inside
+ * the group and allreduces across, the order Horovod's hierarchical allreduce adds in on 2 nodes
+ * of 2 GPUs, so the run ends on the bits of DDP there; when a node fails, the 3 left form no
+ * groups of 2, and the elastic job goes on fully sharded over 3, keeping every committed step. */
+static void test_shard_groups(void **state) {
+  (void)state;
+  char file[300], out[300], log[320], hash[2][17];
+  snprintf(file, sizeof file, "%s", rh_test_path(tmpdir, "groups.yaml"));
+  static const char *const runs[][3] = {
+      {"2, gpus_per_node: 2", "none", "[]"},
+      {"4, gpus_per_node: 1", "hybrid, shard_group_size: 2", "[]"},
+      {"4, gpus_per_node: 1", "hybrid, shard_group_size: 2",
+       "[{kind: gpu_crash, node: 3, gpu: 0, at_s: 0.003}]"}};
+  for (int k = 0; k < 3; k++) {
+    char text[1400];
+    snprintf(text, sizeof text, "name: groups\n"
+             "cluster: {nodes: %s, gpu: {tflops: 14},\n"
+             "          intra: {bandwidth_GBps: 50, latency_us: 1}, network: {nic_Gbps: 25, latency_us: 5}}\n"
+             "model: {kind: net, network: mnist_net}\n"
+             "data: {source: fashion-mnist, normalize_mean: 0.1307, normalize_std: 0.3081,\n"
+             "       train_samples: 8192, validation_samples: 1000}\n"
+             "recipe: {batch_per_worker: 64, base_lr: 0.01, optimizer: sgd, momentum: 0.5, epochs: 1,\n"
+             "         steps_per_epoch: loader, sharding: %s}\n"
+             "collective: {algorithm: hierarchical}\n"
+             "failures: {events: %s}\n"
+             "elastic: {min_np: 2, commit_every_steps: 5}\n", runs[k][0], runs[k][1], runs[k][2]);
+    put(file, text);
+    snprintf(out, sizeof out, "%s-%d", rh_test_path(tmpdir, "groups"), k);
+    snprintf(log, sizeof log, "%s.txt", out);
+    char *argv[] = {RH_BINARY, "run", file, "--out", out, NULL};
+    assert_int_equal(rh_test_spawn_expect(argv, log, 0), 0);
+    char *said = rh_test_slurp(log);
+    if (k > 0 && (!strstr(said, "PASS  sharded_equivalence") || strstr(said, "FAIL")))
+      fail_msg("%s", said);
+    if (k == 2 && (!strstr(said, "PASS  no_committed_work_lost") ||
+                   !strstr(said, "the job trained on 3 to 4 workers")))
+      fail_msg("%s", said);
+    if (k < 2) final_hash(said, hash[k]);
+    free(said);
+  }
+  print_message("DDP on 2 x 2 (hierarchical) %s; groups of 2 on 4 x 1 %s\n", hash[0], hash[1]);
+  assert_string_equal(hash[1], hash[0]);
 }
 
 /* The seed under `sharding` with these overrides; its final parameters' hash. */
@@ -329,12 +373,26 @@ static void test_llama_sharded_step(void **state) {
   double ar8 = ceil(root / 8) * 2 + 32 * ceil(block / 8) * 2;
   assert_int_equal(json_integer_value(json_object_get(sh, "allgathers")), 2 * 32 + 1);
   assert_int_equal(json_integer_value(json_object_get(sh, "reduce_scatters")), 32 + 1);
-  assert_int_equal(json_integer_value(json_object_get(sh, "allreduces_across_nodes")), 32 + 1);
+  assert_int_equal(json_integer_value(json_object_get(sh, "allreduces_across_groups")), 32 + 1);
   print_message("hybrid: allgathers %.4f GB (derived %.4f), allreduces %.4f GB (derived %.4f)\n",
                 num(sh, "allgather_GB", NULL), ag8 / 1e9, num(sh, "allreduce_GB", NULL), ar8 / 1e9);
   assert_true(fabs(num(sh, "allgather_GB", NULL) * 1e9 - ag8) <= 1e-6 * ag8);
   assert_true(fabs(num(sh, "allreduce_GB", NULL) * 1e9 - ar8) <= 1e-6 * ar8);
-  if (!strstr(text, "over the 8 GPUs of each node, replicated across nodes")) fail_msg("%s", text);
+  if (!strstr(text, "over shard groups of 8 GPUs, replicated across the groups")) fail_msg("%s", text);
+  json_decref(js);
+  free(text);
+  /* shard groups of 16 GPUs (two nodes): blocks of 1/16, allreduced across 8 groups */
+  js = llama_run("hybrid", "recipe.shard_group_size=16", &text);
+  sh = json_object_get(json_object_get(js, "bottleneck"), "sharded");
+  double ag16 = ceil(root / 16) * 32 + 2 * 32 * ceil(block / 16) * 32;
+  double ar16 = ceil(root / 16) * 2 + 32 * ceil(block / 16) * 2;
+  assert_true(fabs(num(sh, "allgather_GB", NULL) * 1e9 - ag16) <= 1e-6 * ag16);
+  assert_true(fabs(num(sh, "allreduce_GB", NULL) * 1e9 - ar16) <= 1e-6 * ar16);
+  assert_int_equal(num(json_object_get(js, "memory"), "shard_degree", NULL), 16);
+  if (!strstr(text, "over shard groups of 16 GPUs")) fail_msg("%s", text);
+  json_decref(js);
+  free(text);
+  js = llama_run("hybrid", NULL, &text);
   print_message("hybrid step %.6f ms; full's what-if of it %.6f ms\n",
                 num(json_object_get(js, "bottleneck"), "step_ms", NULL), what_if_hybrid);
   assert_true(num(json_object_get(js, "bottleneck"), "step_ms", NULL) == what_if_hybrid);
@@ -369,10 +427,11 @@ static void test_llama_sharded_step(void **state) {
 static void test_worked_out_step_is_simulated_step(void **state) {
   (void)state;
   static const char *const nets[] = {"recipe.seed=0", "cluster.network.nic_Gbps=25",
-                                     "cluster.network.nic_Gbps=25"};
-  for (int i = 0; i < 3; i++) {
+                                     "cluster.network.nic_Gbps=25", "recipe.shard_group_size=16"};
+  for (int i = 0; i < 4; i++) {
     char *a, *b, fine[96], how[64];
-    const char *sharding = i == 2 ? "hybrid" : "full"; /* hybrid: its allreduces across nodes */
+    /* hybrid: its allreduces across nodes; then shard groups of two nodes */
+    const char *sharding = i >= 2 ? "hybrid" : "full";
     json_t *worked = llama_run(sharding, nets[i], &a);
     snprintf(how, sizeof how, "recipe.sharding=%s", sharding);
     snprintf(fine, sizeof fine, "collective.grain=fine");
@@ -399,7 +458,7 @@ static void test_worked_out_step_is_simulated_step(void **state) {
     double ag = num(json_object_get(f, "sharded"), "allgather_wait_ms", NULL);
     assert_true(fabs(num(json_object_get(w, "sharded"), "allgather_wait_ms", NULL) - ag) <=
                 1e-9 * num(f, "step_ms", NULL));
-    if (i >= 1) assert_true(ag > 1); /* the slow network: the step waits for its allgathers */
+    if (i == 1 || i == 2) assert_true(ag > 1); /* the slow network: the step waits for them */
     json_decref(worked);
     json_decref(simulated);
     free(a);
@@ -436,7 +495,13 @@ static void test_bad_sharding_input(void **state) {
       {"sharding: gradients, wrap_policy: size}",
        "bad.yaml:6: recipe.wrap_policy: FSDP's units are full and hybrid sharding's"},
       {"sharding: hybrid, min_num_params: 1e7}",
-       "bad.yaml:6: recipe.min_num_params: applies to wrap_policy: size"}};
+       "bad.yaml:6: recipe.min_num_params: applies to wrap_policy: size"},
+      {"sharding: hybrid, shard_group_size: 12}",
+       "bad.yaml:6: recipe.shard_group_size: 12 is not whole nodes"},
+      {"sharding: hybrid, shard_group_size: 24}",
+       "bad.yaml:6: recipe.shard_group_size: 24 does not divide the job's GPUs"},
+      {"sharding: full, shard_group_size: 8}",
+       "bad.yaml:6: recipe.shard_group_size: applies to sharding: hybrid"}};
   for (size_t k = 0; k < sizeof recipes / sizeof recipes[0]; k++) {
     char text[600];
     snprintf(text, sizeof text, "name: bad\n"
@@ -471,6 +536,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_seed_nets_end_on_ddp_params),
                                      cmocka_unit_test(test_elastic_reset_and_resume),
                                      cmocka_unit_test(test_sharded_checkpoints),
+                                     cmocka_unit_test(test_shard_groups),
                                      cmocka_unit_test(test_llama_sharded_step),
                                      cmocka_unit_test(test_worked_out_step_is_simulated_step),
                                      cmocka_unit_test(test_bad_sharding_input)};

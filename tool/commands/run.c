@@ -193,6 +193,7 @@ static void train_config(const rh_scenario *sc, bool resume, bool real, rh_train
       .allgather_bucket = sc->recipe.allgather_bucket,
       .gathers_ahead = sc->recipe.limit_all_gathers ? 2 : 0,
       .wrap_min_params = rh_scenario_wrap_params(sc),
+      .shard_group = sc->recipe.shard_group,
       .sharded_checkpoints = sc->recipe.checkpoint_format == 1};
   for (int i = 0; i < RH_CHECK_WORK_LOST; i++) {
     int e = sc->checks.enabled[i];

@@ -3,7 +3,7 @@
  * more, or hybrid (FSDP HYBRID_SHARD), for a run whose state is sharded (or does not fit).
  *
  * The stages form a ladder: none (DDP), optimizer (ZeRO-1), gradients (ZeRO-2), full (ZeRO-3);
- * hybrid stands beside full, sharding over a node's GPUs instead of the world's.  Each
+ * hybrid stands beside full, sharding over a shard group's GPUs instead of the world's.  Each
  * alternative is the run itself, again: `rehearsal run FILE` with the same overrides and
  * recipe.sharding set, in a child process (the simulator runs once per process), all of them at
  * once.  Its step, tokens/s and memory per GPU come from its summary.json.  A sharded step is
@@ -26,10 +26,36 @@ typedef struct child {
   pid_t pid;
 } child;
 
+/* The run's overrides with recipe.sharding=`sharding` after them (and, leaving hybrid, its
+ * shard_group_size back to none): into sets (room for nsets + 2) and the two texts. */
+static rh_scenario_opts with_sharding(const run_job *j, int sharding, const char **sets,
+                                      char text[2][48]) {
+  rh_scenario_opts o = *j->opts;
+  for (int i = 0; i < o.nsets; i++) sets[i] = o.sets[i];
+  snprintf(text[0], 48, "recipe.sharding=%s", rh_sharding_names[sharding]);
+  snprintf(text[1], 48, "recipe.shard_group_size=0");
+  sets[o.nsets++] = text[0];
+  if (sharding != RH_SHARD_HYBRID && j->sc.recipe.shard_group > 0) sets[o.nsets++] = text[1];
+  o.sets = sets;
+  return o;
+}
+
+/* Whether the run's scenario takes recipe.sharding=`sharding` too (not with keys of its own
+ * sharding that another refuses: reduce_scatter: false with full, sharded checkpoints with DDP,
+ * FSDP's wrap keys with ZeRO's stages). */
+static bool takes(const run_job *j, int sharding, const char **sets) {
+  char text[2][48], err[256];
+  rh_scenario_opts o = with_sharding(j, sharding, sets, text);
+  rh_scenario sc;
+  bool ok = rh_scenario_load_opts(j->file, &o, &sc, err, sizeof err) == RH_OK;
+  if (ok) rh_scenario_free(&sc);
+  return ok;
+}
+
 /* The alternatives to `stage`: the stage below and above on the ladder, and hybrid (on nodes of
- * more than one GPU, beside anything but itself).  Those the recipe cannot take are left out:
- * full and hybrid with reduce_scatter: false, DDP with sharded checkpoints. */
-static int alternatives(const rh_scenario *sc, rh_sharding_alt *alt) {
+ * more than one GPU, beside anything but itself), where the scenario takes them. */
+static int alternatives(const run_job *j, rh_sharding_alt *alt, const char **sets) {
+  const rh_scenario *sc = &j->sc;
   static const int ladder[] = {RH_SHARD_NONE, RH_SHARD_OPTIMIZER, RH_SHARD_GRADIENTS, RH_SHARD_FULL};
   static const char *const relations[] = {"one stage less", "one stage more", "hybrid"};
   int stage = sc->recipe.state_sharding, at = 3, n = 0;
@@ -42,12 +68,8 @@ static int alternatives(const rh_scenario *sc, rh_sharding_alt *alt) {
   const rh_cluster *cl = &sc->cluster;
   for (int k = 0; k < RH_SHARDING_ALTS; k++) {
     int s = want[k];
-    bool no = s < 0 || (s == RH_SHARD_HYBRID && (cl->nodes < 2 || cl->gpus_per_node[0] < 2)) ||
-              (!sc->recipe.reduce_scatter && s >= RH_SHARD_HYBRID) ||
-              (sc->recipe.checkpoint_format == 1 && s == RH_SHARD_NONE);
-    for (int i = 1; s == RH_SHARD_HYBRID && !no && i < cl->nodes; i++)
-      no = cl->gpus_per_node[i] != cl->gpus_per_node[0];
-    if (!no) alt[n++] = (rh_sharding_alt){.sharding = s, .relation = relations[k]};
+    bool no = s < 0 || (s == RH_SHARD_HYBRID && (cl->nodes < 2 || cl->gpus_per_node[0] < 2));
+    if (!no && takes(j, s, sets)) alt[n++] = (rh_sharding_alt){.sharding = s, .relation = relations[k]};
   }
   return n;
 }
@@ -60,13 +82,8 @@ static bool start(const run_job *j, int sharding, child *c, const char **sets) {
     c->dir[0] = 0;
     return false;
   }
-  char set[48]; /* (the child has its arguments once started) */
-  snprintf(set, sizeof set, "recipe.sharding=%s", rh_sharding_names[sharding]);
-  for (int i = 0; i < j->opts->nsets; i++) sets[i] = j->opts->sets[i];
-  sets[j->opts->nsets] = set;
-  rh_scenario_opts o = *j->opts;
-  o.sets = sets;
-  o.nsets = j->opts->nsets + 1;
+  char text[2][48]; /* (the child has its arguments once started) */
+  rh_scenario_opts o = with_sharding(j, sharding, sets, text);
   c->pid = rh_cli_spawn_run(NULL, j->file, &o, NULL, 0, c->dir);
   return c->pid > 0;
 }
@@ -100,9 +117,13 @@ static bool wanted(const run_job *j) {
 }
 
 void rh_sharding_what_if(const run_job *j, rh_sharding_alts *alts) {
-  alts->n = wanted(j) ? alternatives(&j->sc, alts->alt) : 0;
-  const char **sets = malloc(((size_t)j->opts->nsets + 1) * sizeof *sets);
-  if (!sets) alts->n = 0;
+  alts->n = 0;
+  const char **sets = malloc(((size_t)j->opts->nsets + 2) * sizeof *sets);
+  if (!sets || !wanted(j)) {
+    free(sets);
+    return;
+  }
+  alts->n = alternatives(j, alts->alt, sets);
   child kids[RH_SHARDING_ALTS];
   for (int k = 0; k < alts->n; k++) /* all at once: the runs are processes of their own */
     start(j, alts->alt[k].sharding, &kids[k], sets);

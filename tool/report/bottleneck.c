@@ -125,7 +125,7 @@ static void sharded_collectives(FILE *f, json_t *jb, const rh_scenario *sc,
   const char *scatter = sc->recipe.reduce_scatter ? "reduce-scatters" : "allreduces";
   char across[160] = "";
   if (res->shard_allreduces > 0)
-    snprintf(across, sizeof across, ", then %d allreduces of the shards across nodes (%.4g GB)",
+    snprintf(across, sizeof across, ", then %d allreduces of the shards across groups (%.4g GB)",
              res->shard_allreduces, res->shard_allreduce_bytes / 1e9);
   fprintf(f, "  sharded      %s (%s): %d allgathers of the parameters (%.4g GB) and %d %s of the "
           "gradients (%.4g GB)%s a step; waited %.4f ms for allgathers, %.4f ms for %s\n",
@@ -141,7 +141,7 @@ static void sharded_collectives(FILE *f, json_t *jb, const rh_scenario *sc,
                          1e3 * res->shard_gather_wait, "reduce_scatter_wait_ms",
                          1e3 * res->shard_scatter_wait, "worked_out_steps",
                          (json_int_t)res->shard_worked_out);
-  json_object_set_new(js, "allreduces_across_nodes", json_integer(res->shard_allreduces));
+  json_object_set_new(js, "allreduces_across_groups", json_integer(res->shard_allreduces));
   json_object_set_new(js, "allreduce_GB", json_real(res->shard_allreduce_bytes / 1e9));
   json_object_set_new(jb, "sharded", js);
 }
@@ -217,8 +217,12 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
   if (nodes > 1) {
     double bw = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
     double u = 2.0 * (nodes - 1) / nodes * grads;
-    if (res->shard_allreduces > 0) /* hybrid: each of the node's GPUs allreduces its shards */
-      u = 2.0 * (nodes - 1) / nodes * res->shard_allreduce_bytes * local;
+    if (res->shard_allreduces > 0) { /* hybrid: each GPU's shards across the R groups, and the
+                                      * group's own rings where a group spans nodes */
+      int G = sc->recipe.shard_group > 0 ? sc->recipe.shard_group : local, R = nodes * local / G;
+      u = 2.0 * (R - 1) / R * res->shard_allreduce_bytes * local;
+      if (G > local) u += (double)(G - 1) / G * 2 * grads;
+    }
     json_array_append_new(jl, link_load(f, "network uplink of each node", u, bw, sp->step));
     if (u / (bw * sp->step) > busiest) busiest = u / (bw * sp->step);
   }
@@ -289,7 +293,7 @@ void rh_bottleneck_report(FILE *f, json_t *root, const rh_scenario *sc, const rh
              "state's collectives, the most for its %s (busiest link %.0f%% used)",
              saved >= 0.25 ? "" : "partly ", 100 * saved,
              res->shard_gather_wait >= res->shard_scatter_wait ? "allgathers of the parameters"
-             : res->shard_allreduces > 0 ? "reduce-scatters and cross-node allreduces of the gradients"
+             : res->shard_allreduces > 0 ? "reduce-scatters and cross-group allreduces of the gradients"
              : sc->recipe.reduce_scatter ? "reduce-scatters of the gradients"
                                          : "allreduces of the gradients", 100 * busiest);
   else if (saved >= 0.25)

@@ -22,7 +22,9 @@ double rh_workload_peak(const rh_scenario *sc) {
 /* The ranks a stage shards over, and FSDP's units of the model's layers (hybrid, full). */
 static rh_shard_plan shard_plan(const rh_scenario *sc, rh_sharding stage) {
   rh_shard_plan p = {.stage = stage, .degree = rh_scenario_size(sc)};
-  if (stage == RH_SHARD_HYBRID)
+  if (stage == RH_SHARD_HYBRID && sc->recipe.shard_group > 0)
+    p.degree = sc->recipe.shard_group;
+  else if (stage == RH_SHARD_HYBRID)
     p.degree = sc->cluster.gpus_per_node ? sc->cluster.gpus_per_node[0] : 1;
   if (stage >= RH_SHARD_HYBRID)
     rh_memory_units(sc->model.layers, sc->model.nlayers, rh_scenario_wrap_params(sc), &p.unit,
@@ -247,9 +249,9 @@ void rh_workload_report(FILE *f, json_t *root, const rh_scenario *sc, double sam
           "activations %s, buffers %.2f%s (GB)\n", m.total / 1e9, of, m.weights / 1e9, master,
           m.gradients / 1e9, m.optimizer / 1e9, acts, m.buffers / 1e9, units);
   if (m.degree > 1 && m.sharding == RH_SHARD_HYBRID)
-    fprintf(f, "  sharding     %s (%s) over the %d GPUs of each node, replicated across nodes: the "
-            "state above is this GPU's shard; the step runs its allgathers and reduce-scatters "
-            "inside the node and allreduces its shards across nodes (bottleneck: sharded)\n",
+    fprintf(f, "  sharding     %s (%s) over shard groups of %d GPUs, replicated across the groups: "
+            "the state above is this GPU's shard; the step runs its allgathers and reduce-scatters "
+            "inside the group and allreduces its shards across groups (bottleneck: sharded)\n",
             rh_sharding_names[m.sharding], rh_sharding_titles[m.sharding], m.degree);
   else if (m.degree > 1)
     fprintf(f, "  sharding     %s (%s) over %d ranks: the state above is this GPU's shard; the step "

@@ -456,6 +456,10 @@ static const field recipe_fields[] = {
         "each rank writes its block of the parameters and the optimizer's state, rank 0 an index "
         "(SHARDED_STATE_DICT; hybrid: the first node's ranks), read back whole by a world of any "
         "size (optimizer, gradients, hybrid and full sharding)"),
+    INT("shard_group_size", false, 0, 1 << 30, recipe.shard_group,
+        "hybrid: the GPUs of a shard group, whole nodes that divide the job's GPUs (the shard "
+        "dimension of HSDP's DeviceMesh, DeepSpeed's mics_shard_size); the groups replicate the "
+        "state; 0: the GPUs of a node"),
     ENUM("wrap_policy", wrap_policies, recipe.wrap_policy,
         "full, hybrid: FSDP's auto_wrap_policy, how the model is cut into units: transformer "
         "(transformer_auto_wrap_policy: each transformer block a unit, the default), size "
@@ -1846,8 +1850,39 @@ static void check_elastic(walker *w) {
   }
 }
 
+/* Hybrid sharding's groups: nodes of the same GPUs, a shard group of whole nodes that divides
+ * the job's GPUs (`key`: recipe.sharding's). */
+static bool finish_shard_group(walker *w, int stage, const yaml_node_t *key) {
+  rh_scenario *sc = w->sc;
+  bool written;
+  const yaml_node_t *at = key_at(w->doc, "recipe.shard_group_size", &written);
+  if (written && sc->recipe.shard_group > 0 && stage != RH_SHARD_HYBRID) {
+    fail(w, at, "recipe.shard_group_size", "applies to sharding: hybrid (recipe.sharding is %s)",
+         rh_sharding_names[stage]);
+    return false;
+  }
+  if (stage != RH_SHARD_HYBRID) return true;
+  const rh_cluster *cl = &sc->cluster;
+  bool uniform = cl->nodes > 0 && cl->gpus_per_node;
+  for (int i = 1; uniform && i < cl->nodes; i++)
+    uniform = cl->gpus_per_node[i] == cl->gpus_per_node[0];
+  if (!uniform) {
+    fail(w, key, "recipe.sharding", "hybrid shards inside groups of whole nodes and replicates "
+         "across them: every node needs the same GPUs (cluster.gpus_per_node)");
+    return false;
+  }
+  int L = cl->gpus_per_node[0], G = sc->recipe.shard_group, gpus = L * cl->nodes;
+  if (G > 0 && (G % L != 0 || gpus % G != 0)) {
+    fail(w, at, "recipe.shard_group_size", "%d %s: a shard group is whole nodes of %d GPUs that "
+         "divide the job's %d", G, G % L ? "is not whole nodes" : "does not divide the job's GPUs",
+         L, gpus);
+    return false;
+  }
+  return true;
+}
+
 /* recipe.sharding: the state's stage, or the samples' older spelling (data.sharding's values);
- * hybrid sharding needs the same GPUs on every node. */
+ * hybrid sharding needs its groups (finish_shard_group). */
 static bool finish_sharding(walker *w) {
   rh_scenario *sc = w->sc;
   bool written, samples_written;
@@ -1886,17 +1921,7 @@ static bool finish_sharding(walker *w) {
          rh_sharding_names[stage]);
     return false;
   }
-  if (stage != RH_SHARD_HYBRID) return true;
-  const rh_cluster *cl = &sc->cluster;
-  bool uniform = cl->nodes > 0 && cl->gpus_per_node;
-  for (int i = 1; uniform && i < cl->nodes; i++)
-    uniform = cl->gpus_per_node[i] == cl->gpus_per_node[0];
-  if (!uniform) {
-    fail(w, key, "recipe.sharding", "hybrid shards inside each node and replicates across them: "
-         "every node needs the same GPUs (cluster.gpus_per_node)");
-    return false;
-  }
-  return true;
+  return finish_shard_group(w, stage, key);
 }
 
 /* FSDP's wrap policy: its keys apply to full and hybrid sharding, min_num_params to the size

@@ -169,6 +169,7 @@ typedef struct rh_scenario {
     bool limit_all_gathers; /* full: FSDP's rate limiter, two allgathers in flight */
     int checkpoint_format;  /* 0 full (FULL_STATE_DICT), 1 sharded (SHARDED_STATE_DICT) */
     int wrap_policy;        /* full, hybrid: 0 transformer blocks, 1 by size (min_num_params) */
+    int shard_group;        /* hybrid: GPUs in a shard group, whole nodes; 0: a node's */
     double min_num_params;  /* wrap_policy size: a unit's least parameters */
     double reduce_bucket;   /* ZeRO-1/2: elements per reduce-scatter bucket */
     double allgather_bucket; /* ZeRO-1/2: elements per allgather of the updated parameters */

@@ -26,11 +26,12 @@
  * is DDP's arithmetic; only the order the ranks' gradients are added in differs.  With
  * reduce_scatter: false the gradients are DDP's allreduced buckets, and the run ends on DDP's bits.
  *
- * Hybrid (FSDP HYBRID_SHARD, HSDP) is full sharding over the GPUs of each node, the nodes being
- * replicas: the units are allgathered and reduce-scattered inside the node (RH_SCOPE_LOCAL), and
- * each reduce-scattered shard is then averaged across the nodes by an allreduce of the ranks with
- * the same local rank (RH_SCOPE_CROSS), on the same queue, as FSDP's post-backward hook runs it.
- * A rank's block is its local rank's.
+ * Hybrid (FSDP HYBRID_SHARD, HSDP) is full sharding over a shard group (the GPUs of a node, or
+ * recipe.shard_group_size GPUs of whole nodes), the groups being replicas: the units are
+ * allgathered and reduce-scattered inside the group (RH_SCOPE_SHARD), and each reduce-scattered
+ * shard is then averaged across the groups by an allreduce of the ranks at the same place in each
+ * (RH_SCOPE_REPLICA), on the same queue, as FSDP's post-backward hook runs it.  A rank's block is
+ * its place in its shard group.
  */
 #include "internal.h"
 #include "memory.h"
@@ -46,31 +47,33 @@ static bool zero12(const rank_state *s) {
   return s->cfg->sharding == RH_SHARD_OPTIMIZER || s->cfg->sharding == RH_SHARD_GRADIENTS;
 }
 
-/* Hybrid sharding over nodes of equal size; a world an elastic reset left uneven (a GPU gone,
- * its node's others staying) shards over all its ranks, as full sharding. */
+/* Hybrid sharding over the shard groups; a world an elastic reset left without them (a GPU gone,
+ * its node's others staying; a group size that does not divide it) shards over all its ranks,
+ * as full sharding. */
 static bool hybrid(const rank_state *s) {
-  return s->cfg->sharding == RH_SHARD_HYBRID &&
-         rh_local_size(s->ctx) * rh_cross_size(s->ctx) == s->size;
+  return s->cfg->sharding == RH_SHARD_HYBRID && rh_scope_size(s->ctx, RH_SCOPE_SHARD) > 0;
 }
 
 int train__shard_degree(const rank_state *s) {
-  if (hybrid(s)) return rh_local_size(s->ctx);
+  if (hybrid(s)) return rh_scope_size(s->ctx, RH_SCOPE_SHARD);
   bool whole = zero12(s) || s->cfg->sharding == RH_SHARD_FULL || s->cfg->sharding == RH_SHARD_HYBRID;
   return whole ? s->size : 1;
 }
 
-/* This rank's block among the shard group's (its local rank under hybrid sharding). */
+/* This rank's block among the shard group's (its place in its shard group under hybrid). */
 static int shard_index(const rank_state *s) {
-  return hybrid(s) ? rh_local_rank(s->ctx) : s->rank;
+  return hybrid(s) ? rh_scope_rank(s->ctx, RH_SCOPE_SHARD) : s->rank;
 }
 
-/* The group the state is sharded over, and the one its shards are replicated over (hybrid's
- * nodes; none otherwise: 1 rank). */
+/* The group the state is sharded over, and how many groups hold it (hybrid's replicas; 1
+ * otherwise). */
 static rh_scope shard_scope(const rank_state *s) {
-  return hybrid(s) ? RH_SCOPE_LOCAL : RH_SCOPE_WORLD;
+  return hybrid(s) ? RH_SCOPE_SHARD : RH_SCOPE_WORLD;
 }
 
-static int replicas(const rank_state *s) { return hybrid(s) ? rh_cross_size(s->ctx) : 1; }
+static int replicas(const rank_state *s) {
+  return hybrid(s) ? rh_scope_size(s->ctx, RH_SCOPE_REPLICA) : 1;
+}
 
 bool train__shards_units(const rank_state *s) {
   bool units = s->cfg->sharding == RH_SHARD_FULL || s->cfg->sharding == RH_SHARD_HYBRID;
@@ -121,12 +124,14 @@ static rh_status find_units(rank_state *s) {
 rh_status train__shard_setup(rank_state *s) {
   const rh_train_config *cfg = s->cfg;
   if (cfg->sharding == RH_SHARD_NONE) return RH_OK;
+  /* (every rank the same size; a world it does not cut leaves hybrid as full sharding) */
+  if (cfg->sharding == RH_SHARD_HYBRID) rh_set_shard_group(s->ctx, cfg->shard_group);
   if (!cfg->real) return cfg->sharding >= RH_SHARD_HYBRID ? find_units(s) : RH_OK;
   int most = cfg->max_size > s->size ? cfg->max_size : s->size;
   /* the whole of a block array, gathered from every rank of the world (hybrid: each node's
    * blocks again) */
-  size_t whole = hybrid(s) ? (size_t)most * block_of(s->nparams, train__shard_degree(s)) : 0;
-  if (whole < s->nparams + (size_t)most) whole = s->nparams + (size_t)most;
+  size_t whole = s->nparams + (size_t)most;
+  if (cfg->sharding == RH_SHARD_HYBRID) whole += (size_t)most * s->nparams;
   s->shard_buf = malloc(whole * sizeof(float));
   s->shard_send = malloc((block_of(s->nparams, 1) + 1) * sizeof(float));
   return s->shard_buf && s->shard_send ? RH_OK : RH_ERR_NOMEM;
@@ -281,7 +286,7 @@ static rh_status scatter(pass *p, int u) {
                              &o, &p->rs[u]);
   if (st != RH_OK || !across) return st;
   o.name = u == s->nunits ? "root shard" : "shard";
-  return rh_iallreduce_in(s->ctx, RH_SCOPE_CROSS, NULL, NULL, block, value_type(s), RH_AVERAGE,
+  return rh_iallreduce_in(s->ctx, RH_SCOPE_REPLICA, NULL, NULL, block, value_type(s), RH_AVERAGE,
                           &o, &p->ar[u]);
 }
 
@@ -383,7 +388,7 @@ static bool symmetric(const rank_state *s, schedule *k) {
     size_t block = block_of(count, D), bytes = block * (size_t)D * (size_t)esz;
     k->ag_price[root] = rh_predict_in(s->ctx, scope, RH_COLL_ALLGATHER, bytes);
     k->rs_price[root] = rh_predict_in(s->ctx, scope, RH_COLL_REDUCE_SCATTER, bytes);
-    k->ar_price[root] = replicas(s) > 1 ? rh_predict_in(s->ctx, RH_SCOPE_CROSS, RH_COLL_ALLREDUCE,
+    k->ar_price[root] = replicas(s) > 1 ? rh_predict_in(s->ctx, RH_SCOPE_REPLICA, RH_COLL_ALLREDUCE,
                                                         block * (size_t)esz) : 0;
     if (!isfinite(k->ag_price[root]) || !isfinite(k->rs_price[root]) ||
         !isfinite(k->ar_price[root]))
@@ -516,7 +521,7 @@ static void my_block(const rank_state *s, size_t *per, size_t *lo, size_t *hi) {
 
 /* Gathers the rank's block [lo, hi) of each of `arrays` arrays of nparams floats at `data`, in
  * place; by a real allgather over the shard group (cost) or a check's over the world (no
- * simulated time: the first node's ranks, 0 to local_size - 1, hold the blocks in order). */
+ * simulated time: the first shard group's ranks, 0 to its size - 1, hold the blocks in order). */
 static rh_status gather_blocks(rank_state *s, float *data, int arrays, bool cost) {
   size_t per, lo, hi, N = s->nparams;
   my_block(s, &per, &lo, &hi);
@@ -556,7 +561,7 @@ static rh_status reduce_own_block(rank_state *s, size_t per, size_t lo, size_t h
   s->sharded.scatter_bytes += (double)per * D * sizeof(float);
   if (st == RH_OK && replicas(s) > 1) { /* hybrid: the node's average, averaged across nodes */
     o.name = "shard";
-    st = rh_iallreduce_in(s->ctx, RH_SCOPE_CROSS, mine, mine, per, RH_FLOAT32, RH_AVERAGE, &o,
+    st = rh_iallreduce_in(s->ctx, RH_SCOPE_REPLICA, mine, mine, per, RH_FLOAT32, RH_AVERAGE, &o,
                           NULL);
     s->sharded.allreduces++;
     s->sharded.allreduce_bytes += (double)per * sizeof(float);
@@ -604,7 +609,7 @@ static void shard_path(char *buf, size_t len, const char *path, uint64_t k, uint
 }
 
 bool train__shard_writer(const rank_state *s) {
-  return !hybrid(s) || rh_cross_rank(s->ctx) == 0; /* hybrid: the first node's copy */
+  return !hybrid(s) || rh_scope_rank(s->ctx, RH_SCOPE_REPLICA) == 0; /* hybrid: the first group's */
 }
 
 int train__shard_write(rank_state *s, const char *path) {

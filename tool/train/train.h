@@ -138,6 +138,7 @@ typedef struct rh_train_config {
   double reduce_bucket;       /* optimizer, gradients, timing-only: elements per reduce-scatter */
   double allgather_bucket;    /* optimizer, gradients, timing-only: elements per allgather */
   int gathers_ahead;          /* full: units' allgathers in flight (FSDP's limiter: 2; 0: all) */
+  int shard_group;            /* hybrid: ranks in a shard group (whole nodes); 0: a node's */
   double wrap_min_params;     /* full, hybrid: a unit's least parameters (size_based_auto_wrap_
                                * policy); 0: each transformer block a unit */
   bool sharded_checkpoints;   /* each rank writes its shard of a checkpoint, rank 0 the index */
