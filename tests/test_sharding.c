@@ -239,7 +239,7 @@ static void test_bad_sharding(void **state) {
        "bad.yaml:5: recipe.sharding: expected one of none, optimizer, gradients, hybrid, full"},
       {TWO_NODES("[3, 2]") "data: {train_samples: 64}\nrecipe: {batch_per_worker: 4, epochs: 1, "
                            "sharding: hybrid}\n",
-       "recipe.sharding: hybrid shards inside each node"},
+       "recipe.sharding: hybrid shards inside groups of whole nodes"},
       {"name: bad\ncluster: {nodes: 1, gpus_per_node: 2, gpu: {tflops: 10}, intra: "
        "{bandwidth_GBps: 100}}\nmodel: {preset: resnet50}\ndata: {train_samples: 64}\n"
        "recipe: {batch_per_worker: 4, epochs: 1, activation_checkpointing: full}\n",
