@@ -542,11 +542,13 @@ static void stage_out(rh_ctx *ctx, void *user, void *work, size_t bytes, rh_stat
   m->release(ctx, work);
 }
 
-/* Whether the backend's own collective (MPI's, NCCL's) runs this one: it needs real buffers and a
- * backend that has one; on a device target it always runs (for one rank too: the data path is the
- * same at every size), elsewhere when the `collectives` setting asks and there are peers. */
-static bool use_native(const rh_ctx *ctx, bool available, const void *buf) {
-  if (!buf || !available) return false;
+/* Whether the backend's own collective (MPI's, NCCL's) runs request r: it needs real buffers, the
+ * world (the backends' communicators are the world's), and a backend that has one; on a device
+ * target it always runs (for one rank too: the data path is the same at every size), elsewhere
+ * when the `collectives` setting asks and there are peers. */
+static bool use_native(const rh_request *r, bool available, const void *buf) {
+  const rh_ctx *ctx = r->ctx;
+  if (!buf || !available || r->scope != RH_SCOPE_WORLD) return false;
   if (ctx->ops->device) return true;
   return ctx->world.n > 1 && (int)rh_setting(ctx, RH_SETTING_COLLECTIVES) == RH_IMPL_NATIVE;
 }
@@ -571,26 +573,21 @@ static bool links_nominal(rh_ctx *ctx) {
          !(extra > 0);
 }
 
-static double predict_priced(const rh_ctx *ctx, rh_nccl_coll coll, size_t bytes) {
-  rh_ctx *c = (rh_ctx *)ctx; /* the backend's query reads, it changes nothing */
-  if (!priced(ctx) || !links_nominal(c)) return NAN;
-  return rh__plan(ctx, coll, bytes).seconds;
-}
-
-double rh_predict_allgather(const rh_ctx *ctx, size_t bytes) {
-  return predict_priced(ctx, RH_NC_ALLGATHER, bytes);
-}
-
-double rh_predict_reduce_scatter(const rh_ctx *ctx, size_t bytes) {
-  return predict_priced(ctx, RH_NC_REDUCE_SCATTER, bytes);
-}
-
 double rh_predict_in(const rh_ctx *ctx, rh_scope scope, rh_collective coll, size_t bytes) {
   static const rh_nccl_coll kinds[] = {RH_NC_ALLREDUCE, RH_NC_ALLGATHER, RH_NC_REDUCE_SCATTER};
   if ((int)coll < 0 || coll > RH_COLL_REDUCE_SCATTER || (int)scope < 0 || scope > RH_SCOPE_REPLICA)
     return NAN;
+  /* (the backend's query of the links reads, it changes nothing) */
   if (!priced(ctx) || !links_nominal((rh_ctx *)ctx)) return NAN;
   return rh__plan_in(ctx, (int)scope, kinds[coll], bytes).seconds;
+}
+
+double rh_predict_allgather(const rh_ctx *ctx, size_t bytes) {
+  return rh_predict_in(ctx, RH_SCOPE_WORLD, RH_COLL_ALLGATHER, bytes);
+}
+
+double rh_predict_reduce_scatter(const rh_ctx *ctx, size_t bytes) {
+  return rh_predict_in(ctx, RH_SCOPE_WORLD, RH_COLL_REDUCE_SCATTER, bytes);
 }
 
 double rh_collective_compute_share(const rh_ctx *ctx) {
@@ -655,7 +652,7 @@ static rh_status reduce_in_place(rh_request *r, void *work) {
   rh_coll c = coll_of(r, wire, count, wire_type);
   bool world = r->scope == RH_SCOPE_WORLD;
   if (st != RH_OK || count == 0) {
-  } else if (use_native(ctx, world && ctx->ops->allreduce != NULL, wire)) {
+  } else if (use_native(r, ctx->ops->allreduce != NULL, wire)) {
     native_phase(ctx, "allreduce");
     st = ctx->ops->allreduce(ctx, wire, count, wire_type, c.op, c.timeout);
     rh__trace_end(ctx, RH_TRACK_COMM, NAN);
@@ -727,7 +724,7 @@ static rh_status broadcast_run(rh_request *r) {
   size_t bytes = r->count * rh_dtype_size(r->dtype);
   if (r->count == 0 || (ctx->world.n < 2 && !ctx->ops->device)) return RH_OK;
   rh_status st = RH_OK;
-  if (use_native(ctx, ctx->ops->broadcast != NULL, r->recv)) {
+  if (use_native(r, ctx->ops->broadcast != NULL, r->recv)) {
     void *work = stage_in(ctx, r->recv, bytes, ctx->rank == r->root, &st);
     native_phase(ctx, "broadcast");
     if (st == RH_OK) st = ctx->ops->broadcast(ctx, work, r->count, r->dtype, r->root,
@@ -787,7 +784,7 @@ static rh_status allgatherv_run(rh_request *r) {
   }
   size_t mine = r->counts[g->me] * esz;
   rh_status st = RH_OK;
-  if (use_native(ctx, r->scope == RH_SCOPE_WORLD && ctx->ops->allgatherv != NULL, r->recv)) {
+  if (use_native(r, ctx->ops->allgatherv != NULL, r->recv)) {
     const rh_memory_ops *m = work_memory(ctx);
     void *work = stage_in(ctx, r->recv, total * esz, false, &st);
     if (st == RH_OK) st = m->copy(ctx, (char *)work + off * esz, r->send, mine);
@@ -829,7 +826,7 @@ static rh_status scatter_in_place(rh_request *r, void *work) {
   rh_status st = work ? m->scale(ctx, work, total, r->dtype, r->opts.prescale) : RH_OK;
   rh_coll c = coll_of(r, work, total, r->dtype);
   if (st != RH_OK || r->count == 0) {
-  } else if (use_native(ctx, r->scope == RH_SCOPE_WORLD && ctx->ops->reduce_scatter != NULL, work)) {
+  } else if (use_native(r, ctx->ops->reduce_scatter != NULL, work)) {
     native_phase(ctx, "reduce-scatter");
     st = ctx->ops->reduce_scatter(ctx, work, r->count, r->dtype, c.op, c.timeout);
     rh__trace_end(ctx, RH_TRACK_COMM, NAN);
@@ -860,7 +857,7 @@ static rh_status reduce_scatter_run(rh_request *r) {
   if (timing_only && !ctx->ops->device) return scatter_in_place(r, NULL);
   void *work = m->alloc(ctx, bytes + 1);
   if (!work) return RH_ERR_NOMEM;
-  bool native = use_native(ctx, r->scope == RH_SCOPE_WORLD && ctx->ops->reduce_scatter != NULL, work);
+  bool native = use_native(r, ctx->ops->reduce_scatter != NULL, work);
   rh_status st = timing_only ? RH_OK : m->copy(ctx, work, r->send, bytes);
   if (st == RH_OK) st = scatter_in_place(r, work);
   if (st == RH_OK && !timing_only)

@@ -506,7 +506,6 @@ rh_status train__shard_gather_params(rank_state *s) {
 
 /* ---- real numbers ----------------------------------------------------------------------------- */
 
-/* This rank's block of the flat parameters: [*lo, *hi), of `per` elements padded. */
 /* Block k of n parameters cut into `size` equal blocks (the last ones short or empty). */
 static void block_range(size_t n, int size, size_t k, size_t *per, size_t *lo, size_t *hi) {
   *per = block_of(n, size);
@@ -515,6 +514,7 @@ static void block_range(size_t n, int size, size_t k, size_t *per, size_t *lo, s
   *hi = from + *per < n ? from + *per : n;
 }
 
+/* This rank's block of the flat parameters: [*lo, *hi), of `per` elements padded. */
 static void my_block(const rank_state *s, size_t *per, size_t *lo, size_t *hi) {
   block_range(s->nparams, train__shard_degree(s), (size_t)shard_index(s), per, lo, hi);
 }
