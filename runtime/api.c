@@ -236,7 +236,9 @@ static coll_desc describe(coll_kind kind, rh_dtype dtype, rh_op op, int root, si
   d.count = count;
   d.prescale = o ? o->prescale : 1;
   d.postscale = o ? o->postscale : 1;
-  if (o && o->name) snprintf(d.name, sizeof d.name, "%s", o->name);
+  /* copied by hand: every rank describes every collective, and snprintf's frame touches fresh
+   * pages of each actor's stack (a tenth of the page faults of 65,536 simulated GPUs) */
+  for (size_t i = 0; o && o->name && o->name[i] && i + 1 < sizeof d.name; i++) d.name[i] = o->name[i];
   return d;
 }
 

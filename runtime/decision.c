@@ -17,39 +17,81 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Seconds per byte of a flow from rank a to rank b when `flows[node]` flows cross each node's
- * backbone and `up[node]` flows leave through each node's uplink at once; and its latency. */
-static void edge(const rh_ctx *ctx, int a, int b, const int *flows, const int *up, double *lat,
-                 double *spb) {
+/* The flows crossing each shared resource at once: each node's backbone, each port of the
+ * fabric out and in (a node's uplink, or one NIC of a rail), each leaf's uplinks to the spines
+ * out and in (cluster.c's rh_fabric_route says which a flow takes). */
+typedef struct net_load {
+  int *backbone, *out, *in, *leaf_out, *leaf_in;
+} net_load;
+
+static bool load_new(const rh_ctx *ctx, net_load *ld) {
+  const rh_cluster *cl = ctx->cluster;
+  size_t nodes = (size_t)ctx->topo->nodes, ports = (size_t)rh_fabric_ports(cl);
+  size_t leaves = (size_t)rh_fabric_leaves(cl) * (size_t)rh_fabric_rails(cl);
+  if (ports < nodes) ports = nodes;
+  int *all = calloc(nodes + 2 * ports + 2 * leaves + 1, sizeof(int));
+  *ld = (net_load){all, all + nodes, all + nodes + ports, all + nodes + 2 * ports,
+                   all + nodes + 2 * ports + leaves};
+  return all != NULL;
+}
+
+static void load_free(net_load *ld) { free(ld->backbone); }
+
+/* Counts k flows from rank a to rank b. */
+static void load_add(const rh_ctx *ctx, net_load *ld, int a, int b, int k) {
+  int na = ctx->topo->node_of[a], nb = ctx->topo->node_of[b];
+  ld->backbone[na] += k;
+  if (na == nb) return;
+  ld->backbone[nb] += k;
+  rh_fabric_path p = rh_fabric_route(ctx->cluster, na, nb, ctx->topo->local_rank_of[b]);
+  ld->out[p.out] += k;
+  ld->in[p.in] += k;
+  if (p.leaf_out < 0) return;
+  ld->leaf_out[p.leaf_out] += k;
+  ld->leaf_in[p.leaf_in] += k;
+}
+
+static double share(double bw, int flows) { return bw / (flows > 0 ? flows : 1); }
+
+/* Seconds per byte of a flow from rank a to rank b under the load ld, and its latency: the GPU
+ * hops, a node's backbone, and across nodes the ports and, between leaves, the spines' links. */
+static void edge(const rh_ctx *ctx, int a, int b, const net_load *ld, double *lat, double *spb) {
   const rh_cluster *cl = ctx->cluster;
   int na = ctx->topo->node_of[a], nb = ctx->topo->node_of[b];
   double bw = cl->intra_bw, l = 2 * cl->intra_lat;
   if (cl->intra_backbone_bw > 0) {
-    bw = fmin(bw, cl->intra_backbone_bw / (flows[na] > 0 ? flows[na] : 1));
-    if (nb != na) bw = fmin(bw, cl->intra_backbone_bw / (flows[nb] > 0 ? flows[nb] : 1));
+    bw = fmin(bw, share(cl->intra_backbone_bw, ld->backbone[na]));
+    if (nb != na) bw = fmin(bw, share(cl->intra_backbone_bw, ld->backbone[nb]));
   }
   if (na != nb) {
-    double nic = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
-    bw = fmin(bw, nic / (up[na] > 0 ? up[na] : 1));
-    bw = fmin(bw, nic / (up[nb] > 0 ? up[nb] : 1));
+    rh_fabric_path p = rh_fabric_route(cl, na, nb, ctx->topo->local_rank_of[b]);
+    double port = rh_fabric_port_bw(cl);
+    bw = fmin(bw, fmin(share(port, ld->out[p.out]), share(port, ld->in[p.in])));
     l += 2 * cl->nic_lat;
+    if (p.leaf_out >= 0) {
+      double up = rh_fabric_leaf_bw(cl);
+      bw = fmin(bw, fmin(share(up, ld->leaf_out[p.leaf_out]), share(up, ld->leaf_in[p.leaf_in])));
+      l += 2 * cl->nic_lat;
+    }
   }
   *lat = l;
   *spb = 1.0 / bw;
 }
 
-/* Counts, per node, the flows of `streams` identical rings over g that cross its backbone and
- * that leave through its uplink. */
-static void ring_flows(const rh_ctx *ctx, const rh_group *g, int streams, int *flows, int *up) {
-  for (int n = 0; n < ctx->topo->nodes; n++) flows[n] = up[n] = 0;
-  for (int i = 0; i < g->n; i++) {
-    int a = ctx->topo->node_of[g->ranks[i]], b = ctx->topo->node_of[g->ranks[(i + 1) % g->n]];
-    flows[a] += streams;
-    if (a != b) {
-      flows[b] += streams;
-      up[a] += streams;
-    }
-  }
+/* One flow on every resource: a path alone. */
+static void no_sharing(const rh_ctx *ctx, net_load *ld) {
+  const rh_cluster *cl = ctx->cluster;
+  int nodes = ctx->topo->nodes, ports = rh_fabric_ports(cl);
+  int leaves = rh_fabric_leaves(cl) * rh_fabric_rails(cl);
+  if (ports < nodes) ports = nodes;
+  for (int i = 0; i < nodes; i++) ld->backbone[i] = 1;
+  for (int i = 0; i < ports; i++) ld->out[i] = ld->in[i] = 1;
+  for (int i = 0; i < leaves; i++) ld->leaf_out[i] = ld->leaf_in[i] = 1;
+}
+
+/* The load of `streams` identical rings over g. */
+static void ring_flows(const rh_ctx *ctx, const rh_group *g, int streams, net_load *ld) {
+  for (int i = 0; i < g->n; i++) load_add(ctx, ld, g->ranks[i], g->ranks[(i + 1) % g->n], streams);
 }
 
 /* A topology's ring paces, found once for all the ranks that share it: an open-addressing table
@@ -134,19 +176,18 @@ static void ring_pace(const rh_ctx *ctx, const rh_group *g, int streams, double 
     *b = key.b;
     return;
   }
-  int nodes = ctx->topo->nodes;
-  int *flows = calloc((size_t)nodes * 2, sizeof(int));
+  net_load ld;
   *a = 0;
   *b = 0;
-  if (!flows) return;
-  ring_flows(ctx, g, streams, flows, flows + nodes);
+  if (!load_new(ctx, &ld)) return;
+  ring_flows(ctx, g, streams, &ld);
   for (int i = 0; i < g->n && g->n > 1; i++) {
     double l, spb;
-    edge(ctx, g->ranks[i], g->ranks[(i + 1) % g->n], flows, flows + nodes, &l, &spb);
+    edge(ctx, g->ranks[i], g->ranks[(i + 1) % g->n], &ld, &l, &spb);
     if (l > *a) *a = l;
     if (spb > *b) *b = spb;
   }
-  free(flows);
+  load_free(&ld);
   if (!cache) return;
   key.a = *a;
   key.b = *b;
@@ -167,43 +208,36 @@ static double ring_allreduce_cost(const rh_ctx *ctx, const rh_group *g, double n
  * costs the slowest hop's time. */
 static double bcast_ring_cost(const rh_ctx *ctx, double n, int root) {
   const rh_group *g = &ctx->world;
-  int p = g->n, nodes = ctx->topo->nodes;
+  int p = g->n;
   double chunk = rh_setting(ctx, RH_SETTING_PIPELINE_CHUNK);
   double k = ceil(n / (chunk > 0 ? chunk : 1));
   if (k < 1) k = 1;
   double c = n / k, fill = 0, slowest = 0;
-  int *flows = calloc((size_t)nodes * 2, sizeof(int));
-  if (!flows) return NAN;
+  net_load ld;
+  if (!load_new(ctx, &ld)) return NAN;
+  for (int h = 0; h < p - 1; h++) load_add(ctx, &ld, (root + h) % p, (root + h + 1) % p, 1);
   for (int h = 0; h < p - 1; h++) { /* each hop is one flow through its nodes */
-    int a = ctx->topo->node_of[(root + h) % p], b = ctx->topo->node_of[(root + h + 1) % p];
-    flows[a]++;
-    if (a != b) {
-      flows[b]++;
-      flows[nodes + a]++;
-    }
-  }
-  for (int h = 0; h < p - 1; h++) {
     double l, spb;
-    edge(ctx, (root + h) % p, (root + h + 1) % p, flows, flows + nodes, &l, &spb);
+    edge(ctx, (root + h) % p, (root + h + 1) % p, &ld, &l, &spb);
     fill += l + c * spb;
     if (l + c * spb > slowest) slowest = l + c * spb;
   }
-  free(flows);
+  load_free(&ld);
   return fill + (k - 1) * slowest;
 }
 
 /* The binomial tree from root, send by send: each rank forwards the whole message to its
  * children one after the other once it has it. */
 static double bcast_tree_cost(const rh_ctx *ctx, double n, int root) {
-  int p = ctx->world.n, nodes = ctx->topo->nodes;
+  int p = ctx->world.n;
   double *got = calloc((size_t)p, sizeof(double)), last = 0;
-  int *flows = calloc((size_t)nodes * 2, sizeof(int));
-  if (!got || !flows) {
+  net_load ld = {0};
+  if (!got || !load_new(ctx, &ld)) {
     free(got);
-    free(flows);
+    load_free(&ld);
     return NAN;
   }
-  for (int i = 0; i < nodes; i++) flows[i] = flows[nodes + i] = 1; /* one send at a time */
+  no_sharing(ctx, &ld); /* one send at a time */
   /* relative ranks in increasing order receive before they send, so one pass suffices */
   for (int v = 0; v < p; v++) {
     int low = 1;
@@ -212,14 +246,14 @@ static double bcast_tree_cost(const rh_ctx *ctx, double n, int root) {
     for (int mask = low >> 1; mask > 0; mask >>= 1) {
       if (v + mask >= p) continue;
       double l, spb;
-      edge(ctx, (v + root) % p, (v + mask + root) % p, flows, flows + nodes, &l, &spb);
+      edge(ctx, (v + root) % p, (v + mask + root) % p, &ld, &l, &spb);
       t += l + n * spb;
       got[v + mask] = t;
       if (t > last) last = t;
     }
   }
   free(got);
-  free(flows);
+  load_free(&ld);
   return last;
 }
 

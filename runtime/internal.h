@@ -25,6 +25,16 @@ typedef enum rh_gpu_arch {
 } rh_gpu_arch;
 extern const char *const rh_arch_names[RH_ARCH_COUNT + 1]; /* NULL-terminated */
 
+/* The fabric the nodes' NICs meet on.  switch: one non-blocking switch; fat_tree: each node's
+ * uplink on a leaf of nodes_per_leaf nodes, the leaves joined by spines through uplinks of
+ * 1/oversubscription of their down bandwidth; rail: NIC k of every node (one NIC per GPU) on rail
+ * k's leaf, one leaf per rail and group of nodes_per_leaf nodes (a DGX SuperPOD's scalable unit),
+ * the leaves joined by spines likewise. */
+typedef enum rh_topology_kind { RH_TOPO_SWITCH, RH_TOPO_FAT_TREE, RH_TOPO_RAIL } rh_topology_kind;
+/* packed: the job's nodes fill leaf after leaf (a topology-aware scheduler); scattered: node i
+ * on leaf i mod leaves (a fragmented cluster: every neighbour on another leaf). */
+typedef enum rh_placement { RH_PLACE_PACKED, RH_PLACE_SCATTERED } rh_placement;
+
 /* What the NCCL model needs beyond the links: how the node and the network are built. */
 typedef struct rh_fabric {
   rh_gpu_arch arch;
@@ -36,8 +46,10 @@ typedef struct rh_fabric {
   double nic_efficiency;  /* fraction of a NIC's line rate the transport achieves (IB, RoCE, TCP) */
   bool tcp;               /* the nodes talk over TCP sockets, not RDMA (InfiniBand, RoCE) */
   int channels;           /* NCCL channels (rings, trees) a communicator opens */
-  int nodes_per_leaf;     /* nodes under one leaf switch; 0: one non-blocking switch */
+  int nodes_per_leaf;     /* nodes under one leaf switch (rail: nodes of a rail group); 0: one switch */
   double oversubscription; /* leaf down- to uplink bandwidth ratio, >= 1 */
+  rh_topology_kind topology; /* how the nodes' NICs meet (the simulated network) */
+  rh_placement placement; /* how the job's nodes lie on the leaves */
 } rh_fabric;
 
 /* A GPU cluster as a scenario describes it.  Used by the simulator to build its platform and by
@@ -66,6 +78,21 @@ typedef struct rh_cluster {
 int rh_cluster_size(const rh_cluster *cl);
 /* The first GPU slot of `node` when the cluster's GPUs are numbered node by node, spares last. */
 int rh_cluster_first_slot(const rh_cluster *cl, int node);
+
+/* The fabric (rh_topology_kind), one set of facts for the platform and the cost model.  A port is
+ * where a node meets the network: its uplink (switch, fat_tree: all its NICs together) or one of
+ * its NICs (rail, port node * rails + rail); a leaf port is a leaf's uplink bundle to the spines
+ * (fat_tree: one per leaf; rail: one per leaf and rail).  A flow between nodes leaves through the
+ * port of the destination GPU's rail (NCCL's PXN) and crosses the spines between leaves. */
+int rh_fabric_rails(const rh_cluster *cl);        /* 1, or the NICs of a node under rail */
+int rh_fabric_ports(const rh_cluster *cl);        /* nodes (spares included) x rails */
+int rh_fabric_leaves(const rh_cluster *cl);       /* leaves (per rail); 0 under switch */
+int rh_fabric_leaf_of(const rh_cluster *cl, int node);
+double rh_fabric_port_bw(const rh_cluster *cl);   /* a port's bandwidth, per direction */
+double rh_fabric_leaf_bw(const rh_cluster *cl);   /* a leaf port's, per direction */
+/* The ports and leaf ports (-1: none) a flow from node a to GPU local_b of node b crosses. */
+typedef struct rh_fabric_path { int out, in, leaf_out, leaf_in; } rh_fabric_path;
+rh_fabric_path rh_fabric_route(const rh_cluster *cl, int a, int b, int local_b);
 
 /* ---- failures and elastic training (target-independent descriptions) ---------------------- */
 

@@ -1,11 +1,14 @@
 /*
- * platform.c: writes the SimGrid platform XML for a cluster description (the C API cannot build a
- * platform in code), and gives the settings SimGrid runs it under.  Every number is printed with
+ * platform.c: writes the SimGrid platform XML for a cluster on one switch (a <cluster> zone per
+ * node; what the simulator builds in code, zone.cpp, as SimGrid's loader reads it), and gives the
+ * settings SimGrid runs it under.  Every number is printed with
  * 17 significant digits so the platform models exactly the values of the scenario.  A straggler
  * fault's slower speed is a pstate of every GPU host (pstate 0 is full speed), which the injector
  * selects while the fault lasts.
  */
 #include "platform.h"
+
+#include <stdlib.h>
 
 int rh_sim_straggler_pstate(const rh_fault_plan *plan, double factor) {
   int k = 0;
@@ -59,7 +62,23 @@ int rh_sim_settings(const rh_cluster *cl, const char *program, char **argv) {
   return argc;
 }
 
+/* A GPU host's speeds: full, then one pstate per straggler factor of plan in order of first use. */
+int rh_sim_gpu_speeds(const rh_cluster *cl, const rh_fault_plan *plan, double *speeds) {
+  int n = 0;
+  speeds[n++] = cl->gpu_flops;
+  for (int i = 0; plan && i < plan->nfaults; i++) {
+    const rh_fault *f = &plan->faults[i];
+    if (f->kind == RH_FAULT_STRAGGLER && rh_sim_straggler_pstate(plan, f->factor) == n)
+      speeds[n++] = cl->gpu_flops * f->factor;
+  }
+  return n;
+}
+
 rh_status rh_sim_platform_write(const rh_cluster *cl, const rh_fault_plan *plan, FILE *out) {
+  if (cl->fabric.topology != RH_TOPO_SWITCH) return RH_ERR_UNSUPPORTED;
+  double *speeds = malloc(sizeof *speeds * (size_t)(1 + (plan ? plan->nfaults : 0)));
+  if (!speeds) return RH_ERR_NOMEM;
+  int nspeeds = rh_sim_gpu_speeds(cl, plan, speeds);
   fprintf(out, "<?xml version='1.0'?>\n"
                "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                "<platform version=\"4.1\">\n"
@@ -67,19 +86,9 @@ rh_status rh_sim_platform_write(const rh_cluster *cl, const rh_fault_plan *plan,
   int nodes = cl->nodes + cl->spares, first = 0;
   for (int n = 0; n < nodes; n++) {
     int last = first + cl->gpus_per_node[n] - 1;
-    fprintf(out,
-            "  <cluster id=\"node%d\" prefix=\"gpu\" suffix=\"\" radical=\"%d-%d\" speed=\"%.17gf",
-            n, first, last, cl->gpu_flops);
-    for (int i = 0; plan && i < plan->nfaults; i++) { /* one pstate per straggler factor */
-      const rh_fault *f = &plan->faults[i];
-      if (f->kind == RH_FAULT_STRAGGLER && rh_sim_straggler_pstate(plan, f->factor) > 0) {
-        bool first_use = true;
-        for (int j = 0; j < i; j++)
-          first_use = first_use && !(plan->faults[j].kind == RH_FAULT_STRAGGLER &&
-                                     plan->faults[j].factor == f->factor);
-        if (first_use) fprintf(out, ",%.17gf", cl->gpu_flops * f->factor);
-      }
-    }
+    fprintf(out, "  <cluster id=\"node%d\" prefix=\"gpu\" suffix=\"\" radical=\"%d-%d\" speed=\"", n,
+            first, last);
+    for (int i = 0; i < nspeeds; i++) fprintf(out, "%s%.17gf", i ? "," : "", speeds[i]);
     fprintf(out,
             "\" bw=\"%.17gBps\" lat=\"%.17gs\" sharing_policy=\"SPLITDUPLEX\" "
             "router_id=\"node%d-router\"",
@@ -89,10 +98,11 @@ rh_status rh_sim_platform_write(const rh_cluster *cl, const rh_fault_plan *plan,
     fprintf(out, "/>\n");
     first = last + 1;
   }
+  free(speeds);
   /* the launcher: where the driver and the fault injector run; it sends no message */
   fprintf(out, "  <zone id=\"control\" routing=\"None\">\n    <host id=\"launcher\" speed=\"1f\"/>\n  </zone>\n");
   if (nodes > 1) {
-    double up = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
+    double up = rh_fabric_port_bw(cl);
     fprintf(out, "  <zone id=\"fabric\" routing=\"Full\">\n    <router id=\"switch\"/>\n  </zone>\n");
     for (int n = 0; n < nodes; n++)
       fprintf(out,

@@ -1,7 +1,8 @@
 /*
  * bench_floor.c: what SimGrid alone costs for the job bench_scale simulates, with none of
- * rehearsal's runtime in it.  For each GPU count it loads the very platform rehearsal writes
- * (platform.c: a zone per node of 8 GPUs, one host per GPU) under the simulator's own settings
+ * rehearsal's runtime in it.  For each GPU count it builds the very platform the simulator runs on
+ * (cluster.c: one zone, one host per GPU; BENCH_PLATFORM=xml: the XML of a zone per node that
+ * `rehearsal platform` prints, through SimGrid's loader) under the simulator's own settings
  * (rh_sim_settings), starts the two actors rehearsal gives each GPU (a worker and its
  * collectives' runner), and lets each of them do the least a rank does in every bucket: one timer
  * (the worker's 25 ms backward slice, the runner's collective, here 10 ms).  No message, no
@@ -10,6 +11,7 @@
  * together grow from the first count, against N log N from it.
  *   ./build/tests/bench_floor [GPUS...]        (default 1024 2048 4096 8192 16384)
  *   BENCH_STEPS=2 ./build/tests/bench_floor ... (steps of 4 buckets; 10 by default)
+ *   BENCH_PLATFORM=xml ./build/tests/bench_floor ... (the XML platform)
  */
 #include "harness.h"
 #include "platform.h"
@@ -42,23 +44,32 @@ typedef struct figures {
 /* One GPU count, in this (child) process: SimGrid runs once per process. */
 static int floor_of(int gpus, figures *f) {
   rh_cluster cl = rh_test_bench_cluster(gpus);
-  char path[] = "/tmp/bench_floor_XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return 1;
-  FILE *out = fdopen(fd, "w");
-  bool written = out && rh_sim_platform_write(&cl, NULL, out) == RH_OK;
-  if (out ? fclose(out) != 0 : close(fd) != 0) written = false;
-  if (!written) {
-    unlink(path);
-    return 1;
-  }
   char *argv[RH_SIM_SETTINGS + 2];
   int argc = rh_sim_settings(&cl, "bench_floor", argv); /* the simulator's own */
   simgrid_init(&argc, argv);
-  double t0 = rh_test_wall();
-  simgrid_load_platform(path);
-  f->load = rh_test_wall() - t0;
-  unlink(path);
+  const char *how = getenv("BENCH_PLATFORM");
+  if (how && strcmp(how, "xml") == 0) {
+    char path[] = "/tmp/bench_floor_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return 1;
+    FILE *out = fdopen(fd, "w");
+    bool written = out && rh_sim_platform_write(&cl, NULL, out) == RH_OK;
+    if (out ? fclose(out) != 0 : close(fd) != 0) written = false;
+    double t0 = rh_test_wall();
+    if (written) simgrid_load_platform(path);
+    f->load = rh_test_wall() - t0;
+    unlink(path);
+    if (!written) return 1;
+  } else {
+    char err[256];
+    double t0 = rh_test_wall();
+    if (rh_sim_platform_build(&cl, NULL, err, sizeof err) != RH_OK) {
+      fprintf(stderr, "bench_floor: %s\n", err);
+      return 1;
+    }
+    f->load = rh_test_wall() - t0;
+  }
+  double t0;
   t0 = rh_test_wall(); /* the actors' creation, their stacks included, and the run */
   size_t count = sg_host_count();
   sg_host_t *hosts = sg_host_list();
@@ -91,8 +102,11 @@ int main(int argc, char **argv) {
     }
     counts[i] = (int)g;
   }
-  printf("# bench_floor: SimGrid alone on bench_scale's platform; 2 actors per GPU, each one timer "
-         "per bucket, %d steps x %d buckets\n", steps, BUCKETS);
+  const char *how = getenv("BENCH_PLATFORM");
+  printf("# bench_floor: SimGrid alone on bench_scale's platform (%s); 2 actors per GPU, each one timer "
+         "per bucket, %d steps x %d buckets\n",
+         how && strcmp(how, "xml") == 0 ? "XML, a zone per node" : "built in code, one zone", steps,
+         BUCKETS);
   printf("#%7s %10s %10s %12s %12s %10s %10s\n", "gpus", "load", "run", "per_bucket", "peak_rss",
          "growth", "NlogN");
   printf("#%7s %10s %10s %12s %12s %10s %10s\n", "", "(s)", "(s)", "(us/rank)", "(MiB)",

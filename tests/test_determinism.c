@@ -3,7 +3,9 @@
  * scenario shipped under scenarios/ runs twice, and its summary.json, epochs.txt and steps.csv
  * must be the same bytes both times (the long ones in a shortened form: their first epoch, or a
  * smaller job, set on the command line as a user would).  `collective` tables are the same run
- * to run too.
+ * to run too.  The second run loads the platform through SimGrid's XML (RH_SIM_PLATFORM=xml, a
+ * zone per node) where `rehearsal platform` can write it: the platform built in code must give
+ * the same bytes (test_platform.c).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,17 +74,31 @@ static const char *const *sets_of(const char *file) {
   return NULL;
 }
 
-/* Runs `rehearsal run FILE --out DIR [--set ...]`; its exit code. */
-static int run_once(const char *file, const char *dir) {
-  char *argv[20] = {RH_BINARY, "run", (char *)file, "--out", (char *)dir, "--no-what-if"};
-  int argc = 6;
+/* Runs `rehearsal COMMAND FILE [--out DIR --no-what-if] [--set ...]`; its exit code. */
+static int run_once(const char *command, const char *file, const char *dir) {
+  char *argv[20] = {RH_BINARY, (char *)command, (char *)file};
+  int argc = 3;
+  if (dir) {
+    argv[argc++] = "--out";
+    argv[argc++] = (char *)dir;
+    argv[argc++] = "--no-what-if";
+  }
   const char *const *sets = sets_of(file);
   for (int i = 0; sets && i < 4 && sets[i]; i++) {
     argv[argc++] = "--set";
     argv[argc++] = (char *)sets[i];
   }
   argv[argc] = NULL;
-  return rh_test_spawn_expect(argv, "/dev/null", 0);
+  return dir ? rh_test_spawn_expect(argv, "/dev/null", 0) : rh_test_spawn(argv, "/dev/null", "/dev/null");
+}
+
+/* The run on the platform built in code, then on the XML one where it exists. */
+static void run_twice(const char *file, const char *a, const char *b, int *ra, int *rb) {
+  *ra = run_once("run", file, a);
+  bool xml = run_once("platform", file, NULL) == 0;
+  if (xml) setenv("RH_SIM_PLATFORM", "xml", 1);
+  *rb = run_once("run", file, b);
+  unsetenv("RH_SIM_PLATFORM");
 }
 
 static bool same_file(const char *a_dir, const char *b_dir, const char *name) {
@@ -106,7 +122,8 @@ static int compare_dir(const char *dir, int *n) {
     char file[512];
     snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
     char *a = strdup(rh_test_path(tmpdir, "a")), *b = strdup(rh_test_path(tmpdir, "b"));
-    int ra = run_once(file, a), rb = run_once(file, b);
+    int ra, rb;
+    run_twice(file, a, b, &ra, &rb);
     bool ok = ra == rb && ra != 2;
     if (!ok) print_error("%s: exit %d, then %d\n", file, ra, rb);
     struct stat st;

@@ -78,7 +78,14 @@ int rh_cmd_platform(int argc, char **argv) {
     fprintf(stderr, "rehearsal: %s\n", err);
     return 2;
   }
-  int rc = rh_sim_platform_write(&sc.cluster, NULL, stdout) == RH_OK ? 0 : 1;
+  int rc = 0;
+  if (sc.cluster.fabric.topology != RH_TOPO_SWITCH) {
+    fprintf(stderr, "rehearsal: %s: cluster.network.topology: the XML platform has one switch; "
+                    "fat_tree and rail are built in code only\n", argv[first]);
+    rc = 2;
+  } else if (rh_sim_platform_write(&sc.cluster, NULL, stdout) != RH_OK) {
+    rc = 1;
+  }
   rh_scenario_free(&sc);
   return rc;
 }

@@ -58,6 +58,8 @@ const char *const rh__preset_kinds[PRESET_KINDS] = {"node", "gpu", "network", "m
 
 static const char *const network_models[] = {"exact", "realistic", "nccl", NULL};
 static const char *const transports[] = {"ib", "roce", "tcp", NULL};
+static const char *const topologies[] = {"switch", "fat_tree", "rail", NULL};
+static const char *const placements[] = {"packed", "scattered", NULL};
 static const char *const model_kinds[] = {"timing", "softmax", "mlp", "net", NULL};
 static const char *const data_sources[] = {"synthetic", "idx", "cifar10", "fashion-mnist", NULL};
 static const char *const lr_scalings[] = {"size", "local_size", "none", NULL};
@@ -220,10 +222,19 @@ static const field network_fields[] = {
         "0.65)"),
     NUM("efficiency", false, 0, true, 1, 1, cluster.fabric.nic_efficiency,
         "(nccl) fraction of the line rate the transport achieves"),
+    ENUM("topology", topologies, cluster.fabric.topology,
+        "how the nodes' NICs meet: switch (one non-blocking switch), fat_tree (leaves of "
+        "nodes_per_leaf nodes joined by spines), rail (NIC k of every node on rail k's leaf, a leaf "
+        "per rail and group of nodes_per_leaf nodes; one NIC per GPU)"),
     INT("nodes_per_leaf", false, 0, 1 << 20, cluster.fabric.nodes_per_leaf,
-        "(nccl) nodes under one leaf switch; 0: one non-blocking switch"),
+        "nodes under one leaf switch (fat_tree; rail: a group's nodes, each rail's leaf holding "
+        "one NIC of each); under switch, the NCCL model's leaves only; 0: one switch"),
     NUM("oversubscription", false, 1, false, 1e3, 1, cluster.fabric.oversubscription,
-        "(nccl) a leaf's down/up ratio, paid when the job spans leaves"),
+        "a leaf's down/up bandwidth ratio: its uplinks to the spines carry 1/oversubscription of "
+        "what its nodes can send (fat_tree, rail; the NCCL model: paid when the job spans leaves)"),
+    ENUM("placement", placements, cluster.fabric.placement,
+        "fat_tree, rail: packed (the job's nodes fill leaf after leaf) or scattered (node i on "
+        "leaf i mod leaves: every neighbour on another leaf, as on a fragmented cluster)"),
     PRESET("preset", false, NULL, PRESET_NETWORK,
         "a network preset (presets/network/) that the keys beside it override"),
     END};
@@ -1924,6 +1935,44 @@ static bool finish_sharding(walker *w) {
   return finish_shard_group(w, stage, key);
 }
 
+/* The fabric's keys: placement applies to leaves, a leaf holds no more nodes than the cluster
+ * has, and rails are a node's NICs, one per GPU. */
+static void finish_fabric(walker *w) {
+  const rh_cluster *cl = &w->sc->cluster;
+  const rh_fabric *f = &cl->fabric;
+  int nodes = cl->nodes + cl->spares;
+  bool placed, leafed;
+  const yaml_node_t *placement = key_at(w->doc, "cluster.network.placement", &placed);
+  const yaml_node_t *leaf = key_at(w->doc, "cluster.network.nodes_per_leaf", &leafed);
+  const yaml_node_t *topology = node_at(w->doc, "cluster.network.topology");
+  if (w->failed) return;
+  if (f->topology == RH_TOPO_SWITCH) {
+    if (placed && f->placement != RH_PLACE_PACKED)
+      fail(w, placement, "cluster.network.placement", "places nodes on leaves: topology is switch "
+           "(fat_tree and rail have leaves)");
+    return;
+  }
+  const char *name = topologies[f->topology];
+  if (f->nodes_per_leaf < 1)
+    fail(w, leafed ? leaf : topology, "cluster.network.nodes_per_leaf", "%s: %s puts the nodes "
+         "under leaves of nodes_per_leaf nodes (at least 1)", leafed ? "is 0" : "missing", name);
+  else if (f->nodes_per_leaf > nodes)
+    fail(w, leafed ? leaf : topology, "cluster.network.nodes_per_leaf", "a leaf of %d nodes is "
+         "larger than the cluster (%d node%s%s)", f->nodes_per_leaf, nodes, nodes == 1 ? "" : "s",
+         cl->spares ? ", spares included" : "");
+  if (w->failed || f->topology != RH_TOPO_RAIL) return;
+  for (int n = 0; n < nodes; n++)
+    if (cl->gpus_per_node[n] != cl->nics_per_node) {
+      bool nics;
+      const yaml_node_t *at = key_at(w->doc, "cluster.network.nics_per_node", &nics);
+      fail(w, nics ? at : topology, "cluster.network.nics_per_node", "rail puts NIC k of each "
+           "node on rail k's leaf, one NIC per GPU: node %d has %d GPU%s and %d NIC%s", n,
+           cl->gpus_per_node[n], cl->gpus_per_node[n] == 1 ? "" : "s", cl->nics_per_node,
+           cl->nics_per_node == 1 ? "" : "s");
+      return;
+    }
+}
+
 /* FSDP's wrap policy: its keys apply to full and hybrid sharding, min_num_params to the size
  * policy, and the policy must find units in the model's layers where it was asked for. */
 static bool finish_wrap(walker *w) {
@@ -2113,6 +2162,7 @@ static void check_whole(walker *w) {
          "than the GPUs: these would take about %.0f MiB and %.0f s)", gpus, RH_SCENARIO_MAX_GPUS,
          mib, seconds);
   }
+  finish_fabric(w);
   if (sc->network_model < 0) sc->network_model = sc->presets_used ? RH_NET_NCCL : RH_NET_EXACT;
   cl->net_model = (rh_net_model)sc->network_model;
   cl->exact_network = sc->network_model != RH_NET_REALISTIC;
