@@ -236,9 +236,7 @@ static coll_desc describe(coll_kind kind, rh_dtype dtype, rh_op op, int root, si
   d.count = count;
   d.prescale = o ? o->prescale : 1;
   d.postscale = o ? o->postscale : 1;
-  /* copied by hand: every rank describes every collective, and snprintf's frame touches fresh
-   * pages of each actor's stack (a tenth of the page faults of 65,536 simulated GPUs) */
-  for (size_t i = 0; o && o->name && o->name[i] && i + 1 < sizeof d.name; i++) d.name[i] = o->name[i];
+  if (o && o->name) rh__cat(d.name, sizeof d.name, o->name, NULL, NULL, 0);
   return d;
 }
 
@@ -974,8 +972,7 @@ static rh_status execute(rh_request *r) {
   rh_ctx *ctx = r->ctx;
   if (!ctx->trace) return run_collective(r);
   char name[64];
-  snprintf(name, sizeof name, "%s%s%.40s", kind_names[r->kind], r->opts.name ? " " : "",
-           r->opts.name ? r->opts.name : "");
+  rh__cat(name, sizeof name, kind_names[r->kind], r->opts.name ? " " : "", r->opts.name, 40);
   double now = ctx->ops->now(ctx);
   rh__trace_begin(ctx, RH_TRACK_COMM, "collective", name, now, 0);
   rh__trace_num(ctx, RH_TRACK_COMM, "bytes", coll_bytes(r));
@@ -1005,7 +1002,7 @@ static rh_status submit(rh_request *r, rh_request **out) {
   r->seq = ctx->seq++;
   r->submitted = ctx->ops->now(ctx);
   if (r->opts.name) {
-    snprintf(r->name, sizeof r->name, "%s", r->opts.name);
+    rh__cat(r->name, sizeof r->name, r->opts.name, NULL, NULL, 0);
     r->opts.name = r->name;
   }
   if (!out && ctx->inflight == 0) {

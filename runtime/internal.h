@@ -262,6 +262,18 @@ void rh_topology_free(rh_topology *t);
 /* True when every node has the same number of ranks. */
 bool rh_topology_uniform(const rh_topology *t);
 /* splitmix64's finalizer: every bit of x moves every bit of the result (hash tables' buckets). */
+/* dst = a, b and at most c_max bytes of c, cut to len - 1 and NUL-terminated (a, b, c may be
+ * NULL): snprintf's work for the names every rank writes for every collective, without its cost
+ * (its frame touched fresh pages of each simulated rank's stack). */
+static inline void rh__cat(char *dst, size_t len, const char *a, const char *b, const char *c,
+                           size_t c_max) {
+  size_t k = 0;
+  for (; a && *a && k + 1 < len; a++) dst[k++] = *a;
+  for (; b && *b && k + 1 < len; b++) dst[k++] = *b;
+  for (size_t i = 0; c && c[i] && i < c_max && k + 1 < len; i++) dst[k++] = c[i];
+  if (len) dst[k] = 0;
+}
+
 static inline uint64_t rh__mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;

@@ -70,17 +70,28 @@ static double intra_bus(const rh_cluster *cl) {
   return bw;
 }
 
+/* Whether the algorithm's traffic between nodes pays the leaves' oversubscription.  NCCL orders
+ * its rings node after node, each channel's ring on one rail (rail-aligned NICs, PXN), so a
+ * ring leaves a leaf once per leaf where the job's nodes fill leaf after leaf, and every hop
+ * where they are scattered; its trees join far-apart nodes (a double binary tree over the
+ * nodes), which crosses the spines wherever the job spans leaves.  Under `topology: switch`,
+ * nodes_per_leaf is the NCCL model's alone and every algorithm pays it. */
+static bool pays_leaves(const rh_fabric *f, int nodes, rh_nccl_algo algo) {
+  if (f->nodes_per_leaf <= 0 || nodes <= f->nodes_per_leaf || f->oversubscription <= 1) return false;
+  if (f->topology == RH_TOPO_SWITCH || algo != RH_NA_RING) return true;
+  return f->placement == RH_PLACE_SCATTERED;
+}
+
 /* A node's bandwidth into the network: its NICs at the transport's rate, each no faster than its
- * PCIe slot, shared by the node's `ppn` GPUs' PCIe slots, over the leaf's oversubscription when
- * the job spans leaves. */
-static double net_bus(const rh_cluster *cl, int ppn, int nodes) {
+ * PCIe slot, shared by the node's `ppn` GPUs' PCIe slots, over the leaf's oversubscription where
+ * the algorithm pays it. */
+static double net_bus(const rh_cluster *cl, int ppn, int nodes, rh_nccl_algo algo) {
   const rh_fabric *f = &cl->fabric;
   double nic = cl->nic_bw * (f->nic_efficiency > 0 ? f->nic_efficiency : 1);
   if (f->pcie_bw > 0) nic = fmin(nic, f->pcie_bw);
   double bw = nic * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
   if (f->pcie_bw > 0) bw = fmin(bw, f->pcie_bw * ppn);
-  if (f->nodes_per_leaf > 0 && nodes > f->nodes_per_leaf && f->oversubscription > 1)
-    bw /= f->oversubscription;
+  if (pays_leaves(f, nodes, algo)) bw /= f->oversubscription;
   return bw;
 }
 
@@ -94,7 +105,7 @@ double rh__nccl_bus_bound(const rh_cluster *cl, int ranks, int nodes, rh_nccl_al
   int ppn = nodes > 0 ? ranks / nodes : ranks;
   double bw = INFINITY;
   if (ppn > 1) bw = intra_bus(cl);
-  if (nodes > 1) bw = fmin(bw, net_bus(cl, ppn, nodes));
+  if (nodes > 1) bw = fmin(bw, net_bus(cl, ppn, nodes, algo));
   if (!isfinite(bw) && cl->fabric.pcie_bw > 0) bw = cl->fabric.pcie_bw;
   /* NVLS: the switch reduces, so each GPU's link carries the buffer once each way while the
    * bus bandwidth counts 2(p-1)/p of it */

@@ -457,7 +457,7 @@ void rh__trace_phase(rh_ctx *ctx, const rh_group *g, const char *what) {
     where = "cross ";
   }
   char name[64];
-  snprintf(name, sizeof name, "%s%s", where, what);
+  rh__cat(name, sizeof name, where, what, NULL, 0);
   rh__trace_begin(ctx, RH_TRACK_COMM, "phase", name, NAN, links);
 }
 

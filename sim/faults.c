@@ -52,24 +52,34 @@ static double uniform(uint64_t *s) { return rh__uniform(s); }
 
 /* ---- the links and hosts a fault touches ---------------------------------------------------- */
 
-/* The (up to two) directed links of a fault's link; returns how many. */
-static int fault_links(const sim_job *job, const rh_fault *f, sg_link_t *out) {
-  char up[64], down[64];
-  if (f->uplink) {
-    snprintf(up, sizeof up, "node%d-uplink_UP", f->node);
-    snprintf(down, sizeof down, "node%d-uplink_DOWN", f->node);
-  } else {
-    int slot = rh_cluster_first_slot(job->cluster, f->node) + f->gpu;
-    snprintf(up, sizeof up, "node%d_link_%d_UP", f->node, slot);
-    snprintf(down, sizeof down, "node%d_link_%d_DOWN", f->node, slot);
+/* The directed links of a fault's link (at most FAULT_LINKS): a GPU's private link, or a node's
+ * port to the network, which under the rail fabric is each of its NICs; returns how many. */
+enum { FAULT_LINKS = 2 * 64 };
+static bool fault_link_named(const sim_job *job, const rh_fault *f, const char *name) {
+  char want[64];
+  int node = f->node, len;
+  if (!f->uplink) {
+    int slot = rh_cluster_first_slot(job->cluster, node) + f->gpu;
+    len = snprintf(want, sizeof want, "node%d_link_%d_", node, slot);
+    return strncmp(name, want, (size_t)len) == 0 && (!strcmp(name + len, "UP") || !strcmp(name + len, "DOWN"));
   }
+  if (rh_fabric_rails(job->cluster) == 1) {
+    len = snprintf(want, sizeof want, "node%d-uplink_", node);
+    return strncmp(name, want, (size_t)len) == 0 && (!strcmp(name + len, "UP") || !strcmp(name + len, "DOWN"));
+  }
+  len = snprintf(want, sizeof want, "node%d-nic", node); /* node<n>-nic<r>_UP or _DOWN */
+  if (strncmp(name, want, (size_t)len) != 0) return false;
+  const char *p = name + len;
+  while (*p >= '0' && *p <= '9') p++;
+  return p > name + len && (!strcmp(p, "_UP") || !strcmp(p, "_DOWN"));
+}
+
+static int fault_links(const sim_job *job, const rh_fault *f, sg_link_t *out) {
   int n = 0;
   size_t count = sg_link_count();
   sg_link_t *all = sg_link_list();
-  for (size_t i = 0; all && i < count && n < 2; i++) {
-    const char *name = sg_link_get_name(all[i]);
-    if (strcmp(name, up) == 0 || strcmp(name, down) == 0) out[n++] = all[i];
-  }
+  for (size_t i = 0; all && i < count && n < FAULT_LINKS; i++)
+    if (fault_link_named(job, f, sg_link_get_name(all[i]))) out[n++] = all[i];
   free(all);
   return n;
 }
@@ -106,7 +116,7 @@ static void set_link(sim_job *job, sg_link_t link) {
     const rh_fault *f = &plan->faults[i];
     if (!in->armed[i].active || (f->kind != RH_FAULT_LINK_DOWN && f->kind != RH_FAULT_LINK_DEGRADED))
       continue;
-    sg_link_t links[2];
+    sg_link_t links[FAULT_LINKS];
     int n = fault_links(job, f, links);
     bool mine = false;
     for (int k = 0; k < n; k++) mine = mine || strcmp(sg_link_get_name(links[k]), name) == 0;
@@ -234,7 +244,7 @@ static void apply(sim_job *job, const rh_fault *f, int index) {
     break;
   case RH_FAULT_LINK_DOWN:
   case RH_FAULT_LINK_DEGRADED: {
-    sg_link_t links[2];
+    sg_link_t links[FAULT_LINKS];
     int k = fault_links(job, f, links);
     for (int i = 0; i < k; i++) set_link(job, links[i]);
     job->poke(job);
@@ -255,7 +265,7 @@ static void heal(sim_job *job, int index) {
   if (f->kind == RH_FAULT_STRAGGLER) {
     for (int s = first; s < first + n; s++) set_speed(job, s);
   } else {
-    sg_link_t links[2];
+    sg_link_t links[FAULT_LINKS];
     int k = fault_links(job, f, links);
     for (int i = 0; i < k; i++) set_link(job, links[i]);
     job->poke(job);

@@ -229,6 +229,32 @@ static double bottleneck(const shape *s) {
   return bw;
 }
 
+/* Leaves on a fat-tree at 2:1 (64 nodes, 32 a leaf): NCCL's rings run node after node, so packed
+ * they leave a leaf once and keep the NICs' bandwidth, scattered every hop crosses the spines and
+ * gets half; its trees join far-apart nodes and get half either way; inside one leaf nothing is
+ * paid.  Under topology: switch the leaves are the NCCL model's alone and every algorithm pays. */
+static void test_leaves_by_algorithm(void **state) {
+  (void)state;
+  rh_cluster cl = rh_test_cluster(64, 8, NULL);
+  cl.intra_bw = 400e9;
+  cl.nics_per_node = 8;
+  cl.nic_bw = 50e9;
+  cl.net_model = RH_NET_NCCL;
+  cl.fabric = (rh_fabric){.arch = RH_ARCH_HOPPER, .nvlink = true, .nic_efficiency = 1,
+                          .channels = 16, .nodes_per_leaf = 32, .oversubscription = 2,
+                          .topology = RH_TOPO_FAT_TREE};
+  double node = 8 * 50e9; /* the node's NICs together (NVLink: 400 GB/s a GPU, no lower) */
+  assert_float_equal(rh__nccl_bus_bound(&cl, 512, 64, RH_NA_RING), node, 1e-6 * node);
+  assert_float_equal(rh__nccl_bus_bound(&cl, 512, 64, RH_NA_TREE), node / 2, 1e-6 * node);
+  assert_float_equal(rh__nccl_bus_bound(&cl, 256, 32, RH_NA_TREE), node, 1e-6 * node);
+  cl.fabric.placement = RH_PLACE_SCATTERED;
+  assert_float_equal(rh__nccl_bus_bound(&cl, 512, 64, RH_NA_RING), node / 2, 1e-6 * node);
+  cl.fabric.placement = RH_PLACE_PACKED;
+  cl.fabric.topology = RH_TOPO_SWITCH;
+  assert_float_equal(rh__nccl_bus_bound(&cl, 512, 64, RH_NA_RING), node / 2, 1e-6 * node);
+  free(cl.gpus_per_node);
+}
+
 static void test_auto_sweep_model(void **state) {
   (void)state;
   rh_settings set = rh_test_settings(600);
@@ -337,6 +363,7 @@ int main(void) {
       cmocka_unit_test(test_availability),
       cmocka_unit_test(test_hierarchical),
       cmocka_unit_test(test_scoped_plans),
+      cmocka_unit_test(test_leaves_by_algorithm),
       cmocka_unit_test(test_auto_sweep_model),
       cmocka_unit_test(test_auto_sweep_simulated),
   };

@@ -94,6 +94,11 @@ static const bad_case bad_cases[] = {
     {"cycle_too_long", 12, "collective.cycle_time", "Horovod's cycle is milliseconds (at most 10 s)"},
     {"peak_too_small", 8, "cluster.gpu.peak_tflops", "1e-09 is below any GPU's (0: no roofline)"},
     {"bad_transport", 11, "cluster.network.transport", "expected one of ib, roce, tcp, got \"infiniband\""},
+    {"leaf_larger_than_cluster", 12, "cluster.network.nodes_per_leaf", "a leaf of 8 nodes is larger than the cluster (4 nodes)"},
+    {"oversubscription_zero", 13, "cluster.network.oversubscription", "0 is out of range: expected a number from 1 to 1000"},
+    {"rails_not_nics", 10, "cluster.network.nics_per_node", "one NIC per GPU: node 0 has 2 GPUs and 1 NIC"},
+    {"fat_tree_without_leaves", 11, "cluster.network.nodes_per_leaf", "missing: fat_tree puts the nodes under leaves"},
+    {"placement_on_a_switch", 11, "cluster.network.placement", "topology is switch (fat_tree and rail have leaves)"},
     {"tree_needs_nccl", 20, "collective.algorithm", "tree is one of NCCL's algorithms: it needs cluster.network_model: nccl"},
     {"protocol_needs_nccl", 20, "collective.protocol", "NCCL's protocols need cluster.network_model: nccl"},
     /* collective settings */
