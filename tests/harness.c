@@ -283,3 +283,13 @@ char *rh_test_verdicts(const char *text, bool names_only) {
   }
   return v;
 }
+
+bool rh_test_same_file(const char *a_dir, const char *b_dir, const char *name) {
+  char *a = rh_test_slurp(rh_test_path(a_dir, name));
+  char *b = rh_test_slurp(rh_test_path(b_dir, name));
+  bool same = a && b && strcmp(a, b) == 0;
+  if (!same) print_error("%s differs between %s and %s\n", name, a_dir, b_dir);
+  free(a);
+  free(b);
+  return same;
+}

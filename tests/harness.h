@@ -53,6 +53,9 @@ int rh_test_spawn_expect(char *const argv[], const char *out_path, int expect);
 int rh_test_spawn_rss(char *const argv[], const char *out_path, const char *err_path,
                       long *maxrss_kib);
 
+/* Whether a_dir/name and b_dir/name hold the same bytes; says which differ (print_error). */
+bool rh_test_same_file(const char *a_dir, const char *b_dir, const char *name);
+
 /* The whole content of a file, NUL-terminated (caller frees), or NULL.  Under AddressSanitizer
  * its note on SimGrid's stack switching (not a finding) is left out. */
 char *rh_test_slurp(const char *path);

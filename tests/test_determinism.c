@@ -101,16 +101,6 @@ static void run_twice(const char *file, const char *a, const char *b, int *ra, i
   unsetenv("RH_SIM_PLATFORM");
 }
 
-static bool same_file(const char *a_dir, const char *b_dir, const char *name) {
-  char *a = rh_test_slurp(rh_test_path(a_dir, name));
-  char *b = rh_test_slurp(rh_test_path(b_dir, name));
-  bool same = a && b && strcmp(a, b) == 0;
-  if (!same) print_error("%s differs between %s and %s\n", name, a_dir, b_dir);
-  free(a);
-  free(b);
-  return same;
-}
-
 static int compare_dir(const char *dir, int *n) {
   DIR *d = opendir(dir);
   assert_non_null(d);
@@ -128,8 +118,8 @@ static int compare_dir(const char *dir, int *n) {
     if (!ok) print_error("%s: exit %d, then %d\n", file, ra, rb);
     struct stat st;
     if (ok && stat(rh_test_path(a, "summary.json"), &st) == 0)
-      ok = same_file(a, b, "summary.json") && same_file(a, b, "epochs.txt") &&
-           same_file(a, b, "steps.csv");
+      ok = rh_test_same_file(a, b, "summary.json") && rh_test_same_file(a, b, "epochs.txt") &&
+           rh_test_same_file(a, b, "steps.csv");
     else if (ok) {
       print_error("%s: no summary.json\n", file);
       ok = false;
@@ -166,8 +156,8 @@ static void test_collective_tables_twice(void **state) {
                     "--out", k ? b : a, NULL};
     assert_int_equal(rh_test_spawn_expect(argv, "/dev/null", 0), 0);
   }
-  assert_true(same_file(a, b, "collective.txt"));
-  assert_true(same_file(a, b, "collective.json"));
+  assert_true(rh_test_same_file(a, b, "collective.txt"));
+  assert_true(rh_test_same_file(a, b, "collective.json"));
   free(a);
   free(b);
 }

@@ -46,25 +46,15 @@ static int run_on(const char *file, const char *dir, bool xml, const char *const
   return rc;
 }
 
-static bool same_file(const char *a_dir, const char *b_dir, const char *name) {
-  char *a = rh_test_slurp(rh_test_path(a_dir, name));
-  char *b = rh_test_slurp(rh_test_path(b_dir, name));
-  bool same = a && b && strcmp(a, b) == 0;
-  if (!same) print_error("%s differs between %s and %s\n", name, a_dir, b_dir);
-  free(a);
-  free(b);
-  return same;
-}
-
 /* The run on both platforms: same exit, same three files. */
 static void assert_same_on_both(const char *file, const char *const *sets) {
   char *a = strdup(rh_test_path(tmpdir, "zone")), *b = strdup(rh_test_path(tmpdir, "xml"));
   int ra = run_on(file, a, false, sets), rb = run_on(file, b, true, sets);
   assert_int_equal(ra, rb);
   assert_int_equal(ra, 0);
-  assert_true(same_file(a, b, "summary.json"));
-  assert_true(same_file(a, b, "epochs.txt"));
-  assert_true(same_file(a, b, "steps.csv"));
+  assert_true(rh_test_same_file(a, b, "summary.json"));
+  assert_true(rh_test_same_file(a, b, "epochs.txt"));
+  assert_true(rh_test_same_file(a, b, "steps.csv"));
   rh_test_rmdir(a);
   rh_test_rmdir(b);
   free(a);

@@ -322,7 +322,7 @@ static void test_simulated_gpus_bounded(void **state) {
       rh_scenario_free(&sc);
     } else {
       load_fails(path, RH_ERR_INVALID, ": cluster.nodes: the cluster has ");
-      load_fails(path, RH_ERR_INVALID, "at most 131072 are simulated (65,536 took 196 s");
+      load_fails(path, RH_ERR_INVALID, "at most 131072 are simulated (131,072 took 128 s");
     }
     unlink(path);
   }

@@ -58,7 +58,9 @@ int rh_main(int argc, char **argv, rh_rank_fn fn, void *arg) {
 int rh_cmd_platform(int argc, char **argv) {
   static const char usage[] =
       "usage: rehearsal platform FILE [--set KEY=VALUE]...\n"
-      "Prints the SimGrid platform (XML) generated for the scenario's cluster.\n"
+      "Prints the scenario's simulated cluster as SimGrid platform XML (a <cluster> zone per\n"
+      "node; the simulator builds the same network in code, in one zone).  The switch fabric\n"
+      "only: fat_tree and rail exist built in code.\n"
       "  --set KEY=VALUE   override a scenario key (repeatable)\n"
       "  --help, --version\n"
       "Exit status: 0 success, 2 bad input.\n";

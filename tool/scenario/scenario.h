@@ -269,13 +269,12 @@ typedef struct rh_scenario_launch {
 rh_status rh_scenario_launch_init(const rh_scenario *sc, rh_scenario_launch *l);
 void rh_scenario_launch_free(rh_scenario_launch *l);
 
-/* The most GPUs (spares included) a scenario's cluster may have: twice 65,536, which took 196 s
- * and 3.6 GiB for 10 steps on 2 cores; SimGrid's platform load grows faster than the GPUs, so
- * this many would take some 7 GiB and 20 minutes (docs/simulation-cost.md). */
+/* The most GPUs (spares included) a scenario's cluster may have: 131,072, which took 128 s and
+ * 5.8 GiB for 10 steps on 2 cores (docs/simulation-cost.md); twice that would pass 11 GiB. */
 #define RH_SCENARIO_MAX_GPUS 131072
 /* The simulator's cost of a job of `gpus`, from bench_run's measurements of a 10-step job on 2
- * cores (16,384, 32,768 and 65,536 GPUs: 10.5, 33.9 and 196 s; 0.8, 1.6 and 3.5 GiB): seconds and
- * MiB, a longer job more. */
+ * cores (16,384, 65,536 and 131,072 GPUs: 14.4, 55.6 and 128 s; 0.8, 3.0 and 5.8 GiB): seconds
+ * and MiB, a longer job more. */
 void rh_scenario_cost(long gpus, double *seconds, double *mib);
 
 /* Ranks in the scenario's cluster. */
