@@ -44,9 +44,8 @@ struct Duplex {
 class GpuCluster final : public NetZoneImpl {
 public:
   GpuCluster(const std::string& name, const rh_zone_spec& spec) : NetZoneImpl(name), spec_(spec) {}
-  /* spec_'s arrays are read while building only */
 
-  void build();
+  void build(); /* reads spec_'s arrays, the caller's, and forgets them */
   void get_local_route(const NetPoint* src, const NetPoint* dst, Route* route, double* latency) override;
 
 private:
@@ -63,6 +62,8 @@ private:
   {
     return p->id() < slot_of_vertex_.size() ? slot_of_vertex_[p->id()] : -1;
   }
+  void build_nodes();
+  void build_network();
   int network_hops(int s, int d, Link** hops) const;
 };
 
@@ -74,6 +75,20 @@ Duplex split_duplex(NetZoneImpl* z, const std::string& name, double bw, double l
 }
 
 void GpuCluster::build()
+{
+  build_nodes();
+  if (spec_.nodes > 1 && spec_.leaves > 0)
+    leaf_of_.assign(spec_.leaf_of, spec_.leaf_of + spec_.nodes);
+  spec_.gpus    = nullptr;
+  spec_.speeds  = nullptr;
+  spec_.leaf_of = nullptr;
+  if (spec_.nodes > 1)
+    build_network();
+}
+
+/* The GPU hosts, their links and the nodes' backbones, node by node, then the launcher: the XML
+ * platform's order. */
+void GpuCluster::build_nodes()
 {
   std::vector<double> speeds(spec_.speeds, spec_.speeds + spec_.nspeeds);
   backbone_.assign(spec_.nodes, nullptr);
@@ -96,10 +111,11 @@ void GpuCluster::build()
     }
   }
   create_host("launcher", {1.0})->seal(); /* the driver's and the injector's: it sends nothing */
-  if (spec_.nodes < 2)
-    return;
-  if (spec_.leaves > 0)
-    leaf_of_.assign(spec_.leaf_of, spec_.leaf_of + spec_.nodes);
+}
+
+/* The nodes' ports (an uplink, or a NIC per rail), then the leaves' uplinks to the spines. */
+void GpuCluster::build_network()
+{
   for (int n = 0; n < spec_.nodes; n++)
     for (int r = 0; r < spec_.rails; r++)
       port_.push_back(split_duplex(this,
