@@ -378,6 +378,10 @@ static void cluster_line(const rh_cluster *cl, char *buf, size_t len) {
     else ADD(", %.4g Gb/s NIC", cl->nic_bw * 8 / 1e9);
   }
   if (cl->spares > 0) ADD(", %d spare node%s", cl->spares, cl->spares == 1 ? "" : "s");
+  if (cl->fabric.topology != RH_TOPO_SWITCH && cl->nodes + cl->spares > 1)
+    ADD(", %s of %d-node leaves at %.3g:1%s", cl->fabric.topology == RH_TOPO_RAIL ? "rails" : "fat-tree",
+        cl->fabric.nodes_per_leaf, cl->fabric.oversubscription,
+        cl->fabric.placement == RH_PLACE_SCATTERED ? ", scattered" : "");
 #undef ADD
 }
 
@@ -388,7 +392,8 @@ static void cluster_line(const rh_cluster *cl, char *buf, size_t len) {
  * oversubscription).  Under the exact and realistic networks it is the links as the simulator
  * builds them, as decision.c charges a ring: the GPU's link to its node's switch (intra_bw, or
  * the node's shared backbone over its GPUs when that is smaller), and across nodes the node's
- * uplink, nic_bw x nics_per_node, which the ring crosses once each way.  busbw is the bus
+ * uplink, nic_bw x nics_per_node (under rails one NIC), which the ring crosses once each way, over
+ * the oversubscription where its nodes are scattered over leaves.  busbw is the bus
  * bandwidth of a ring, so this is the figure a ring approaches at large sizes; Horovod's
  * hierarchical allreduce, NCCL's tree and NVLS (which reduces in the switch) move fewer bytes
  * over the bottleneck and may pass it. */
@@ -412,8 +417,17 @@ static double line_rate(const rh_cluster *cl, int ranks, char *what, size_t len)
     snprintf(what, len, "intra-node, per GPU");
     return intra;
   }
-  double nic = cl->nic_bw * (cl->nics_per_node > 0 ? cl->nics_per_node : 1);
-  snprintf(what, len, nic < intra ? "the node's NICs" : "intra-node, per GPU");
+  /* a node's port: its NICs together, or under rails the one NIC of the next GPU's rail; where
+   * the ring's neighbours sit on other leaves, each port's share of its leaf's uplinks */
+  double nic = rh_fabric_port_bw(cl);
+  bool rail = cl->fabric.topology == RH_TOPO_RAIL;
+  bool spines = rh_fabric_leaves(cl) > 1 && cl->fabric.placement == RH_PLACE_SCATTERED &&
+                cl->fabric.oversubscription > 1;
+  if (spines) nic /= cl->fabric.oversubscription;
+  snprintf(what, len, nic >= intra ? "intra-node, per GPU"
+                      : spines     ? "a node's share of its leaf's uplinks"
+                      : rail       ? "one NIC (a rail)"
+                                   : "the node's NICs");
   return fmin(intra, nic);
 }
 
