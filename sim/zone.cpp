@@ -36,9 +36,21 @@ using simgrid::kernel::routing::NetZoneImpl;
 using simgrid::kernel::routing::Route;
 using simgrid::s4u::Link;
 
+using simgrid::kernel::resource::StandardLinkImpl;
+
+/* A link and its kernel side, found once: s4u's get_impl() is a dynamic_cast, and a route is
+ * worked out for every message (5% of a run's time when asked each time). */
+struct Hop {
+  Link* link             = nullptr;
+  StandardLinkImpl* impl = nullptr;
+  Hop() = default;
+  explicit Hop(Link* l) : link(l), impl(l ? l->get_impl() : nullptr) {}
+  explicit operator bool() const { return link != nullptr; }
+};
+
 struct Duplex {
-  Link* up   = nullptr;
-  Link* down = nullptr;
+  Hop up;
+  Hop down;
 };
 
 class GpuCluster final : public NetZoneImpl {
@@ -53,7 +65,7 @@ private:
   std::vector<int> slot_of_vertex_; /* a netpoint's id -> its GPU slot; -1: the launcher */
   std::vector<int> node_of_slot_, local_of_slot_;
   std::vector<Duplex> gpu_link_;    /* per slot */
-  std::vector<Link*> backbone_;     /* per node; nullptr: none */
+  std::vector<Hop> backbone_;       /* per node; empty: none */
   std::vector<Duplex> port_;        /* per node and rail */
   std::vector<Duplex> leaf_;        /* per leaf and rail */
   std::vector<int> leaf_of_;        /* per node (the spec's arrays are the caller's) */
@@ -64,14 +76,14 @@ private:
   }
   void build_nodes();
   void build_network();
-  int network_hops(int s, int d, Link** hops) const;
+  int network_hops(int s, int d, Hop* hops) const;
 };
 
 Duplex split_duplex(NetZoneImpl* z, const std::string& name, double bw, double lat)
 {
   auto* l = z->create_split_duplex_link(name, {bw});
   l->set_latency(lat)->seal();
-  return {l->get_link_up(), l->get_link_down()};
+  return {Hop(l->get_link_up()), Hop(l->get_link_down())};
 }
 
 void GpuCluster::build()
@@ -91,13 +103,13 @@ void GpuCluster::build()
 void GpuCluster::build_nodes()
 {
   std::vector<double> speeds(spec_.speeds, spec_.speeds + spec_.nspeeds);
-  backbone_.assign(spec_.nodes, nullptr);
+  backbone_.assign(spec_.nodes, Hop());
   for (int n = 0, slot = 0; n < spec_.nodes; n++) {
     if (spec_.backbone_bw > 0)
-      backbone_[n] = create_link("node" + std::to_string(n) + "_backbone", {spec_.backbone_bw})
-                         ->set_sharing_policy(Link::SharingPolicy::SHARED)
-                         ->set_latency(0)
-                         ->seal();
+      backbone_[n] = Hop(create_link("node" + std::to_string(n) + "_backbone", {spec_.backbone_bw})
+                             ->set_sharing_policy(Link::SharingPolicy::SHARED)
+                             ->set_latency(0)
+                             ->seal());
     for (int g = 0; g < spec_.gpus[n]; g++, slot++) {
       const auto* host = create_host("gpu" + std::to_string(slot), speeds)->set_core_count(1)->seal();
       unsigned long id = host->get_netpoint()->id();
@@ -133,7 +145,7 @@ void GpuCluster::build_network()
 /* The links of the network between GPU slots s and d on different nodes, in path order: the
  * port of d's rail on both nodes (PXN), and the spines' between leaves (cluster.c's
  * rh_fabric_route). */
-int GpuCluster::network_hops(int s, int d, Link** hops) const
+int GpuCluster::network_hops(int s, int d, Hop* hops) const
 {
   int a = node_of_slot_[s], b = node_of_slot_[d], rails = spec_.rails;
   int r = local_of_slot_[d] % rails, k = 0;
@@ -153,33 +165,33 @@ void GpuCluster::get_local_route(const NetPoint* src, const NetPoint* dst, Route
     throw std::invalid_argument("no route from " + src->get_name() + " to " + dst->get_name());
   int a = node_of_slot_[s], b = node_of_slot_[d];
   auto& links = route->link_list_;
-  auto add    = [latency](const Link* l) {
+  auto add    = [latency](const Hop& h) {
     if (latency)
-      *latency += l->get_latency();
+      *latency += h.link->get_latency();
   };
   if (a == b) { /* through the node's switch (and its backbone) */
-    for (Link* l : {gpu_link_[s].up, backbone_[a], gpu_link_[d].down})
-      if (l) {
-        links.push_back(l->get_impl());
-        add(l);
+    for (const Hop* h : {&gpu_link_[s].up, &backbone_[a], &gpu_link_[d].down})
+      if (*h) {
+        links.push_back(h->impl);
+        add(*h);
       }
     return;
   }
-  Link* hops[4];
+  Hop hops[4];
   int n = network_hops(s, d, hops);
-  links.push_back(gpu_link_[s].up->get_impl());
-  if (backbone_[a])
-    links.push_back(backbone_[a]->get_impl());
+  for (const Hop* h : {&gpu_link_[s].up, &backbone_[a]})
+    if (*h)
+      links.push_back(h->impl);
   for (int i = 0; i < n; i++)
-    links.push_back(hops[i]->get_impl());
-  if (backbone_[b])
-    links.push_back(backbone_[b]->get_impl());
-  links.push_back(gpu_link_[d].down->get_impl());
+    links.push_back(hops[i].impl);
+  for (const Hop* h : {&backbone_[b], &gpu_link_[d].down})
+    if (*h)
+      links.push_back(h->impl);
   for (int i = n - 1; i >= 0; i--)
     add(hops[i]);
-  for (Link* l : {gpu_link_[s].up, backbone_[a], backbone_[b], gpu_link_[d].down})
-    if (l)
-      add(l);
+  for (const Hop* h : {&gpu_link_[s].up, &backbone_[a], &backbone_[b], &gpu_link_[d].down})
+    if (*h)
+      add(*h);
 }
 
 } // namespace

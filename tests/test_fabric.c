@@ -8,7 +8,7 @@
  * a ring allreduce's time is the formula of its bottleneck link, written here: packed, the node's
  * port; scattered, the leaf's uplinks shared by its 32 nodes' flows (busbw 265 -> 159 GB/s, half
  * the bandwidth beside the same latency), and the simulated step is that time, the compute and
- * the negotiation.
+ * the negotiation; `rehearsal collective` (nccl-tests) times the same allreduce.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -242,6 +242,22 @@ static void test_oversubscribed_16384(void **state) {
                 bytes * 2 * (p - 1) / p / model_scattered / 1e6);
   assert_true(fabs(model_packed - packed * 1e3) < 1e-9 * packed * 1e3);
   assert_true(fabs(model_scattered - scattered * 1e3) < 1e-9 * scattered * 1e3);
+  /* nccl-tests' view, `rehearsal collective`: the same time, simulated, and its busbw */
+  char dir[64];
+  assert_int_equal(rh_test_mkdtemp(dir, "fabric"), 0);
+  char *argv[] = {RH_BINARY, "collective", "tests/scenarios/fabric-2to1.yaml", "-b", "256G", "-e",
+                  "256G", "-c", "0", "--set", "cluster.network.placement=scattered", "--out", dir,
+                  NULL};
+  assert_int_equal(rh_test_spawn_expect(argv, "/dev/null", 0), 0);
+  json_t *j = json_load_file(rh_test_path(dir, "collective.json"), 0, NULL);
+  json_t *row = json_array_get(json_object_get(j, "rows"), 0);
+  double us = json_number_value(json_object_get(row, "time_us"));
+  double busbw = json_number_value(json_object_get(row, "busbw_GBps"));
+  print_message("rehearsal collective, scattered: %.3f us, busbw %.2f GB/s\n", us, busbw);
+  assert_true(fabs(us - scattered * 1e6) < 1e-6 * scattered * 1e6);
+  assert_true(fabs(busbw - bytes * 2 * (p - 1) / p / scattered / 1e9) < 1e-3);
+  json_decref(j);
+  rh_test_rmdir(dir);
 }
 
 int main(void) {
