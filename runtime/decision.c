@@ -22,6 +22,7 @@
  * out and in (cluster.c's rh_fabric_route says which a flow takes). */
 typedef struct net_load {
   int *backbone, *out, *in, *leaf_out, *leaf_in;
+  size_t nodes, ports, leaves; /* their lengths */
 } net_load;
 
 static bool load_new(const rh_ctx *ctx, net_load *ld) {
@@ -31,7 +32,7 @@ static bool load_new(const rh_ctx *ctx, net_load *ld) {
   if (ports < nodes) ports = nodes;
   int *all = calloc(nodes + 2 * ports + 2 * leaves + 1, sizeof(int));
   *ld = (net_load){all, all + nodes, all + nodes + ports, all + nodes + 2 * ports,
-                   all + nodes + 2 * ports + leaves};
+                   all + nodes + 2 * ports + leaves, nodes, ports, leaves};
   return all != NULL;
 }
 
@@ -79,14 +80,10 @@ static void edge(const rh_ctx *ctx, int a, int b, const net_load *ld, double *la
 }
 
 /* One flow on every resource: a path alone. */
-static void no_sharing(const rh_ctx *ctx, net_load *ld) {
-  const rh_cluster *cl = ctx->cluster;
-  int nodes = ctx->topo->nodes, ports = rh_fabric_ports(cl);
-  int leaves = rh_fabric_leaves(cl) * rh_fabric_rails(cl);
-  if (ports < nodes) ports = nodes;
-  for (int i = 0; i < nodes; i++) ld->backbone[i] = 1;
-  for (int i = 0; i < ports; i++) ld->out[i] = ld->in[i] = 1;
-  for (int i = 0; i < leaves; i++) ld->leaf_out[i] = ld->leaf_in[i] = 1;
+static void no_sharing(net_load *ld) {
+  for (size_t i = 0; i < ld->nodes; i++) ld->backbone[i] = 1;
+  for (size_t i = 0; i < ld->ports; i++) ld->out[i] = ld->in[i] = 1;
+  for (size_t i = 0; i < ld->leaves; i++) ld->leaf_out[i] = ld->leaf_in[i] = 1;
 }
 
 /* The load of `streams` identical rings over g. */
@@ -237,7 +234,7 @@ static double bcast_tree_cost(const rh_ctx *ctx, double n, int root) {
     load_free(&ld);
     return NAN;
   }
-  no_sharing(ctx, &ld); /* one send at a time */
+  no_sharing(&ld); /* one send at a time */
   /* relative ranks in increasing order receive before they send, so one pass suffices */
   for (int v = 0; v < p; v++) {
     int low = 1;

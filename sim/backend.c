@@ -609,41 +609,6 @@ static void start_worker(sim_job *job, sim_worker *wk) {
 
 static bool launched;
 
-/* The platform: built in code, or, with RH_SIM_PLATFORM=xml (or a file to keep it in), written as
- * XML and loaded through SimGrid's parser, a zone per node (the same numbers; platform.h). */
-static bool load_platform(const rh_launch_config *cfg) {
-  const char *how = getenv("RH_SIM_PLATFORM");
-  char err[512];
-  if (!cfg->platform_file && !(how && strcmp(how, "xml") == 0)) {
-    if (rh_sim_platform_build(cfg->cluster, cfg->faults, err, sizeof err) == RH_OK) return true;
-    fprintf(stderr, "rehearsal: %s\n", err);
-    return false;
-  }
-  char tmpl[] = "/tmp/rehearsal-platform-XXXXXX";
-  const char *path = cfg->platform_file;
-  FILE *f;
-  if (path) {
-    f = fopen(path, "w");
-  } else {
-    int fd = mkstemp(tmpl);
-    f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    path = tmpl;
-  }
-  rh_status st = f ? rh_sim_platform_write(cfg->cluster, cfg->faults, f) : RH_ERR_IO;
-  if (f && fclose(f) != 0 && st == RH_OK) st = RH_ERR_IO;
-  if (st != RH_OK) {
-    if (st == RH_ERR_UNSUPPORTED)
-      fprintf(stderr, "rehearsal: the XML platform has one switch; this fabric is built in code only\n");
-    else
-      fprintf(stderr, "rehearsal: cannot write the platform file %s\n", path);
-    if (!cfg->platform_file) unlink(tmpl);
-    return false;
-  }
-  simgrid_load_platform(path);
-  if (!cfg->platform_file) unlink(path);
-  return true;
-}
-
 int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res) {
   if (launched) {
     fprintf(stderr, "rehearsal: the simulator runs one job per process\n");
@@ -670,7 +635,9 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
   char *argv[RH_SIM_SETTINGS + 2];
   int argc = rh_sim_settings(cl, "rehearsal", argv);
   simgrid_init(&argc, argv);
-  if (!log || !load_platform(cfg)) {
+  const char *how = getenv("RH_SIM_PLATFORM");
+  bool xml = cfg->platform_file || (how && strcmp(how, "xml") == 0);
+  if (!log || !rh_sim_platform_load(cl, cfg->faults, xml, cfg->platform_file)) {
     free(log);
     rh__timeline_free(timeline);
     timeline = NULL;

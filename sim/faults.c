@@ -16,6 +16,7 @@
  */
 #include "platform.h"
 #include "sim.h"
+#include "zone.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -52,35 +53,24 @@ static double uniform(uint64_t *s) { return rh__uniform(s); }
 
 /* ---- the links and hosts a fault touches ---------------------------------------------------- */
 
-/* The directed links of a fault's link (at most FAULT_LINKS): a GPU's private link, or a node's
- * port to the network, which under the rail fabric is each of its NICs; returns how many. */
+/* The directed links of a fault's link (at most FAULT_LINKS), down then up as SimGrid lists them:
+ * a GPU's private link, or a node's port to the network, which under the rail fabric is each of
+ * its NICs (the names zone.cpp gives them); returns how many. */
 enum { FAULT_LINKS = 2 * 64 };
-static bool fault_link_named(const sim_job *job, const rh_fault *f, const char *name) {
-  char want[64];
-  int node = f->node, len;
-  if (!f->uplink) {
-    int slot = rh_cluster_first_slot(job->cluster, node) + f->gpu;
-    len = snprintf(want, sizeof want, "node%d_link_%d_", node, slot);
-    return strncmp(name, want, (size_t)len) == 0 && (!strcmp(name + len, "UP") || !strcmp(name + len, "DOWN"));
-  }
-  if (rh_fabric_rails(job->cluster) == 1) {
-    len = snprintf(want, sizeof want, "node%d-uplink_", node);
-    return strncmp(name, want, (size_t)len) == 0 && (!strcmp(name + len, "UP") || !strcmp(name + len, "DOWN"));
-  }
-  len = snprintf(want, sizeof want, "node%d-nic", node); /* node<n>-nic<r>_UP or _DOWN */
-  if (strncmp(name, want, (size_t)len) != 0) return false;
-  const char *p = name + len;
-  while (*p >= '0' && *p <= '9') p++;
-  return p > name + len && (!strcmp(p, "_UP") || !strcmp(p, "_DOWN"));
-}
-
 static int fault_links(const sim_job *job, const rh_fault *f, sg_link_t *out) {
-  int n = 0;
-  size_t count = sg_link_count();
-  sg_link_t *all = sg_link_list();
-  for (size_t i = 0; all && i < count && n < FAULT_LINKS; i++)
-    if (fault_link_named(job, f, sg_link_get_name(all[i]))) out[n++] = all[i];
-  free(all);
+  int n = 0, rails = f->uplink ? rh_fabric_rails(job->cluster) : 1;
+  for (int r = 0; r < rails && n + 2 <= FAULT_LINKS; r++) {
+    char name[64];
+    int len = !f->uplink ? snprintf(name, sizeof name, "node%d_link_%d", f->node,
+                                    rh_cluster_first_slot(job->cluster, f->node) + f->gpu)
+              : rails == 1 ? snprintf(name, sizeof name, "node%d-uplink", f->node)
+                           : snprintf(name, sizeof name, "node%d-nic%d", f->node, r);
+    for (int k = 0; k < 2; k++) {
+      snprintf(name + len, sizeof name - (size_t)len, k ? "_UP" : "_DOWN");
+      sg_link_t l = rh__zone_link(name);
+      if (l) out[n++] = l;
+    }
+  }
   return n;
 }
 
@@ -99,7 +89,6 @@ static void set_link(sim_job *job, sg_link_t link) {
   const rh_fault_plan *plan = job->faults;
   const sim_injector *in = job->injector;
   double bw = 0, lat = 0;
-  const char *name = sg_link_get_name(link);
   /* the platform's figures are kept in the link's data the first time a fault touches it */
   tracked_link *t = sg_link_get_data(link);
   if (!t) {
@@ -119,7 +108,7 @@ static void set_link(sim_job *job, sg_link_t link) {
     sg_link_t links[FAULT_LINKS];
     int n = fault_links(job, f, links);
     bool mine = false;
-    for (int k = 0; k < n; k++) mine = mine || strcmp(sg_link_get_name(links[k]), name) == 0;
+    for (int k = 0; k < n; k++) mine = mine || links[k] == link;
     if (!mine) continue;
     /* a link down stalls its flows and loses nothing; a degraded one's extra latency is paid
      * by the senders of the messages that cross it (sim__injector_extra_latency): SimGrid 3.32

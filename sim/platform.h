@@ -17,6 +17,10 @@
 /* Builds the platform in the engine simgrid_init started; the GPU hosts get one pstate per
  * straggler factor of `plan` (may be NULL).  Returns RH_OK, or RH_ERR_INVALID with err filled. */
 rh_status rh_sim_platform_build(const rh_cluster *cl, const rh_fault_plan *plan, char *err, size_t len);
+/* Builds the platform in code or, with xml, writes its XML (into `keep`, or a temporary file
+ * removed after) and loads that through SimGrid's parser: the same network either way.  Says
+ * what failed on stderr and returns false. */
+bool rh_sim_platform_load(const rh_cluster *cl, const rh_fault_plan *plan, bool xml, const char *keep);
 /* Writes the platform XML for `cl` to `out`; the GPU hosts get one pstate per straggler factor
  * of `plan` (may be NULL).  Returns RH_OK, RH_ERR_IO, or RH_ERR_UNSUPPORTED for a fabric other
  * than the switch (the leaves and rails exist built in code only). */

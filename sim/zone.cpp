@@ -68,7 +68,6 @@ private:
   std::vector<Hop> backbone_;       /* per node; empty: none */
   std::vector<Duplex> port_;        /* per node and rail */
   std::vector<Duplex> leaf_;        /* per leaf and rail */
-  std::vector<int> leaf_of_;        /* per node (the spec's arrays are the caller's) */
 
   int slot(const NetPoint* p) const
   {
@@ -89,11 +88,8 @@ Duplex split_duplex(NetZoneImpl* z, const std::string& name, double bw, double l
 void GpuCluster::build()
 {
   build_nodes();
-  if (spec_.nodes > 1 && spec_.leaves > 0)
-    leaf_of_.assign(spec_.leaf_of, spec_.leaf_of + spec_.nodes);
-  spec_.gpus    = nullptr;
-  spec_.speeds  = nullptr;
-  spec_.leaf_of = nullptr;
+  spec_.gpus   = nullptr;
+  spec_.speeds = nullptr;
   if (spec_.nodes > 1)
     build_network();
 }
@@ -142,19 +138,19 @@ void GpuCluster::build_network()
                                    spec_.leaf_bw, spec_.nic_lat));
 }
 
-/* The links of the network between GPU slots s and d on different nodes, in path order: the
- * port of d's rail on both nodes (PXN), and the spines' between leaves (cluster.c's
- * rh_fabric_route). */
+/* The links of the network between GPU slots s and d on different nodes, in path order, where the
+ * fabric's routing (the spec's route) says: the ports of d's rail on both nodes (PXN), and the
+ * spines' between leaves. */
 int GpuCluster::network_hops(int s, int d, Hop* hops) const
 {
-  int a = node_of_slot_[s], b = node_of_slot_[d], rails = spec_.rails;
-  int r = local_of_slot_[d] % rails, k = 0;
-  hops[k++] = port_[a * rails + r].up;
-  if (spec_.leaves > 0 && leaf_of_[a] != leaf_of_[b]) {
-    hops[k++] = leaf_[leaf_of_[a] * rails + r].up;
-    hops[k++] = leaf_[leaf_of_[b] * rails + r].down;
+  rh_zone_path p = spec_.route(spec_.cluster, node_of_slot_[s], node_of_slot_[d], local_of_slot_[d]);
+  int k = 0;
+  hops[k++] = port_[p.out].up;
+  if (p.leaf_out >= 0) {
+    hops[k++] = leaf_[p.leaf_out].up;
+    hops[k++] = leaf_[p.leaf_in].down;
   }
-  hops[k++] = port_[b * rails + r].down;
+  hops[k++] = port_[p.in].down;
   return k;
 }
 
@@ -195,6 +191,11 @@ void GpuCluster::get_local_route(const NetPoint* src, const NetPoint* dst, Route
 }
 
 } // namespace
+
+extern "C" sg_link_t rh__zone_link(const char* name)
+{
+  return Link::by_name_or_null(name);
+}
 
 extern "C" int rh__zone_build(const rh_zone_spec* spec, char* err, size_t len)
 {

@@ -48,28 +48,9 @@ static int floor_of(int gpus, figures *f) {
   int argc = rh_sim_settings(&cl, "bench_floor", argv); /* the simulator's own */
   simgrid_init(&argc, argv);
   const char *how = getenv("BENCH_PLATFORM");
-  if (how && strcmp(how, "xml") == 0) {
-    char path[] = "/tmp/bench_floor_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return 1;
-    FILE *out = fdopen(fd, "w");
-    bool written = out && rh_sim_platform_write(&cl, NULL, out) == RH_OK;
-    if (out ? fclose(out) != 0 : close(fd) != 0) written = false;
-    double t0 = rh_test_wall();
-    if (written) simgrid_load_platform(path);
-    f->load = rh_test_wall() - t0;
-    unlink(path);
-    if (!written) return 1;
-  } else {
-    char err[256];
-    double t0 = rh_test_wall();
-    if (rh_sim_platform_build(&cl, NULL, err, sizeof err) != RH_OK) {
-      fprintf(stderr, "bench_floor: %s\n", err);
-      return 1;
-    }
-    f->load = rh_test_wall() - t0;
-  }
-  double t0;
+  double t0 = rh_test_wall();
+  if (!rh_sim_platform_load(&cl, NULL, how && strcmp(how, "xml") == 0, NULL)) return 1;
+  f->load = rh_test_wall() - t0;
   t0 = rh_test_wall(); /* the actors' creation, their stacks included, and the run */
   size_t count = sg_host_count();
   sg_host_t *hosts = sg_host_list();
