@@ -760,6 +760,18 @@ static bool srun_without_pmix(void) {
          !getenv("OMPI_COMM_WORLD_SIZE");
 }
 
+/* A fixed-size job whose ranks did not agree on its end: the first process to exit with a
+ * failure makes mpirun (or srun --kill-on-bad-exit) kill the others, rank 0 too, and with it
+ * the report it is still writing (its stdout, buffered, is lost whole).  So the other ranks
+ * give it time: when rank 0 exits, the launcher ends them at once; when rank 0 is the one that
+ * hangs, they leave after RH_REPORT_GRACE_S. */
+#define RH_REPORT_GRACE_S 10
+static void wait_for_the_report(void) {
+  struct timespec left = {.tv_sec = RH_REPORT_GRACE_S};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
 int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_result *res) {
   int provided = 0, inited = 0;
   MPI_Initialized(&inited);
@@ -887,6 +899,7 @@ int rh__launch(const rh_launch_config *cfg, rh_rank_fn fn, void *arg, rh_launch_
     if (!agreed && !job.left)
       fprintf(stderr, "rehearsal: rank %d: the job's peers did not finish with it; leaving\n", rank);
     fflush(NULL);
+    if (!agreed && !job.left && !job.elastic_dir && me.ctx.rank != 0) wait_for_the_report();
     return job.left || !agreed ? 1 : failures ? 1 : 0;
   }
 
