@@ -1,0 +1,213 @@
+/*
+ * test_incidents.c: the replay of failures over a job's wall time (tool/incidents/).  Each case
+ * derives what an incident costs from the pipeline's parts, written out here: a hang at 16,384
+ * GPUs costs the work since the last checkpoint, the collective timeout, the diagnosis, the
+ * relaunch, the communicator's set-up at 16,384 ranks and the checkpoint's read; an async
+ * checkpoint is kept only once its write is done; a planned stop loses nothing; spares run out
+ * and the job waits for a repaired node.  Over seeds, the count of random failures keeps to its
+ * Poisson mean, and each cause's share to its rate's; the same seed gives the same incidents.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "incidents.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rh_recovery base_recovery(void) {
+  rh_recovery r = {.diagnosis = 120, .spares = -1, .relaunch = 300, .init_per_rank = 0.002,
+                   .read = 90, .write = 60, .every = 1800};
+  r.detect[RH_DETECT_EXIT] = 5;
+  r.detect[RH_DETECT_HEARTBEAT] = 60;
+  r.detect[RH_DETECT_TIMEOUT] = 600;
+  return r;
+}
+
+static double sum(const double *v, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += v[i];
+  return s;
+}
+
+static void assert_accounted(const rh_incident_job *job, const rh_incident_replay *r) {
+  assert_true(fabs(r->trained + r->checkpointing + r->lost - job->horizon) < 1e-6 * job->horizon);
+}
+
+/* One hang at 16,384 GPUs, 10 h in, checkpoints every 30 min (60 s writes). */
+static void test_hang_at_16k(void **state) {
+  (void)state;
+  static const double at[] = {36000};
+  rh_cause hang = {.name = "nccl_hang", .per = RH_PER_JOB, .detect = RH_DETECT_TIMEOUT,
+                   .out = RH_OUT_JOB, .at = at, .nat = 1};
+  rh_incident_job job = {.causes = &hang, .ncauses = 1, .gpus = 16384, .nodes = 2048,
+                         .horizon = 20 * 3600.0, .seed = 1, .rec = base_recovery()};
+  rh_incident_replay r;
+  assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+  assert_int_equal(r.n, 1);
+  /* cycles of 1800 s of training and a 60 s write: 19 done by 36,000 s, 660 s into the 20th */
+  double redo = 36000 - 19 * 1860.0;
+  double pipeline = 600 + 120 + 300 + 0.002 * 16384 + 90;
+  const double *c = r.incidents[0].cost;
+  assert_true(fabs(c[RH_COST_REDO] - redo) < 1e-9);
+  assert_true(fabs(c[RH_COST_DETECT] - 600) < 1e-9);
+  assert_true(fabs(c[RH_COST_INIT] - 32.768) < 1e-9);
+  assert_true(fabs(sum(c, RH_COST_COUNT) - (redo + pipeline)) < 1e-9);
+  assert_true(fabs(r.lost - (redo + pipeline)) < 1e-9);
+  assert_accounted(&job, &r);
+  /* without the hang the job would train all but its writes; it loses exactly the incident */
+  rh_incident_job none = job;
+  none.ncauses = 0;
+  rh_incident_replay q;
+  assert_int_equal(rh_incident_replay_run(&none, &q), 0);
+  assert_int_equal(q.n, 0);
+  assert_accounted(&none, &q);
+  rh_incident_replay_free(&q);
+  rh_incident_replay_free(&r);
+}
+
+/* An async checkpoint counts once written: a failure 30 s after the snapshot loses its cycle. */
+static void test_async_kept_when_written(void **state) {
+  (void)state;
+  static const double at[] = {1800 + 2 + 30};
+  rh_cause crash = {.name = "gpu", .per = RH_PER_JOB, .detect = RH_DETECT_EXIT, .out = RH_OUT_JOB,
+                    .at = at, .nat = 1};
+  rh_incident_job job = {.causes = &crash, .ncauses = 1, .gpus = 8, .nodes = 1, .horizon = 7200,
+                         .rec = base_recovery()};
+  job.rec.async = true;
+  job.rec.snapshot = 2;
+  job.rec.write = 60;
+  rh_incident_replay r;
+  assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+  assert_true(fabs(r.incidents[0].cost[RH_COST_REDO] - (1800 + 30)) < 1e-9);
+  rh_incident_replay_free(&r);
+  static const double later[] = {1800 + 2 + 61};
+  crash.at = later;
+  assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+  assert_true(fabs(r.incidents[0].cost[RH_COST_REDO] - 61) < 1e-9);
+  assert_accounted(&job, &r);
+  rh_incident_replay_free(&r);
+}
+
+/* A planned stop drains the job with a checkpoint: no redone work, no detection. */
+static void test_planned_loses_nothing(void **state) {
+  (void)state;
+  static const double at[] = {5000};
+  rh_cause planned = {.name = "maintenance", .per = RH_PER_JOB, .detect = RH_DETECT_PLANNED,
+                      .out = RH_OUT_JOB, .at = at, .nat = 1};
+  rh_incident_job job = {.causes = &planned, .ncauses = 1, .gpus = 1024, .nodes = 128,
+                         .horizon = 10000, .rec = base_recovery()};
+  rh_incident_replay r;
+  assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+  const double *c = r.incidents[0].cost;
+  assert_true(c[RH_COST_REDO] == 0 && c[RH_COST_DETECT] == 0 && c[RH_COST_DIAGNOSIS] == 0);
+  assert_true(fabs(sum(c, RH_COST_COUNT) - (300 + 0.002 * 1024 + 90)) < 1e-9);
+  assert_accounted(&job, &r);
+  rh_incident_replay_free(&r);
+}
+
+/* One spare, repairs of an hour: the second node failure 10 min after the first waits 50 min. */
+static void test_spares_run_out(void **state) {
+  (void)state;
+  static const double at[] = {3600, 4200};
+  rh_cause gpu = {.name = "gpu", .per = RH_PER_GPU, .detect = RH_DETECT_EXIT, .out = RH_OUT_NODE,
+                  .at = at, .nat = 2};
+  rh_incident_job job = {.causes = &gpu, .ncauses = 1, .gpus = 64, .nodes = 8,
+                         .horizon = 20000, .rec = base_recovery()};
+  job.rec.spares = 1;
+  job.rec.repair = 3600;
+  rh_incident_replay r;
+  assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+  assert_int_equal(r.n, 2);
+  assert_true(r.incidents[0].cost[RH_COST_WAIT] == 0);
+  /* the first node was evicted at 3600 + 5 + 120 and is back an hour later */
+  double needed = 4200 + 5 + 120, back = 3600 + 5 + 120 + 3600;
+  assert_true(r.incidents[1].in_recovery == false);
+  assert_true(fabs(r.incidents[1].cost[RH_COST_WAIT] - (back - needed)) < 1e-9);
+  assert_accounted(&job, &r);
+  rh_incident_replay_free(&r);
+  /* no spare at all: the failed node is waited for, repaired */
+  job.rec.spares = 0;
+  gpu.nat = 1;
+  assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+  assert_true(fabs(r.incidents[0].cost[RH_COST_WAIT] - 3600) < 1e-9);
+  rh_incident_replay_free(&r);
+}
+
+/* A failure during a recovery cuts it and starts another. */
+static void test_failure_during_recovery(void **state) {
+  (void)state;
+  static const double at[] = {3600, 3700};
+  rh_cause crash = {.name = "software", .per = RH_PER_JOB, .detect = RH_DETECT_EXIT,
+                    .out = RH_OUT_JOB, .at = at, .nat = 2};
+  rh_incident_job job = {.causes = &crash, .ncauses = 1, .gpus = 64, .nodes = 8,
+                         .horizon = 20000, .rec = base_recovery()};
+  rh_incident_replay r;
+  assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+  assert_true(r.incidents[1].in_recovery);
+  /* the first recovery ran 100 s: redo aside, its parts add up to that */
+  assert_true(fabs(sum(r.incidents[0].cost, RH_COST_COUNT) - r.incidents[0].cost[RH_COST_REDO] -
+                   100) < 1e-9);
+  assert_true(r.incidents[1].cost[RH_COST_REDO] == 0);
+  assert_accounted(&job, &r);
+  rh_incident_replay_free(&r);
+}
+
+/* Random failures: over 20 seeds the count's mean keeps to rate x units x time (3 standard
+ * errors), and the causes' shares to their rates'. */
+static void test_poisson_counts(void **state) {
+  (void)state;
+  rh_cause causes[2] = {
+      {.name = "gpu", .per = RH_PER_GPU, .rate = rh_cause_rate(200, 16384, 1296),
+       .detect = RH_DETECT_EXIT, .out = RH_OUT_NODE},
+      {.name = "host", .per = RH_PER_NODE, .rate = rh_cause_rate(100, 2048, 1296),
+       .detect = RH_DETECT_HEARTBEAT, .out = RH_OUT_NODE}};
+  rh_incident_job job = {.causes = causes, .ncauses = 2, .gpus = 16384, .nodes = 2048,
+                         .horizon = 1296 * 3600.0, .rec = base_recovery()};
+  assert_true(fabs(rh_incident_expected(&job) - 300) < 1e-9);
+  double n = 0, gpu = 0;
+  for (int seed = 1; seed <= 20; seed++) {
+    job.seed = (uint64_t)seed;
+    rh_incident_replay r;
+    assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+    n += (double)r.n;
+    gpu += (double)r.by_cause[0].count;
+    assert_accounted(&job, &r);
+    rh_incident_replay_free(&r);
+  }
+  assert_true(fabs(n / 20 - 300) < 3 * sqrt(300.0 / 20));
+  double share = gpu / n, se = sqrt((2.0 / 3) * (1.0 / 3) / n);
+  assert_true(fabs(share - 2.0 / 3) < 3 * se);
+}
+
+static void test_same_seed_same_incidents(void **state) {
+  (void)state;
+  rh_cause c = {.name = "gpu", .per = RH_PER_GPU, .rate = rh_cause_rate(400, 16384, 1296),
+                .detect = RH_DETECT_EXIT, .out = RH_OUT_NODE};
+  rh_incident_job job = {.causes = &c, .ncauses = 1, .gpus = 16384, .nodes = 2048,
+                         .horizon = 1296 * 3600.0, .seed = 42, .rec = base_recovery()};
+  rh_incident_replay a, b;
+  assert_int_equal(rh_incident_replay_run(&job, &a), 0);
+  assert_int_equal(rh_incident_replay_run(&job, &b), 0);
+  assert_int_equal(a.n, b.n);
+  assert_memory_equal(a.incidents, b.incidents, (size_t)a.n * sizeof *a.incidents);
+  rh_incident_replay_free(&a);
+  rh_incident_replay_free(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_hang_at_16k),
+      cmocka_unit_test(test_async_kept_when_written),
+      cmocka_unit_test(test_planned_loses_nothing),
+      cmocka_unit_test(test_spares_run_out),
+      cmocka_unit_test(test_failure_during_recovery),
+      cmocka_unit_test(test_poisson_counts),
+      cmocka_unit_test(test_same_seed_same_incidents),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,130 @@
+/*
+ * incidents.h: failures as large clusters have them, replayed over a job's wall time without
+ * simulating its steps.  A failure has a cause (a component: a GPU, its HBM, a NIC, a switch or
+ * cable, a host, software, planned maintenance...), a rate per unit of the job (per GPU, per node
+ * or per job), the way it is noticed (the process exits, a heartbeat stops, a collective times
+ * out, a checksum disagrees, or it is planned) and what it takes out (a GPU or a node, which a
+ * spare must replace; a link or the job, which a relaunch alone mends).  Each incident then goes
+ * through the recovery pipeline of a fixed-size job relaunched from its checkpoint: detection,
+ * diagnosis and eviction, a spare node or a wait for a repaired one, the relaunch (the
+ * scheduler and the processes' start), the communicator's set-up at N ranks, the checkpoint's
+ * read from shared storage, and the work done since the last durable checkpoint, lost.
+ *
+ * causes.c: the cause table (names, rates from a published log's counts); pipeline.c: one
+ * incident's costs; replay.c: the walk over the job's time; report.c: the table by cause.
+ */
+#ifndef REHEARSAL_INCIDENTS_H
+#define REHEARSAL_INCIDENTS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { RH_PER_GPU, RH_PER_NODE, RH_PER_JOB, RH_PER_COUNT } rh_cause_scope;
+typedef enum {
+  RH_DETECT_EXIT,      /* the process exits: the launcher sees it at its next poll */
+  RH_DETECT_HEARTBEAT, /* the host goes silent: its heartbeat's timeout */
+  RH_DETECT_TIMEOUT,   /* a collective hangs: the watchdog's timeout (NCCL_TIMEOUT) */
+  RH_DETECT_CHECKSUM,  /* silent data corruption: found at the next checkpoint's checksum */
+  RH_DETECT_PLANNED,   /* maintenance: the job is stopped after a checkpoint, nothing lost */
+  RH_DETECT_COUNT
+} rh_detection;
+typedef enum { RH_OUT_GPU, RH_OUT_NODE, RH_OUT_LINK, RH_OUT_JOB, RH_OUT_COUNT } rh_takes_out;
+
+extern const char *const rh_cause_scope_names[RH_PER_COUNT + 1];
+extern const char *const rh_detection_names[RH_DETECT_COUNT + 1];
+extern const char *const rh_takes_out_names[RH_OUT_COUNT + 1];
+
+enum { RH_CAUSE_NAME = 48 };
+
+typedef struct rh_cause {
+  char name[RH_CAUSE_NAME];
+  rh_cause_scope per;
+  double rate;         /* failures per unit (GPU, node or job) per second */
+  rh_detection detect;
+  rh_takes_out out;
+  const double *at;    /* scripted: seconds since the start at which it strikes, ascending */
+  int nat;
+} rh_cause;
+
+/* Failures per unit per second from a log: `count` failures in `hours` on `units` of them. */
+double rh_cause_rate(double count, double units, double hours);
+
+/* The recovery pipeline's settings (seconds unless said). */
+typedef struct rh_recovery {
+  double detect[RH_DETECT_COUNT]; /* exit: the launcher's poll; heartbeat, timeout: theirs;
+                                   * checksum: unused (the next checkpoint finds it) */
+  double diagnosis;      /* finding the bad node and evicting it */
+  int spares;            /* hot spare nodes; < 0: as many as needed (a larger cluster) */
+  double repair;         /* a failed node's time to come back (needed with spares >= 0) */
+  double relaunch;       /* the scheduler's requeue and the processes' start */
+  double init_per_rank;  /* the communicator's set-up, per rank (it grows with the job) */
+  double read;           /* the checkpoint's read from shared storage, whole job */
+  double write;          /* the checkpoint's write (sync: training waits for it) */
+  double snapshot;       /* async: the copy to host memory training waits for (the write overlaps) */
+  bool async;
+  double every;          /* seconds of training between checkpoints */
+} rh_recovery;
+
+/* The job the replay walks. */
+typedef struct rh_incident_job {
+  const rh_cause *causes;
+  int ncauses;
+  long gpus, nodes;
+  double horizon;        /* seconds of wall time replayed */
+  uint64_t seed;
+  rh_recovery rec;
+} rh_incident_job;
+
+/* Where an incident's time went, in seconds; `redo` is training thrown away. */
+typedef enum {
+  RH_COST_REDO, RH_COST_DETECT, RH_COST_DIAGNOSIS, RH_COST_WAIT, RH_COST_RELAUNCH,
+  RH_COST_INIT, RH_COST_READ, RH_COST_COUNT
+} rh_cost_part;
+extern const char *const rh_cost_part_names[RH_COST_COUNT];
+
+typedef struct rh_incident {
+  double at;             /* wall seconds since the start */
+  int cause;
+  bool in_recovery;      /* struck while the job was recovering from another */
+  double cost[RH_COST_COUNT];
+} rh_incident;
+
+typedef struct rh_cause_total {
+  long count;
+  double cost[RH_COST_COUNT];
+} rh_cause_total;
+
+typedef struct rh_incident_replay {
+  rh_incident *incidents; /* owned, in order */
+  long n;
+  rh_cause_total *by_cause; /* owned, one per cause */
+  double trained;         /* seconds of training that counted (kept or in progress at the end) */
+  double checkpointing;   /* seconds training waited for checkpoints */
+  double lost;            /* seconds of the incidents' costs, all causes */
+  double effective;       /* trained / horizon */
+  long checkpoints;
+  double spare_wait_max;  /* the longest wait for a node */
+} rh_incident_replay;
+
+/* One incident's pipeline, the redone work aside: fills cost[DETECT..READ] for a failure of
+ * `c` (its detection delay `detect`) given whether a node is needed and how long the wait for
+ * one is. */
+void rh_incident_pipeline(const rh_incident_job *job, const rh_cause *c, double detect,
+                          double wait, double cost[RH_COST_COUNT]);
+
+/* Walks the job's horizon; 0, or -1 out of memory. */
+int rh_incident_replay_run(const rh_incident_job *job, rh_incident_replay *out);
+void rh_incident_replay_free(rh_incident_replay *r);
+
+/* The expected interruptions of the job over its horizon: sum of rate x units x horizon. */
+double rh_incident_expected(const rh_incident_job *job);
+/* ... and of one cause. */
+double rh_cause_expected(const rh_incident_job *job, const rh_cause *c);
+
+/* The section of the run's report ("failures at scale"), and `failures.at_scale` in root. */
+void rh_incident_report(FILE *out, json_t *root, const rh_incident_job *job,
+                        const rh_incident_replay *r);
+
+#endif
