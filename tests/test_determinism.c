@@ -139,6 +139,7 @@ static void test_every_shipped_scenario_twice(void **state) {
   (void)state;
   static const char *const dirs[] = {"scenarios", "scenarios/seeds", "scenarios/mistakes",
                                      "scenarios/failures", "scenarios/papers",
+                                     "scenarios/papers/failures",
                                      "scenarios/validation", "scenarios/scale", "scenarios/models",
                                      "scenarios/accuracy"};
   int failures = 0, n = 0;

@@ -99,6 +99,13 @@ static const bad_case bad_cases[] = {
     {"rails_not_nics", 10, "cluster.network.nics_per_node", "one NIC per GPU: node 0 has 2 GPUs and 1 NIC"},
     {"fat_tree_without_leaves", 11, "cluster.network.nodes_per_leaf", "missing: fat_tree puts the nodes under leaves"},
     {"placement_on_a_switch", 11, "cluster.network.placement", "topology is switch (fat_tree and rail have leaves)"},
+    /* the replay at scale */
+    {"cause_negative_count", 15, "failures.causes[0].count", "-3 is out of range: expected a number >= 0"},
+    {"zero_detection_timeout", 16, "restart.collective_timeout_s", "0 is out of range: expected a number > 0"},
+    {"cause_link_one_node", 13, "failures.causes[0]", "cable takes out a link, but the cluster's one node has no network link"},
+    {"causes_without_horizon", 12, "failures.causes", "the causes are replayed over failures.horizon_days: give it"},
+    {"cause_two_rates", 14, "failures.causes[0]", "give one of count (with failures.exposure), mtbf_hours or at_hours, not several"},
+    {"spares_without_repair", 16, "restart.spare_nodes", "a failed node comes back into the spares after restart.repair_hours: give it"},
     {"tree_needs_nccl", 20, "collective.algorithm", "tree is one of NCCL's algorithms: it needs cluster.network_model: nccl"},
     {"protocol_needs_nccl", 20, "collective.protocol", "NCCL's protocols need cluster.network_model: nccl"},
     /* collective settings */

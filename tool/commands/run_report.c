@@ -11,6 +11,7 @@
 #include "interval_replay.h"
 #include "output.h"
 #include "run.h"
+#include "incidents.h"
 #include "sharding_what_if.h"
 #include "trust.h"
 #include "workload.h"
@@ -652,6 +653,27 @@ static void report_failures(report *r) {
                  j->sc.checks.interval_tolerance, r->ft.end, r->root);
 }
 
+/* The replay at scale (failures.horizon_days): the job's wall time, its failures drawn from the
+ * causes, at the pace this run sampled (its steady step, its checkpoint's bytes). */
+static void report_at_scale(report *r) {
+  run_job *j = r->j;
+  if (!(j->sc.failures.horizon_days > 0) || r->stopped || !r->simulated) return;
+  long warm, first, last;
+  double step = steady_step(&j->res, j->fl->warmup, &warm, &first, &last);
+  rh_incident_job job;
+  rh_incident_replay rep;
+  /* a checkpoint's bytes: the parameters and the optimizer's state, in fp32 (state.c's) */
+  double bytes = j->res.state_bytes > 0 ? j->res.state_bytes
+                 : ((double)r->cfg->parameters * (1 + r->cfg->optimizer_state)) * sizeof(float);
+  if (rh_incident_job_from(&j->sc, isfinite(step) ? step : 0, bytes, &job) != 0)
+    return;
+  if (rh_incident_replay_run(&job, &rep) == 0) {
+    rh_incident_report(stdout, r->root, &job, &rep);
+    rh_incident_replay_free(&rep);
+  }
+  rh_incident_job_free(&job);
+}
+
 /* Whether the run's error is one the scenario expected (the failure of a check it names). */
 static bool error_expected(const report *r) {
   const rh_train_result *res = &r->j->res;
@@ -830,6 +852,7 @@ int run__report(run_job *j) {
   report_bottleneck(&r);
   report_late_checks(&r);
   report_failures(&r);
+  report_at_scale(&r);
   bool explained = error_expected(&r);
   int unexpected = report_verdicts(&r, explained);
   report_end(&r);

@@ -123,6 +123,14 @@ double rh_incident_expected(const rh_incident_job *job);
 /* ... and of one cause. */
 double rh_cause_expected(const rh_incident_job *job, const rh_cause *c);
 
+/* The replay's job from a scenario with failures.horizon_days, at the pace of the run that
+ * sampled it (step: its steady step, seconds; state_bytes: a checkpoint's).  0, or -1 out of
+ * memory; rh_incident_job_free releases its causes. */
+struct rh_scenario;
+int rh_incident_job_from(const struct rh_scenario *sc, double step, double state_bytes,
+                         rh_incident_job *job);
+void rh_incident_job_free(rh_incident_job *job);
+
 /* The section of the run's report ("failures at scale"), and `failures.at_scale` in root. */
 void rh_incident_report(FILE *out, json_t *root, const rh_incident_job *job,
                         const rh_incident_replay *r);

@@ -17,6 +17,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include "incidents.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +36,7 @@
 /* fields of a list's items: offsets into the item's struct */
 #define FOFF(m) offsetof(rh_scenario_fault, m)
 #define COFF(m) offsetof(rh_scenario_change, m)
+#define AOFF(m) offsetof(rh_scenario_cause, m)
 #define NUM_AT(k, req, lo, open, hi, sc, o, doc) {k, T_NUM, req, lo, hi, open, sc, o, NULL, NULL, 0, doc}
 #define INT_AT(k, req, lo, hi, o, doc) {k, T_INT, req, lo, hi, false, 1, o, NULL, NULL, 0, doc}
 #define COUNT_AT(k, req, lo, hi, o, doc) {k, T_COUNT, req, lo, hi, false, 1, o, NULL, NULL, 0, doc}
@@ -54,7 +57,7 @@
  * GPUs, links and NICs) or of its `cluster.gpu:`.  Their values come first; the scenario's own
  * keys override them. */
 const char *const rh__preset_kinds[PRESET_KINDS] = {"node", "gpu", "network", "model",
-                                                             "framework"};
+                                                             "framework", "failures"};
 
 static const char *const network_models[] = {"exact", "realistic", "nccl", NULL};
 static const char *const transports[] = {"ib", "roce", "tcp", NULL};
@@ -507,7 +510,7 @@ static const field recipe_fields[] = {
     END};
 
 /* failures: scripted events and random failures */
-enum { ITEMS_EVENTS = 1, ITEMS_CHANGES = 2 };
+enum { ITEMS_EVENTS = 1, ITEMS_CHANGES = 2, ITEMS_CAUSES = 3 };
 static const field event_fields[] = {
     ENUM_AT("kind", true, rh_fault_names, FOFF(kind),
         "what happens"),
@@ -536,9 +539,43 @@ static const field event_fields[] = {
     NUM_AT("extra_latency_us", false, 0, false, 1e12, 1, FOFF(extra_latency_us),
         "link_degraded: latency added, at most 1e6 (with it, factor may be left out)"),
     END};
+static const field cause_fields[] = {
+    {"name", T_STR, true, 0, 0, false, 1, AOFF(name), NULL, NULL, 0,
+     "the cause, as the log names it (faulty_gpu, hbm3, nic...)"},
+    ENUM_AT("per", true, rh_cause_scope_names, AOFF(per),
+        "what its rate is counted per: gpu, node or job"),
+    NUM_AT("count", false, 0, false, 1e12, 1, AOFF(count),
+        "failures in the log of failures.exposure (its rate: count / (units x hours))"),
+    NUM_AT("mtbf_hours", false, 0, true, 1e15, 1, AOFF(mtbf_hours),
+        "or: the mean hours between failures of one unit"),
+    NUM_AT("at_hours", false, 0, false, 1e9, 1, AOFF(at_hours),
+        "or: one failure at this hour of the replay (scripted)"),
+    ENUM_AT("detection", true, rh_detection_names, AOFF(detection),
+        "how it is noticed: exit (the launcher's poll), heartbeat, timeout (the collective "
+        "watchdog), checksum (at the next checkpoint), planned (drained with a checkpoint)"),
+    ENUM_AT("takes_out", false, rh_takes_out_names, AOFF(takes_out),
+        "gpu or node (a spare must replace it), link or job (a relaunch mends it); default: "
+        "its scope's"),
+    END};
+static const field exposure_fields[] = {
+    NUM("gpus", false, 0, true, 1e9, 1, failures.exposure_gpus, "GPUs of the log"),
+    NUM("nodes", false, 0, true, 1e9, 1, failures.exposure_nodes, "nodes of the log"),
+    NUM("hours", false, 0, true, 1e9, 1, failures.exposure_hours, "hours the log covers"),
+    END};
 static const field failure_fields[] = {
+    PRESET("preset", false, NULL, PRESET_FAILURES,
+        "a failure log's causes (presets/failures/NAME.yaml); the scenario's keys override it"),
     COUNT("seed", false, 0, 1e15, failures.seed,
         "random failures are drawn from it: the same run every time"),
+    NUM("horizon_days", false, 0, true, 36500, 86400, failures.horizon_days,
+        "the replay at scale: this much wall time of the job, its failures drawn from `causes`, "
+        "at the run's pace (the run itself is a sample of the job's steps)"),
+    STR("source", false, failures.source,
+        "where the causes' figures come from"),
+    MAP("exposure", false, exposure_fields,
+        "the log the causes' counts come from: its GPUs, nodes and hours"),
+    ITEMS("causes", cause_fields, ITEMS_CAUSES,
+        "failure causes: each a rate, a detection and what it takes out"),
     NUM("gpu_mtbf_hours", false, 0, true, 1e12, 1, failures.gpu_mtbf_h,
         "mean time between failures of one GPU; absent: none"),
     NUM("node_mtbf_hours", false, 0, true, 1e12, 1, failures.node_mtbf_h,
@@ -583,6 +620,31 @@ static const field restart_fields[] = {
         "from a failure to the relaunched job's start"),
     INT("max_restarts", false, 0, 1 << 20, restart.max_restarts,
         "relaunches before the job is given up"),
+    NUM("exit_poll_s", false, 0, false, 1e6, 1, restart.exit_poll_s,
+        "at scale: a process that exits is seen at the launcher's next poll (torchrun's "
+        "--monitor_interval, 5 s)"),
+    NUM("heartbeat_timeout_s", false, 0, true, 1e6, 1, restart.heartbeat_timeout_s,
+        "at scale: a silent host is declared dead after it (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, 480 s)"),
+    NUM("collective_timeout_s", false, 0, true, 1e6, 1, restart.collective_timeout_s,
+        "at scale: a hung collective is noticed after it (PyTorch's NCCL process-group "
+        "timeout, 10 min)"),
+    NUM("diagnosis_s", false, 0, false, 1e6, 1, restart.diagnosis_s,
+        "at scale: finding and evicting the bad node before the relaunch"),
+    INT("spare_nodes", false, -1, 1 << 24, restart.spare_nodes,
+        "at scale: hot spare nodes (-1: a node is always free); a failed one is repaired in "
+        "repair_hours"),
+    NUM("repair_hours", false, 0, true, 1e6, 3600, restart.repair_hours,
+        "at scale: a failed node's time back into the spares"),
+    NUM("init_ms_per_rank", false, 0, false, 1e6, 1e-3, restart.init_per_rank_s,
+        "at scale: the communicator's set-up per rank of the job (MegaScale: under 30 s at "
+        "over 10,000 GPUs)"),
+    NUM("checkpoint_every_minutes", false, 0, true, 1e9, 60, restart.checkpoint_every_min,
+        "at scale: training time between checkpoints (default: the recipe's "
+        "checkpoint_every_steps at the run's pace)"),
+    BOOL("checkpoint_async", restart.checkpoint_async,
+        "at scale: training waits only for the copy to host memory; the write overlaps it"),
+    NUM("snapshot_GBps", false, 0, true, 1e9, 1e9, restart.snapshot_bw,
+        "at scale, async: each GPU's copy of its shard of the state to host memory"),
     END};
 static field check_fields[RH_CHECK_COUNT + 8]; /* one switch per check, then the options */
 static field collective_fields[RH_SETTING_COUNT + 1]; /* filled from the settings table */
@@ -708,6 +770,12 @@ void rh__scenario_defaults(rh_scenario *sc) {
   sc->restart.policy = 1;
   sc->restart.relaunch_s = 60;
   sc->restart.max_restarts = 3;
+  sc->restart.exit_poll_s = 5;             /* torchrun --monitor_interval (PyTorch 1.13: 5 s) */
+  sc->restart.heartbeat_timeout_s = 480;   /* TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC */
+  sc->restart.collective_timeout_s = 600;  /* PyTorch's NCCL process group: 10 min */
+  sc->restart.spare_nodes = -1;
+  sc->restart.init_per_rank_s = 0.003;     /* MegaScale: under 30 s at over 10,000 GPUs */
+  sc->restart.snapshot_bw = 25e9;          /* as elastic.commit_GBps: PCIe 4 x16 */
   for (int i = 0; i < RH_CHECK_COUNT; i++) sc->checks.enabled[i] = -1;
 }
 
@@ -721,6 +789,7 @@ const field *rh__scenario_preset_fields(const field *f) {
   return f->setting == PRESET_GPU         ? gpu_fields
          : f->setting == PRESET_MODEL     ? model_fields
          : f->setting == PRESET_FRAMEWORK ? framework_fields
+         : f->setting == PRESET_FAILURES  ? failure_fields
                                           : network_fields;
 }
 
@@ -1164,6 +1233,19 @@ static void walk_layers(walker *w, const yaml_node_t *n, const char *name) {
 
 /* A list of mappings (failure events, discovery changes): each item walked against f->kids
  * with the walker's base moved to the item. */
+/* One cause of the replay at scale: one way to its rate, and a reach its scope allows (checked
+ * where it is written, its preset's file or the scenario). */
+static void check_cause(walker *w, const yaml_node_t *item, const char *name, rh_scenario_cause *c) {
+  int ways = (c->count >= 0) + (c->mtbf_hours >= 0) + (c->at_hours >= 0);
+  if (ways != 1)
+    fail(w, item, name, "give one of count (with failures.exposure), mtbf_hours or at_hours%s",
+         ways ? ", not several" : "");
+  if (c->takes_out < 0) /* a GPU's or a node's failure takes it out; the others the job */
+    c->takes_out = c->per == RH_PER_GPU ? RH_OUT_GPU : c->per == RH_PER_NODE ? RH_OUT_NODE : RH_OUT_JOB;
+  if (c->per == RH_PER_JOB && c->takes_out == RH_OUT_GPU)
+    fail(w, item, name, "takes_out: gpu needs a rate per gpu (per: gpu), not per job");
+}
+
 static void walk_items(walker *w, const yaml_node_t *n, const field *f, const char *name) {
   if (n->type != YAML_SEQUENCE_NODE) {
     fail(w, n, name, "expected a list of mappings, got %s", type_word(n));
@@ -1171,8 +1253,9 @@ static void walk_items(walker *w, const yaml_node_t *n, const field *f, const ch
   }
   int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
   rh_scenario *sc = w->sc;
-  bool events = f->setting == ITEMS_EVENTS;
-  size_t size = events ? sizeof(rh_scenario_fault) : sizeof(rh_scenario_change);
+  bool events = f->setting == ITEMS_EVENTS, causes = f->setting == ITEMS_CAUSES;
+  size_t size = events ? sizeof(rh_scenario_fault)
+                : causes ? sizeof(rh_scenario_cause) : sizeof(rh_scenario_change);
   char *items = calloc((size_t)(count ? count : 1), size);
   if (!items) {
     fail(w, n, name, "out of memory");
@@ -1182,6 +1265,11 @@ static void walk_items(walker *w, const yaml_node_t *n, const field *f, const ch
     free(sc->failures.events);
     sc->failures.events = (rh_scenario_fault *)items;
     sc->failures.nevents = count;
+  } else if (causes) { /* a scenario's list replaces its preset's */
+    for (int i = 0; i < sc->failures.ncauses; i++) free(sc->failures.causes[i].name);
+    free(sc->failures.causes);
+    sc->failures.causes = (rh_scenario_cause *)items;
+    sc->failures.ncauses = count;
   } else {
     free(sc->elastic.changes);
     sc->elastic.changes = (rh_scenario_change *)items;
@@ -1202,6 +1290,10 @@ static void walk_items(walker *w, const yaml_node_t *n, const field *f, const ch
                                                        .at_s = -1, .during = -1,
                                                        .duration_s = -1, .factor = -1,
                                                        .line = line_of(item)};
+    else if (causes)
+      *(rh_scenario_cause *)it = (rh_scenario_cause){.count = -1, .mtbf_hours = -1,
+                                                       .takes_out = -1, .at_hours = -1,
+                                                       .line = line_of(item)};
     else
       *(rh_scenario_change *)it = (rh_scenario_change){.add = -1, .remove = -1,
                                                          .line = line_of(item)};
@@ -1209,6 +1301,7 @@ static void walk_items(walker *w, const yaml_node_t *n, const field *f, const ch
     w->key = NULL;
     walk_map(w, item, item, f->kids, item_name);
     w->base = (char *)sc;
+    if (causes) check_cause(w, item, item_name, (rh_scenario_cause *)it);
   }
   w->key = key;
 }
@@ -1419,6 +1512,7 @@ static void walk_value(walker *w, const yaml_node_t *n, const field *f, const ch
     const field *kids = f->setting == PRESET_NODE    ? cluster_fields
                         : f->setting == PRESET_GPU   ? gpu_fields
                         : f->setting == PRESET_FRAMEWORK ? framework_fields
+                        : f->setting == PRESET_FAILURES ? failure_fields
                         : f->setting == PRESET_MODEL ? model_fields
                                                      : network_fields;
     if (n->type == YAML_MAPPING_NODE && !fills_parent) {
@@ -1813,6 +1907,42 @@ static void check_length(walker *w) {
          "missing (required: or recipe.steps, or recipe.duration)");
 }
 
+/* The replay at scale: its causes, their counts' log, and the recovery it relaunches with. */
+static void check_at_scale(walker *w) {
+  rh_scenario *sc = w->sc;
+  bool horizon = sc->failures.horizon_days > 0;
+  if (!horizon && sc->failures.ncauses == 0) return;
+  const char *at = horizon ? "failures.horizon_days" : "failures.causes";
+  if (!horizon || sc->failures.ncauses == 0) {
+    fail(w, node_at(w->doc, at), at, horizon ? "the replay at scale needs failures.causes "
+         "(or a failures.preset)" : "the causes are replayed over failures.horizon_days: give it");
+    return;
+  }
+  if (sc->elastic.present || (sc->restart.present && sc->restart.policy == 0)) {
+    fail(w, node_at(w->doc, at), at, "the replay at scale relaunches a fixed-size job from its "
+         "checkpoint: %s", sc->elastic.present ? "not with elastic" : "restart.policy is none");
+    return;
+  }
+  const double units[] = {sc->failures.exposure_gpus, sc->failures.exposure_nodes, 1};
+  for (int i = 0; i < sc->failures.ncauses; i++) {
+    const rh_scenario_cause *c = &sc->failures.causes[i];
+    char name[64];
+    snprintf(name, sizeof name, "failures.causes[%d]", i);
+    const yaml_node_t *where = item_key(w->doc, "failures.causes", i, NULL); /* else a preset's */
+    if (!where) where = node_at(w->doc, "failures");
+    if (c->count >= 0 && (!(units[c->per] > 0) || !(sc->failures.exposure_hours > 0)))
+      fail(w, where, name, "%s: a count needs failures.exposure.%s and "
+           "failures.exposure.hours (the log it was counted in)", c->name,
+           c->per == RH_PER_JOB ? "hours" : rh_cause_scope_names[c->per]);
+    if (c->takes_out == RH_OUT_LINK && sc->cluster.nodes < 2)
+      fail(w, where, name, "%s takes out a link, but the cluster's one "
+           "node has no network link", c->name);
+  }
+  if (sc->restart.spare_nodes >= 0 && !(sc->restart.repair_hours > 0))
+    fail(w, node_at(w->doc, "restart.spare_nodes"), "restart.spare_nodes",
+         "a failed node comes back into the spares after restart.repair_hours: give it");
+}
+
 /* The elastic and restart sections against the cluster they run on. */
 static void check_elastic(walker *w) {
   rh_scenario *sc = w->sc;
@@ -2163,6 +2293,7 @@ static void check_whole(walker *w) {
          mib, seconds);
   }
   finish_fabric(w);
+  check_at_scale(w);
   if (sc->network_model < 0) sc->network_model = sc->presets_used ? RH_NET_NCCL : RH_NET_EXACT;
   cl->net_model = (rh_net_model)sc->network_model;
   cl->exact_network = sc->network_model != RH_NET_REALISTIC;
@@ -2610,6 +2741,9 @@ void rh_scenario_free(rh_scenario *sc) {
   free(sc->data.validation_labels);
   free(sc->recipe.decay_epochs);
   free(sc->failures.events);
+  for (int i = 0; i < sc->failures.ncauses; i++) free(sc->failures.causes[i].name);
+  free(sc->failures.causes);
+  free(sc->failures.source);
   free(sc->elastic.changes);
   for (int i = 0; i < sc->sweep.naxes; i++) {
     for (int j = 0; j < sc->sweep.axes[i].nvalues; j++) free(sc->sweep.axes[i].values[j]);

@@ -43,6 +43,18 @@ typedef struct rh_scenario_fault {
   int line;
 } rh_scenario_fault;
 
+/* A failure cause of the replay at scale (failures.causes[]), as the scenario writes it. */
+typedef struct rh_scenario_cause {
+  char *name;         /* owned */
+  int per;            /* rh_cause_scope */
+  double count;       /* failures in failures.exposure; -1: not given */
+  double mtbf_hours;  /* per unit; -1: not given */
+  int detection;      /* rh_detection */
+  int takes_out;      /* rh_takes_out; -1: the default of its scope */
+  double at_hours;    /* scripted: one failure then; -1: none */
+  int line;
+} rh_scenario_cause;
+
 /* A host change of elastic discovery as the scenario writes it. */
 typedef struct rh_scenario_change {
   double at_s;
@@ -199,6 +211,12 @@ typedef struct rh_scenario {
     int nevents;
     double seed;
     double gpu_mtbf_h, node_mtbf_h; /* 0: no random failures */
+    /* the replay at scale (tool/incidents/): over horizon_days of wall time; 0: none */
+    double horizon_days;
+    rh_scenario_cause *causes;   /* owned */
+    int ncauses;
+    double exposure_gpus, exposure_nodes, exposure_hours; /* the log the counts come from */
+    char *source;                /* owned: where the causes come from */
   } failures;
   struct {
     bool present;
@@ -214,6 +232,14 @@ typedef struct rh_scenario {
     int policy;                  /* 0 none, 1 from_checkpoint */
     double relaunch_s;
     int max_restarts;
+    /* the recovery pipeline of the replay at scale */
+    double exit_poll_s, heartbeat_timeout_s, collective_timeout_s, diagnosis_s;
+    int spare_nodes;             /* -1: as many as needed */
+    double repair_hours;         /* 0: not given */
+    double init_per_rank_s;
+    double checkpoint_every_min; /* 0: the recipe's checkpoint_every_steps at the run's pace */
+    bool checkpoint_async;
+    double snapshot_bw;          /* bytes per second: async's copy to host memory */
   } restart;
   struct {
     double write_bw, read_bw;    /* bytes per second; 0: checkpoints cost no time */

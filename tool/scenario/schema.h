@@ -47,7 +47,7 @@ typedef struct field {
 
 /* A T_PRESET field's kind (its `setting`): the folder of presets/ its names are looked up in. */
 enum { PRESET_NODE = 0, PRESET_GPU = 1, PRESET_NETWORK = 2, PRESET_MODEL = 3, PRESET_FRAMEWORK = 4,
-       PRESET_KINDS };
+       PRESET_FAILURES = 5, PRESET_KINDS };
 extern const char *const rh__preset_kinds[PRESET_KINDS];
 
 /* The top-level keys, ending with a NULL key; each map's children under `kids`. */
