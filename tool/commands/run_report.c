@@ -657,7 +657,7 @@ static void report_failures(report *r) {
  * causes, at the pace this run sampled (its steady step, its checkpoint's bytes). */
 static void report_at_scale(report *r) {
   run_job *j = r->j;
-  if (!(j->sc.failures.horizon_days > 0) || r->stopped || !r->simulated) return;
+  if (!(j->sc.failures.horizon_s > 0) || r->stopped || !r->simulated) return;
   long warm, first, last;
   double step = steady_step(&j->res, j->fl->warmup, &warm, &first, &last);
   rh_incident_job job;

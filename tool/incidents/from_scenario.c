@@ -23,7 +23,7 @@ static double storage_time(const rh_scenario *sc, double bytes, double bw) {
 
 static rh_recovery recovery_of(const rh_scenario *sc, double step, double state_bytes, long gpus) {
   rh_recovery r = {.diagnosis = sc->restart.diagnosis_s, .spares = sc->restart.spare_nodes,
-                   .repair = sc->restart.repair_hours, .relaunch = sc->restart.relaunch_s,
+                   .repair = sc->restart.repair_s, .relaunch = sc->restart.relaunch_s,
                    .init_per_rank = sc->restart.init_per_rank_s,
                    .read = storage_time(sc, state_bytes, sc->storage.read_bw),
                    .write = storage_time(sc, state_bytes, sc->storage.write_bw),
@@ -32,7 +32,7 @@ static rh_recovery recovery_of(const rh_scenario *sc, double step, double state_
   r.detect[RH_DETECT_HEARTBEAT] = sc->restart.heartbeat_timeout_s;
   r.detect[RH_DETECT_TIMEOUT] = sc->restart.collective_timeout_s;
   r.snapshot = gpus > 0 && sc->restart.snapshot_bw > 0 ? state_bytes / (double)gpus / sc->restart.snapshot_bw : 0;
-  if (sc->restart.checkpoint_every_min > 0) r.every = sc->restart.checkpoint_every_min;
+  if (sc->restart.checkpoint_every_s > 0) r.every = sc->restart.checkpoint_every_s;
   else if (sc->recipe.checkpoint_every_steps > 0 && step > 0)
     r.every = sc->recipe.checkpoint_every_steps * step;
   else r.every = INFINITY; /* none: a failure loses everything since the start or the last relaunch */
@@ -60,7 +60,7 @@ int rh_incident_job_from(const rh_scenario *sc, double step, double state_bytes,
   }
   long gpus = rh_scenario_size(sc);
   *job = (rh_incident_job){.causes = causes, .ncauses = n, .gpus = gpus,
-                           .nodes = sc->cluster.nodes, .horizon = sc->failures.horizon_days,
+                           .nodes = sc->cluster.nodes, .horizon = sc->failures.horizon_s,
                            .seed = (uint64_t)sc->failures.seed,
                            .rec = recovery_of(sc, step, state_bytes, gpus)};
   return 0;

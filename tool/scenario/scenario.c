@@ -567,7 +567,7 @@ static const field failure_fields[] = {
         "a failure log's causes (presets/failures/NAME.yaml); the scenario's keys override it"),
     COUNT("seed", false, 0, 1e15, failures.seed,
         "random failures are drawn from it: the same run every time"),
-    NUM("horizon_days", false, 0, true, 36500, 86400, failures.horizon_days,
+    NUM("horizon_days", false, 0, true, 36500, 86400, failures.horizon_s,
         "the replay at scale: this much wall time of the job, its failures drawn from `causes`, "
         "at the run's pace (the run itself is a sample of the job's steps)"),
     STR("source", false, failures.source,
@@ -633,12 +633,12 @@ static const field restart_fields[] = {
     INT("spare_nodes", false, -1, 1 << 24, restart.spare_nodes,
         "at scale: hot spare nodes (-1: a node is always free); a failed one is repaired in "
         "repair_hours"),
-    NUM("repair_hours", false, 0, true, 1e6, 3600, restart.repair_hours,
+    NUM("repair_hours", false, 0, true, 1e6, 3600, restart.repair_s,
         "at scale: a failed node's time back into the spares"),
     NUM("init_ms_per_rank", false, 0, false, 1e6, 1e-3, restart.init_per_rank_s,
         "at scale: the communicator's set-up per rank of the job (MegaScale: under 30 s at "
         "over 10,000 GPUs)"),
-    NUM("checkpoint_every_minutes", false, 0, true, 1e9, 60, restart.checkpoint_every_min,
+    NUM("checkpoint_every_minutes", false, 0, true, 1e9, 60, restart.checkpoint_every_s,
         "at scale: training time between checkpoints (default: the recipe's "
         "checkpoint_every_steps at the run's pace)"),
     BOOL("checkpoint_async", restart.checkpoint_async,
@@ -1910,7 +1910,7 @@ static void check_length(walker *w) {
 /* The replay at scale: its causes, their counts' log, and the recovery it relaunches with. */
 static void check_at_scale(walker *w) {
   rh_scenario *sc = w->sc;
-  bool horizon = sc->failures.horizon_days > 0;
+  bool horizon = sc->failures.horizon_s > 0;
   if (!horizon && sc->failures.ncauses == 0) return;
   const char *at = horizon ? "failures.horizon_days" : "failures.causes";
   if (!horizon || sc->failures.ncauses == 0) {
@@ -1938,7 +1938,7 @@ static void check_at_scale(walker *w) {
       fail(w, where, name, "%s takes out a link, but the cluster's one "
            "node has no network link", c->name);
   }
-  if (sc->restart.spare_nodes >= 0 && !(sc->restart.repair_hours > 0))
+  if (sc->restart.spare_nodes >= 0 && !(sc->restart.repair_s > 0))
     fail(w, node_at(w->doc, "restart.spare_nodes"), "restart.spare_nodes",
          "a failed node comes back into the spares after restart.repair_hours: give it");
 }

@@ -212,7 +212,7 @@ typedef struct rh_scenario {
     double seed;
     double gpu_mtbf_h, node_mtbf_h; /* 0: no random failures */
     /* the replay at scale (tool/incidents/): over horizon_days of wall time; 0: none */
-    double horizon_days;
+    double horizon_s;             /* failures.horizon_days, in seconds */
     rh_scenario_cause *causes;   /* owned */
     int ncauses;
     double exposure_gpus, exposure_nodes, exposure_hours; /* the log the counts come from */
@@ -235,9 +235,9 @@ typedef struct rh_scenario {
     /* the recovery pipeline of the replay at scale */
     double exit_poll_s, heartbeat_timeout_s, collective_timeout_s, diagnosis_s;
     int spare_nodes;             /* -1: as many as needed */
-    double repair_hours;         /* 0: not given */
+    double repair_s;             /* 0: not given */
     double init_per_rank_s;
-    double checkpoint_every_min; /* 0: the recipe's checkpoint_every_steps at the run's pace */
+    double checkpoint_every_s;   /* 0: the recipe's checkpoint_every_steps at the run's pace */
     bool checkpoint_async;
     double snapshot_bw;          /* bytes per second: async's copy to host memory */
   } restart;
