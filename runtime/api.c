@@ -36,11 +36,15 @@ rh_status rh_compute_priced(rh_ctx *ctx, double flops, double seconds) {
 
 int rh_restarts(const rh_ctx *ctx) { return ctx->restarts; }
 
+double rh__storage_seconds(const rh_cluster *cl, double bytes, bool write) {
+  double bw = write ? cl->storage_write_bw : cl->storage_read_bw;
+  return (bw > 0 ? bytes / bw : 0) + cl->storage_latency;
+}
+
 rh_status rh_storage_io(rh_ctx *ctx, double bytes, bool write) {
   const rh_cluster *cl = ctx->cluster;
   if (!cl || !ctx->ops->charge || !(bytes >= 0)) return bytes >= 0 ? RH_OK : RH_ERR_INVALID;
-  double bw = write ? cl->storage_write_bw : cl->storage_read_bw;
-  double t = (bw > 0 ? bytes / bw : 0) + cl->storage_latency;
+  double t = rh__storage_seconds(cl, bytes, write);
   return t > 0 ? ctx->ops->charge(ctx, t) : RH_OK;
 }
 

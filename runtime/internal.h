@@ -261,7 +261,6 @@ rh_status rh_topology_init_map(rh_topology *t, const int *node_of, int size);
 void rh_topology_free(rh_topology *t);
 /* True when every node has the same number of ranks. */
 bool rh_topology_uniform(const rh_topology *t);
-/* splitmix64's finalizer: every bit of x moves every bit of the result (hash tables' buckets). */
 /* dst = a, b and at most c_max bytes of c, cut to len - 1 and NUL-terminated (a, b, c may be
  * NULL): snprintf's work for the names every rank writes for every collective, without its cost
  * (its frame touched fresh pages of each simulated rank's stack). */
@@ -274,6 +273,10 @@ static inline void rh__cat(char *dst, size_t len, const char *a, const char *b, 
   if (len) dst[k] = 0;
 }
 
+/* Seconds to write (or read) `bytes` of checkpoint on the cluster's storage: its bandwidth and
+ * latency (rh_storage_io charges them to a rank). */
+double rh__storage_seconds(const rh_cluster *cl, double bytes, bool write);
+/* splitmix64's finalizer: every bit of x moves every bit of the result (hash tables' buckets). */
 static inline uint64_t rh__mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;

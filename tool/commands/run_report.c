@@ -662,10 +662,7 @@ static void report_at_scale(report *r) {
   double step = steady_step(&j->res, j->fl->warmup, &warm, &first, &last);
   rh_incident_job job;
   rh_incident_replay rep;
-  /* a checkpoint's bytes: the parameters and the optimizer's state, in fp32 (state.c's) */
-  double bytes = j->res.state_bytes > 0 ? j->res.state_bytes
-                 : ((double)r->cfg->parameters * (1 + r->cfg->optimizer_state)) * sizeof(float);
-  if (rh_incident_job_from(&j->sc, isfinite(step) ? step : 0, bytes, &job) != 0)
+  if (rh_incident_job_from(&j->sc, isfinite(step) ? step : 0, j->res.state_bytes, &job) != 0)
     return;
   if (rh_incident_replay_run(&job, &rep) == 0) {
     rh_incident_report(stdout, r->root, &job, &rep);

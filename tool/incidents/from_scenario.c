@@ -4,6 +4,7 @@
  * sampled its pace (the steady step, the checkpoint's bytes).
  */
 #include "incidents.h"
+#include "internal.h"
 #include "scenario.h"
 
 #include <math.h>
@@ -17,16 +18,12 @@ static double cause_rate(const rh_scenario *sc, const rh_scenario_cause *c) {
   return c->mtbf_hours > 0 ? 1 / (c->mtbf_hours * 3600) : 0;
 }
 
-static double storage_time(const rh_scenario *sc, double bytes, double bw) {
-  return (bw > 0 ? bytes / bw : 0) + sc->storage.latency;
-}
-
 static rh_recovery recovery_of(const rh_scenario *sc, double step, double state_bytes, long gpus) {
   rh_recovery r = {.diagnosis = sc->restart.diagnosis_s, .spares = sc->restart.spare_nodes,
                    .repair = sc->restart.repair_s, .relaunch = sc->restart.relaunch_s,
                    .init_per_rank = sc->restart.init_per_rank_s,
-                   .read = storage_time(sc, state_bytes, sc->storage.read_bw),
-                   .write = storage_time(sc, state_bytes, sc->storage.write_bw),
+                   .read = rh__storage_seconds(&sc->cluster, state_bytes, false),
+                   .write = rh__storage_seconds(&sc->cluster, state_bytes, true),
                    .async = sc->restart.checkpoint_async};
   r.detect[RH_DETECT_EXIT] = sc->restart.exit_poll_s;
   r.detect[RH_DETECT_HEARTBEAT] = sc->restart.heartbeat_timeout_s;

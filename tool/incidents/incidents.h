@@ -108,9 +108,8 @@ typedef struct rh_incident_replay {
   double spare_wait_max;  /* the longest wait for a node */
 } rh_incident_replay;
 
-/* One incident's pipeline, the redone work aside: fills cost[DETECT..READ] for a failure of
- * `c` (its detection delay `detect`) given whether a node is needed and how long the wait for
- * one is. */
+/* One incident's pipeline, the redone work aside: fills cost[DETECT..READ] (cost[REDO] is left
+ * as it is) for a failure of `c` (its detection delay `detect`), the wait for a node given. */
 void rh_incident_pipeline(const rh_incident_job *job, const rh_cause *c, double detect,
                           double wait, double cost[RH_COST_COUNT]);
 

@@ -8,13 +8,10 @@
  */
 #include "incidents.h"
 
-#include <string.h>
-
 void rh_incident_pipeline(const rh_incident_job *job, const rh_cause *c, double detect,
                           double wait, double cost[RH_COST_COUNT]) {
   const rh_recovery *r = &job->rec;
   bool planned = c->detect == RH_DETECT_PLANNED;
-  memset(cost, 0, sizeof(double) * RH_COST_COUNT);
   cost[RH_COST_DETECT] = planned ? 0 : detect;
   cost[RH_COST_DIAGNOSIS] = planned ? 0 : r->diagnosis;
   cost[RH_COST_WAIT] = wait;

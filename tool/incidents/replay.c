@@ -10,6 +10,7 @@
  * goes on past the window.  So trained + checkpointing + lost = horizon.
  */
 #include "incidents.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,15 +19,8 @@
 double rh__incident_rate(const rh_incident_job *job);
 int rh__incident_pick(const rh_incident_job *job, double u);
 
-static uint64_t next_random(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *s) { /* (0, 1) */
-  return ((double)(next_random(s) >> 11) + 0.5) / 9007199254740992.0;
+static double uniform(uint64_t *s) { /* (0, 1): a draw's log is finite */
+  return ((double)(rh__splitmix64(s) >> 11) + 0.5) * 0x1.0p-53;
 }
 
 typedef struct stream {
@@ -136,17 +130,27 @@ typedef struct walk {
   long current;     /* its incident */
 } walk;
 
+/* The recovery of `inc` from `begin`: a node taken when diagnosis ends (an unplanned GPU or node
+ * failure needs one), then the pipeline; training starts again at its end. */
+static void recover(walk *w, rh_incident *inc, const rh_cause *c, double begin, double detect) {
+  const rh_recovery *r = &w->job->rec;
+  bool node = c->detect != RH_DETECT_PLANNED && (c->out == RH_OUT_GPU || c->out == RH_OUT_NODE);
+  double wait = node ? take_node(r, &w->spares, begin + detect + r->diagnosis) : 0;
+  rh_incident_pipeline(w->job, c, detect, wait, inc->cost);
+  w->rec_begin = begin;
+  w->start = begin + recovery_span(inc->cost);
+}
+
 /* A failure at f while the job trains (since w->start). */
 static void strike_training(walk *w, rh_incident *inc, const rh_cause *c) {
   const rh_recovery *r = &w->job->rec;
   progress p = progress_over(r, inc->at - w->start);
-  bool planned = c->detect == RH_DETECT_PLANNED;
   w->out->checkpoints += p.checkpoints;
   w->out->checkpointing += p.blocked;
   double detect = c->detect == RH_DETECT_CHECKSUM ? (isfinite(p.to_cycle_end) ? p.to_cycle_end : 0)
                                                   : r->detect[c->detect];
   double begin = inc->at;
-  if (planned) { /* drained with a checkpoint: nothing lost */
+  if (c->detect == RH_DETECT_PLANNED) { /* drained with a checkpoint: nothing lost */
     w->out->trained += p.trained;
     w->out->checkpointing += r->write;
     w->out->checkpoints++;
@@ -155,27 +159,16 @@ static void strike_training(walk *w, rh_incident *inc, const rh_cause *c) {
     w->out->trained += p.kept;
     inc->cost[RH_COST_REDO] = p.trained - p.kept;
   }
-  bool node = !planned && (c->out == RH_OUT_GPU || c->out == RH_OUT_NODE);
-  double wait = node ? take_node(r, &w->spares, begin + detect + r->diagnosis) : 0;
-  double redo = inc->cost[RH_COST_REDO];
-  rh_incident_pipeline(w->job, c, detect, wait, inc->cost);
-  inc->cost[RH_COST_REDO] = redo;
-  w->rec_begin = begin;
-  w->start = begin + recovery_span(inc->cost);
+  recover(w, inc, c, begin, detect);
 }
 
 /* A failure during a recovery: the recovery starts again from it. */
 static void strike_recovering(walk *w, rh_incident *inc, const rh_cause *c) {
-  const rh_recovery *r = &w->job->rec;
   inc->in_recovery = true;
   if (c->detect == RH_DETECT_PLANNED) return; /* folded into the recovery in progress */
   cut(w->out->incidents[w->current].cost, inc->at - w->rec_begin);
-  double detect = c->detect == RH_DETECT_CHECKSUM ? 0 : r->detect[c->detect];
-  bool node = c->out == RH_OUT_GPU || c->out == RH_OUT_NODE;
-  double wait = node ? take_node(r, &w->spares, inc->at + detect + r->diagnosis) : 0;
-  rh_incident_pipeline(w->job, c, detect, wait, inc->cost);
-  w->rec_begin = inc->at;
-  w->start = inc->at + recovery_span(inc->cost);
+  double detect = c->detect == RH_DETECT_CHECKSUM ? 0 : w->job->rec.detect[c->detect];
+  recover(w, inc, c, inc->at, detect);
 }
 
 static void finish(walk *w) {

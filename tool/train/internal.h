@@ -260,6 +260,8 @@ rh_status train__run_epochs(rank_state *s, int to);
 void train__refresh_world(rank_state *s, bool reset);
 /* Rank 0's initial parameters and optimizer state reach every rank (or not, by mistake). */
 rh_status train__initialise(rank_state *s);
+/* The bytes a checkpoint of this model holds (and an elastic commit copies). */
+double train__state_bytes(const rank_state *s);
 /* Rank 0 writes a checkpoint of the position (every rank pays its write time on the simulator):
  * checkpoint-E.bin at the end of epoch E, checkpoint-step-G.bin after global step G. */
 rh_status train__write_checkpoint(rank_state *s, bool epoch_end);

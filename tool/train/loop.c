@@ -1162,6 +1162,7 @@ int rh_train_rank(rh_ctx *ctx, void *arg) {
     start = s.res->start_epoch;
   } else {
     st = train__initialise(&s);
+    if (s.rank == 0) s.res->state_bytes = train__state_bytes(&s);
     bool resume = cfg->resume || rh_restarts(ctx) > 0;
     if (st == RH_OK && resume && cfg->checkpoint_dir) {
       st = train__failed(&s, train__restore(&s, -1, &start), RH_CHECK_COLLECTIVES);

@@ -182,7 +182,7 @@ static double *gather_rows(rank_state *s) {
 }
 
 /* The bytes a checkpoint of this model holds (a timing-only model's, though none are written). */
-static double state_bytes(const rank_state *s) {
+double train__state_bytes(const rank_state *s) {
   double nstate = s->cfg->real ? (double)rh_optimizer_state_count(&s->opt)
                                : (double)s->nparams * s->cfg->optimizer_state;
   return ((double)s->nparams + nstate) * sizeof(float);
@@ -268,10 +268,10 @@ rh_status train__write_checkpoint(rank_state *s, bool epoch_end) {
   }
   free(errs);
   if (st == RH_OK && shards) /* every rank writes its block at once (hybrid: one node's ranks) */
-    st = rh_storage_io(s->ctx, (train__shard_writer(s) ? state_bytes(s) / train__shard_degree(s) : 0) +
+    st = rh_storage_io(s->ctx, (train__shard_writer(s) ? train__state_bytes(s) / train__shard_degree(s) : 0) +
                                    (writer ? sizeof(ckpt_header) : 0), true);
   if (st != RH_OK || !writer) return st;
-  if (!shards) st = rh_storage_io(s->ctx, state_bytes(s) + sizeof(ckpt_header), true);
+  if (!shards) st = rh_storage_io(s->ctx, train__state_bytes(s) + sizeof(ckpt_header), true);
   rh_train_result *r = s->res;
   if (st == RH_OK && s->rank == 0 && s->recording) { /* for the failures report */
     if (r->nckpt == r->capckpt) {
@@ -416,7 +416,7 @@ static rh_status restore(rank_state *s, int which, int *found) {
     return RH_ERR_IO;
   }
   if (epoch < 0 && s->rank == 0) s->pos = start; /* none: from the start */
-  if (epoch >= 0 && s->rank == 0) st = rh_storage_io(s->ctx, state_bytes(s), false);
+  if (epoch >= 0 && s->rank == 0) st = rh_storage_io(s->ctx, train__state_bytes(s), false);
   if (st == RH_OK) st = broadcast_state(s);
   if (st == RH_OK && epoch >= 0 && s->recording) st = share_evidence(s, rows, nrows);
   free(rows);
@@ -623,7 +623,7 @@ rh_status train__elastic(rank_state *s, train_epochs_fn run) {
   rh_state_register(s->state, "optimizer", cfg->real ? s->opt.state : NULL, nstate, RH_FLOAT32);
   st = rh_state_register_handler(s->state, "evidence", &evidence_handler, &ev);
   if (st == RH_OK) st = rh_state_on_reset(s->state, on_reset, s);
-  if (s->rank == 0) s->res->state_bytes = state_bytes(s);
+  if (s->rank == 0) s->res->state_bytes = train__state_bytes(s);
   /* every rank starts from the same seed; the first sync hands rank 0's state to all */
   if (st == RH_OK && cfg->real) {
     initial_params(cfg, s->params, cfg->seed);

@@ -229,7 +229,7 @@ typedef struct rh_train_result {
   rh_status ended;            /* elastic: how the job ended (RH_ERR_TOO_FEW: below min_np) */
   int resets;                 /* elastic resets */
   long commits;
-  double state_bytes;         /* what a commit copies and a sync sends */
+  double state_bytes;         /* a checkpoint's bytes: what a commit copies and a sync sends */
   rh_step_run *runs;          /* the pace of the steps (rank 0's), in time order */
   size_t nruns, capruns;
   double *ckpt_time;          /* when each checkpoint was written (rank 0's), in order */
