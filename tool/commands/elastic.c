@@ -129,6 +129,8 @@ typedef struct driver {
   int world;
   bool pretend;           /* one machine: nodes are the scenario's (RH_MPI_GPUS_PER_NODE) */
   double t0;
+  double job_t0;          /* world 0 formed: the job's clock starts, as the simulator's does
+                           * (the scenario's discovery changes play on it); 0 before */
   int resets;             /* worlds formed again after a failure */
   char short_of[96];      /* why the job ended below min_np ("" when it did not) */
   bool *told;             /* the processes told that the job ended: they end in turn */
@@ -296,7 +298,8 @@ static bool discover(driver *d, int *slots) {
   const rh_scenario *sc = d->sc;
   if (!d->script) {
     for (int n = 0; n < d->nnodes; n++) slots[n] = d->slots[n];
-    double t = now() - d->t0;
+    /* before world 0 the job has not started: MPI's start-up must not play the changes */
+    double t = d->job_t0 > 0 ? now() - d->job_t0 : 0;
     for (; d->next_change < sc->elastic.nchanges && sc->elastic.changes[d->next_change].at_s <= t;
          d->next_change++) {
       const rh_scenario_change *c = &sc->elastic.changes[d->next_change];
@@ -902,6 +905,7 @@ static void form_world0(driver *d, watch *w) {
     snprintf(d->short_of, sizeof d->short_of, "%d slot%s discovered in %g s, min_np is %d", size,
              size == 1 ? "" : "s", sc->elastic.timeout_s, sc->elastic.min_np);
   d->nmembers = enough ? size : 0;
+  d->job_t0 = now();
   if (!answer(d, 0, d->members, size, enough ? NULL : d->short_of)) interrupted = 1;
   if (enough)
     fprintf(stderr, "rehearsal elastic: world 0: %d ranks on the hosts discovered; %d "
