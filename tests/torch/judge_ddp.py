@@ -13,13 +13,21 @@ GPUs from those weights (model.init_from), with --record-samples.  They must agr
 - the samples each rank trained on, step by step (the same indices, in the same order);
 - the lr of every step (rehearsal's steps.csv against the optimizer's param_groups);
 - the final parameters, within 1e-4 relative (DDP's gloo allreduce and rehearsal's ring sum the
-  four gradients in other orders, a few ulps a step); where a one-ulp difference flips a max-pool
-  decision on the flat background (see judge_steps.py), within 2e-4 of a PyTorch run from
-  weights jittered by 1e-7.
+  four gradients in other orders, a few ulps a step).  Where a one-ulp difference flips a max-pool
+  decision on the flat background (see judge_steps.py), the run takes another branch, and the
+  question becomes whether DDP parts from itself as far: DDP is rerun from weights jittered by 1e-7
+  and with every step's gradient jittered by 1e-7 (an ulp's size, as another summation order
+  gives), and rehearsal passes when one such run ends within 2e-4 of it, or when its median
+  distance (relative L2 norm, over all parameters) to the DDP runs is within 1.5 times the median
+  distance between two DDP runs.  Measured on an AMD EPYC (OpenBLAS's Zen kernels): DDP from DDP
+  0.0031, rehearsal from DDP 0.0033 (1.04 times), and rehearsal with its lr 1% off 0.0059 (1.9
+  times).  The judge checks that its own bound can fail: rehearsal with base_lr 1% high must
+  leave it.
 Prints each comparison.  Exit 77 without torch or the data set.
 """
 
 import csv
+import itertools
 import os
 import sys
 import tempfile
@@ -33,7 +41,7 @@ import torch.multiprocessing as mp  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 WORLD, N, EPOCHS, BATCH, SEED, LR, MOMENTUM, FIRST_EPOCH = 4, 6000, 2, 64, 42, 0.01, 0.5, 1
-TOLERANCE, JITTERS, BRANCH_TOLERANCE = 1e-4, 12, 2e-4
+TOLERANCE, JITTERS, BRANCH_TOLERANCE, SPREAD_FACTOR, LR_OFF = 1e-4, 8, 2e-4, 1.5, 1.01
 
 SCENARIO = """name: judge-ddp-seed001
 cluster: {{nodes: 2, gpus_per_node: 2, gpu: {{tflops: 14}}, intra: {{bandwidth_GBps: 50, latency_us: 1}},
@@ -80,6 +88,10 @@ def worker(rank, init_path, out_path, port, jitter):
             masks.set(SEED, step, rank * n)
             opt.zero_grad()
             F.cross_entropy(ddp(xb), yb).backward()
+            if jitter is not None:  # the same draws on every rank keep the replicas equal
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.grad.mul_(1 + 1e-7 * torch.randn(p.shape, generator=g))
             lrs.append(opt.param_groups[0]["lr"])
             opt.step()
             step += 1
@@ -103,6 +115,49 @@ def distance(a, b):
     return max(judge.max_rel(a[k], b[k]) for k in b)
 
 
+def l2_distance(a, b):
+    """||a - b|| / ||b|| over all the parameters at once."""
+    num = sum(float(np.sum((a[k] - b[k]) ** 2)) for k in b)
+    return (num / sum(float(np.sum(b[k] ** 2)) for k in b)) ** 0.5
+
+
+def replay(tmp, init_bin, name, lr):
+    """rehearsal's replay of the recipe at base_lr `lr`: its output folder."""
+    scenario = os.path.join(tmp, name + ".yaml")
+    with open(scenario, "w") as f:
+        f.write(SCENARIO.format(init=init_bin, n=N, mean=judge.MEAN, std=judge.STD, batch=BATCH,
+                                lr=lr, momentum=MOMENTUM, epochs=EPOCHS, seed=SEED,
+                                first=FIRST_EPOCH))
+    out = os.path.join(tmp, name)
+    judge.rehearsal(judge.program(), scenario, out)
+    return out
+
+
+def same_branch_or_spread(tmp, init_pt, init_bin, port, ref, ours):
+    """Where rehearsal took another branch than DDP: does DDP part from itself as far?"""
+    runs, best = [ref["params"]], float("inf")
+    for j in range(JITTERS):
+        runs.append(torch_ddp(tmp, init_pt, "j%d" % j, port + 1 + j, j)["params"])
+        best = min(best, distance(ours, runs[-1]))
+        if best <= BRANCH_TOLERANCE:
+            print("  DDP from jittered weights and gradients (run %d) ends within %.2g of "
+                  "rehearsal: the same branch" % (j, best))
+            return True
+    spread = float(np.median([l2_distance(a, b) for a, b in itertools.combinations(runs, 2)]))
+    ours_d = float(np.median([l2_distance(ours, r) for r in runs]))
+    off = judge.read_params(replay(tmp, init_bin, "lr-off", LR * LR_OFF))
+    off_d = float(np.median([l2_distance(off, r) for r in runs]))
+    print("  %d DDP runs from weights and gradients jittered by 1e-7 part from each other by "
+          "%.2g (median, relative L2); rehearsal from them by %.2g (%.2f times), rehearsal with "
+          "lr %g%% off by %.2g (%.2f times; the bound is %.1f)"
+          % (len(runs), spread, ours_d, ours_d / spread, (LR_OFF - 1) * 100, off_d,
+             off_d / spread, SPREAD_FACTOR))
+    if off_d <= SPREAD_FACTOR * spread:
+        print("  the bound cannot tell a 1% lr error from DDP's own spread")
+        return False
+    return ours_d <= SPREAD_FACTOR * spread
+
+
 def main():
     torch.manual_seed(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,13 +168,7 @@ def main():
         port = 29500 + os.getpid() % 1000
         ref = torch_ddp(tmp, init_pt, "ref", port)
 
-        scenario = os.path.join(tmp, "seed001.yaml")
-        with open(scenario, "w") as f:
-            f.write(SCENARIO.format(init=init_bin, n=N, mean=judge.MEAN, std=judge.STD,
-                                    batch=BATCH, lr=LR, momentum=MOMENTUM, epochs=EPOCHS,
-                                    seed=SEED, first=FIRST_EPOCH))
-        out = os.path.join(tmp, "rehearsal")
-        judge.rehearsal(judge.program(), scenario, out)
+        out = replay(tmp, init_bin, "rehearsal", LR)
         rows = judge.steps_csv(out)
         failed = []
 
@@ -161,18 +210,8 @@ def main():
         ours_p = judge.read_params(out)
         d = distance(ours_p, ref["params"])
         print("parameters after %d steps: within %.2g of DDP's" % (len(rows), d))
-        if d > TOLERANCE:
-            spread, best = [], float("inf")
-            for j in range(JITTERS):
-                run = torch_ddp(tmp, init_pt, "j%d" % j, port + 1 + j, j)["params"]
-                spread.append(distance(run, ref["params"]))
-                best = min(best, distance(ours_p, run))
-                if best <= BRANCH_TOLERANCE:
-                    break
-            print("  DDP from weights jittered by 1e-7 ends %s from its own run; rehearsal "
-                  "within %.2g of the nearest" % (" ".join("%.2g" % x for x in spread), best))
-            if best > BRANCH_TOLERANCE:
-                failed.append("parameters")
+        if d > TOLERANCE and not same_branch_or_spread(tmp, init_pt, init_bin, port, ref, ours_p):
+            failed.append("parameters")
         if failed:
             raise SystemExit("judge_ddp: rehearsal and DDP disagree on: " + ", ".join(failed))
     print("judge_ddp: 4 passed, 0 failed")
