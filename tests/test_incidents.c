@@ -253,6 +253,96 @@ static void test_llama3_series(void **state) {
   rh_scenario_free(&sc);
 }
 
+/* ---- the planner ---- */
+
+/* One random cause per GPU at 1,024 GPUs with a 3 h job MTBF, 60-second sync writes, 60 days. */
+static rh_incident_job planner_job(rh_cause *c) {
+  *c = (rh_cause){.name = "gpu", .per = RH_PER_GPU, .rate = 1 / (3 * 3600.0 * 1024),
+                  .detect = RH_DETECT_EXIT, .out = RH_OUT_JOB};
+  rh_incident_job job = {.causes = c, .ncauses = 1, .gpus = 1024, .nodes = 128,
+                         .horizon = 60 * 86400.0, .seed = 7, .rec = base_recovery()};
+  job.rec.init_per_rank = 0;
+  return job;
+}
+
+/* Young's sqrt(2 C M) and Daly's refinement, written out; the replayed optimum lies near them,
+ * and the effective training time at Daly's interval t is the renewal expectation for Poisson
+ * failures (the exact expectation Daly 2006 starts from): a segment of t + C
+ * completes in M e^(R/M) (e^((t+C)/M) - 1) of wall time on average, R the restart's cost. */
+static void test_plan_interval_optimum(void **state) {
+  (void)state;
+  rh_cause c;
+  rh_incident_job job = planner_job(&c);
+  rh_incident_plan p;
+  assert_int_equal(rh_incident_plan_run(&job, &p), 0);
+  double C = 60, M = 3 * 3600.0, young = sqrt(2 * C * M);
+  double daly = young * (1 + sqrt(C / (2 * M)) / 3 + C / (18 * M)) - C;
+  assert_true(fabs(p.mtbf - M) < 1e-6 * M);
+  assert_true(fabs(p.young - young) < 1e-9 * young);
+  assert_true(fabs(p.daly - daly) < 1e-9 * daly);
+  assert_true(p.best > young / 1.6 && p.best < young * 1.6);
+  double R = 5 + 120 + 300 + 90; /* exit poll, diagnosis, relaunch, read */
+  double renewal = daly / (M * exp(R / M) * (exp((daly + C) / M) - 1));
+  assert_true(fabs(p.daly_eff - renewal) < 0.005);
+  assert_true(p.best_eff >= p.interval_eff[0] && p.best_eff >= p.interval_eff[p.nintervals - 1]);
+  /* the spread: the mean count over 20 seeds within 3 standard errors of E = horizon / M */
+  double E = job.horizon / M;
+  assert_true(fabs(p.series.n_mean - E) < 3 * sqrt(E / RH_PLAN_SEEDS));
+  rh_incident_plan_free(&p);
+}
+
+/* The size curve: 1/16 to 8 times the nodes, each size's MTBF from its rates. */
+static void test_plan_sizes(void **state) {
+  (void)state;
+  rh_cause c[3];
+  rh_incident_job job = planner_job(&c[0]);
+  c[1] = (rh_cause){.name = "host", .per = RH_PER_NODE, .rate = 1e-7, .detect = RH_DETECT_HEARTBEAT,
+                    .out = RH_OUT_NODE};
+  c[2] = (rh_cause){.name = "software", .per = RH_PER_JOB, .rate = 1e-5, .detect = RH_DETECT_EXIT,
+                    .out = RH_OUT_JOB};
+  job.causes = c;
+  job.ncauses = 3;
+  rh_incident_plan p;
+  assert_int_equal(rh_incident_plan_run(&job, &p), 0);
+  assert_int_equal(p.nsizes, 8); /* 8 to 1,024 nodes */
+  for (int i = 0; i < p.nsizes; i++) {
+    double nodes = 8.0 * (1 << i), gpus = nodes * 8;
+    double rate = c[0].rate * gpus + c[1].rate * nodes + c[2].rate;
+    assert_int_equal(p.size_gpus[i], (long)gpus);
+    assert_true(fabs(p.size_mtbf[i] - 1 / rate) < 1e-9 / rate);
+    if (i) assert_true(p.size_eff_given[i] < p.size_eff_given[i - 1]); /* larger fails more */
+  }
+  rh_incident_plan_free(&p);
+}
+
+/* The what-ifs: a halved collective timeout saves half of it per hang; spares save the waits. */
+static void test_plan_what_ifs(void **state) {
+  (void)state;
+  rh_cause hang = {.name = "hang", .per = RH_PER_JOB, .rate = 1 / (6 * 3600.0),
+                   .detect = RH_DETECT_TIMEOUT, .out = RH_OUT_JOB};
+  rh_incident_job job = {.causes = &hang, .ncauses = 1, .gpus = 1024, .nodes = 128,
+                         .horizon = 60 * 86400.0, .seed = 3, .rec = base_recovery()};
+  rh_incident_plan p;
+  assert_int_equal(rh_incident_plan_run(&job, &p), 0);
+  assert_false(p.what_if_applies[0]); /* spares: as many as needed already */
+  assert_true(p.what_if_applies[1] && p.what_if_applies[2]);
+  double saved = (job.horizon / (6 * 3600.0)) * 300 / job.horizon; /* E[n] x 300 s */
+  double gain = p.what_if_eff[2] - p.series.eff_mean;
+  assert_true(gain > 0.75 * saved && gain < 1.25 * saved);
+  assert_true(p.what_if_eff[1] > p.series.eff_mean); /* async: 60 s writes leave training */
+  rh_incident_plan_free(&p);
+
+  rh_cause c;
+  job = planner_job(&c);
+  c.out = RH_OUT_NODE;
+  job.rec.spares = 0;
+  job.rec.repair = 4 * 3600.0;
+  assert_int_equal(rh_incident_plan_run(&job, &p), 0);
+  assert_true(p.what_if_applies[0]);
+  assert_true(p.what_if_eff[0] > p.series.eff_mean + 0.05); /* each failure waited hours */
+  rh_incident_plan_free(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hang_at_16k),
@@ -263,6 +353,9 @@ int main(void) {
       cmocka_unit_test(test_poisson_counts),
       cmocka_unit_test(test_same_seed_same_incidents),
       cmocka_unit_test(test_llama3_series),
+      cmocka_unit_test(test_plan_interval_optimum),
+      cmocka_unit_test(test_plan_sizes),
+      cmocka_unit_test(test_plan_what_ifs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

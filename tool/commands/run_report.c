@@ -668,6 +668,13 @@ static void report_at_scale(report *r) {
     rh_incident_report(stdout, r->root, &job, &rep);
     rh_incident_replay_free(&rep);
   }
+  rh_incident_plan plan;
+  if (rh_incident_plan_run(&job, &plan) == 0) {
+    json_t *failures = r->root ? json_object_get(r->root, "failures") : NULL;
+    rh_incident_plan_report(stdout, failures ? json_object_get(failures, "at_scale") : NULL, &job,
+                            &plan);
+  }
+  rh_incident_plan_free(&plan);
   rh_incident_job_free(&job);
 }
 

@@ -122,6 +122,50 @@ double rh_incident_expected(const rh_incident_job *job);
 /* ... and of one cause. */
 double rh_cause_expected(const rh_incident_job *job, const rh_cause *c);
 
+/* ---- planner.c: the replay over many seeds, the interval and the size, the what-ifs ---- */
+
+enum {
+  RH_PLAN_SEEDS = 20,       /* the spread and the what-ifs */
+  RH_PLAN_CURVE_SEEDS = 8,  /* each point of a curve */
+  RH_PLAN_INTERVALS = 25,   /* 30 s to 16 h, geometric */
+  RH_PLAN_SIZES = 8,        /* 1/16 to 8 times the job's nodes */
+  RH_WHAT_IF_COUNT = 3
+};
+extern const char *const rh_what_if_names[RH_WHAT_IF_COUNT];
+
+typedef struct rh_incident_series {
+  int seeds;               /* the job's seed and the ones after it */
+  double n_mean, n_sd;     /* interruptions */
+  double eff_mean, eff_min, eff_max;
+  double lost_mean;        /* seconds of incidents */
+  int n_outside;           /* seeds whose count left the 2-sigma band of the expected count */
+  int cause_outside;       /* (seed, cause) counts outside their cause's band */
+  double *cause_mean;      /* owned, per cause */
+} rh_incident_series;
+
+typedef struct rh_incident_plan {
+  rh_incident_series series;
+  double mtbf, cost;       /* the job's MTBF; a checkpoint's cost to training (write or snapshot) */
+  double young, daly;      /* their optimum intervals (NaN without a cost or failures) */
+  int nintervals;
+  double interval[RH_PLAN_INTERVALS], interval_eff[RH_PLAN_INTERVALS];
+  double best, best_eff;   /* the best interval replayed, and its effective training time */
+  double daly_eff;         /* at Daly's interval */
+  int nsizes;
+  long size_gpus[RH_PLAN_SIZES];
+  double size_mtbf[RH_PLAN_SIZES], size_daly[RH_PLAN_SIZES];
+  double size_eff_given[RH_PLAN_SIZES], size_eff_daly[RH_PLAN_SIZES];
+  bool what_if_applies[RH_WHAT_IF_COUNT]; /* false: the job already is so */
+  double what_if_eff[RH_WHAT_IF_COUNT];   /* mean over RH_PLAN_SEEDS */
+} rh_incident_plan;
+
+/* 0, or -1 out of memory; rh_incident_plan_free releases it either way. */
+int rh_incident_plan_run(const rh_incident_job *job, rh_incident_plan *p);
+void rh_incident_plan_free(rh_incident_plan *p);
+/* The planner's lines of the report, and `plan` and `series` in at_scale (may be NULL). */
+void rh_incident_plan_report(FILE *out, json_t *at_scale, const rh_incident_job *job,
+                             const rh_incident_plan *p);
+
 /* The replay's job from a scenario with failures.horizon_days, at the pace of the run that
  * sampled it (step: its steady step, seconds; state_bytes: a checkpoint's).  0, or -1 out of
  * memory; rh_incident_job_free releases its causes. */

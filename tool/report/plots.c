@@ -1141,6 +1141,78 @@ static void plot_compared(plotter *pl, json_t *root, const char *scenario, const
   fig_free(&f);
 }
 
+/* The replay at scale's planner (summary.json's failures.at_scale.plan): effective training time
+ * against the checkpoint interval, Young's and Daly's optimum and the interval given marked. */
+static void plot_interval_plan(plotter *pl, json_t *plan, const char *scenario, const char *cluster) {
+  json_t *iv = json_object_get(plan, "intervals");
+  figure f;
+  if (json_array_size(iv) == 0) return;
+  if (!fig_open(&f, "failures-interval")) {
+    fig_free(&f);
+    pl->failed++;
+    return;
+  }
+  fprintf(f.d, "# every_min effective_percent\n");
+  for (size_t i = 0; i < json_array_size(iv); i++) {
+    json_t *e = json_array_get(iv, i);
+    fprintf(f.d, "%.9g %.9g\n", jnum(e, "every_s", NAN) / 60, 100 * jnum(e, "effective", NAN));
+  }
+  fig_title(&f, "effective training time against the checkpoint interval (replay at scale)",
+            scenario, cluster);
+  fprintf(f.g, "set xlabel 'training between checkpoints (minutes, log scale)'\n"
+               "set ylabel 'effective training time (%%)'\nset logscale x\nset grid\n"
+               "set key bottom center\n");
+  const char *marks[] = {"young_s", "daly_s", "given_s"};
+  const char *names[] = {"Young", "Daly", "given"};
+  for (int k = 0; k < 3; k++) {
+    double x = jnum(plan, marks[k], NAN) / 60;
+    if (isfinite(x) && x > 0)
+      fprintf(f.g, "set arrow from %.9g, graph 0 to %.9g, graph 1 nohead dt %d lc rgb '%s'\n"
+                   "set label '%s %.3g min' at %.9g, graph %.2f left offset 0.5, 0\n",
+              x, x, k + 2, colours[k + 1], names[k], x, x, 0.95 - 0.06 * k);
+  }
+  fprintf(f.g, "plot '%s.dat' using 1:2 with linespoints lc rgb '%s' pt 7 title "
+               "'replayed (mean over seeds)'\n", f.name, colours[0]);
+  fig_draw(pl, &f, "summary.json");
+  fig_free(&f);
+}
+
+/* ... and against the cluster's size, at the interval given and at each size's Daly interval. */
+static void plot_size_plan(plotter *pl, json_t *plan, const char *scenario, const char *cluster) {
+  json_t *sz = json_object_get(plan, "sizes");
+  figure f;
+  if (json_array_size(sz) == 0) return;
+  if (!fig_open(&f, "failures-size")) {
+    fig_free(&f);
+    pl->failed++;
+    return;
+  }
+  fprintf(f.d, "# gpus effective_given_percent effective_daly_percent daly_min\n");
+  for (size_t i = 0; i < json_array_size(sz); i++) {
+    json_t *e = json_array_get(sz, i);
+    fprintf(f.d, "%.0f %.9g %.9g %.9g\n", jnum(e, "gpus", NAN), 100 * jnum(e, "effective_given", NAN),
+            100 * jnum(e, "effective_daly", NAN), jnum(e, "daly_s", NAN) / 60);
+  }
+  fig_title(&f, "effective training time against the cluster's size (replay at scale)", scenario,
+            cluster);
+  fprintf(f.g, "set xlabel 'GPUs (log scale)'\nset ylabel 'effective training time (%%)'\n"
+               "set logscale x 2\nset grid\nset key bottom left\n"
+               "plot '%s.dat' using 1:2 with linespoints lc rgb '%s' pt 7 title "
+               "'checkpoint interval as given (%.3g min)', \\\n"
+               "     '' using 1:3 with linespoints lc rgb '%s' pt 5 title "
+               "'at each size''s Daly interval'\n",
+          f.name, colours[0], jnum(plan, "given_s", NAN) / 60, colours[2]);
+  fig_draw(pl, &f, "summary.json");
+  fig_free(&f);
+}
+
+static void plot_at_scale(plotter *pl, json_t *root, const char *scenario, const char *cluster) {
+  json_t *plan = json_object_get(json_object_get(json_object_get(root, "failures"), "at_scale"), "plan");
+  if (!json_is_object(plan)) return;
+  plot_interval_plan(pl, plan, scenario, cluster);
+  plot_size_plan(pl, plan, scenario, cluster);
+}
+
 int rh_plot_run(plotter *pl, const char *summary, const char *steps) {
   json_t *root = load_json(summary);
   if (!root) return 2;
@@ -1150,6 +1222,7 @@ int rh_plot_run(plotter *pl, const char *summary, const char *steps) {
   plot_epochs(pl, root, scenario, cluster);
   if (steps) plot_steps(pl, steps, scenario, cluster);
   plot_compared(pl, root, scenario, cluster);
+  plot_at_scale(pl, root, scenario, cluster);
   json_decref(root);
   return 0;
 }

@@ -1,0 +1,153 @@
+/*
+ * planner.c: what a team booking the cluster asks of the replay.  One draw of the failures is one
+ * possible job; the planner replays the job over many seeds (the same seeds for every variant,
+ * so that a difference is the variant's, not the draw's) and answers:
+ *   - the spread: interruptions and effective training time over the seeds, and how many of them
+ *     leave the Poisson 2-sigma bands of the expected counts (all causes, and each cause);
+ *   - the checkpoint interval: effective training time over intervals from 30 s to 16 h, with
+ *     Young's and Daly's optimum for the job's MTBF and a checkpoint's blocking cost beside it;
+ *   - the cluster's size: the same job on 1/16 to 8 times its nodes, at the interval given and at
+ *     each size's Daly interval (the MTBF falls as the job grows; set-up per rank grows);
+ *   - the what-ifs: hot spares (a node always free), async checkpoints, detection timeouts
+ *     (heartbeat and collective) halved.
+ */
+#include "incidents.h"
+#include "interval_replay.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The mean effective training time of `job` over `seeds` seeds from its own; NaN out of memory. */
+static double mean_effective(const rh_incident_job *job, int seeds) {
+  rh_incident_job j = *job;
+  double sum = 0;
+  for (int s = 0; s < seeds; s++) {
+    j.seed = job->seed + (uint64_t)s;
+    rh_incident_replay r;
+    if (rh_incident_replay_run(&j, &r) != 0) return NAN;
+    sum += r.effective;
+    rh_incident_replay_free(&r);
+  }
+  return sum / seeds;
+}
+
+static bool outside(double count, double expected) {
+  return fabs(count - expected) > 2 * sqrt(expected);
+}
+
+static int series_run(const rh_incident_job *job, int seeds, rh_incident_series *s) {
+  *s = (rh_incident_series){.seeds = seeds, .eff_min = INFINITY, .eff_max = -INFINITY,
+                            .cause_mean = calloc((size_t)(job->ncauses ? job->ncauses : 1),
+                                                 sizeof(double))};
+  if (!s->cause_mean) return -1;
+  rh_incident_job j = *job;
+  double sum2 = 0, expected = rh_incident_expected(job);
+  for (int k = 0; k < seeds; k++) {
+    j.seed = job->seed + (uint64_t)k;
+    rh_incident_replay r;
+    if (rh_incident_replay_run(&j, &r) != 0) return -1;
+    s->n_mean += (double)r.n / seeds;
+    sum2 += (double)r.n * (double)r.n;
+    s->n_outside += outside((double)r.n, expected);
+    s->eff_mean += r.effective / seeds;
+    s->eff_min = fmin(s->eff_min, r.effective);
+    s->eff_max = fmax(s->eff_max, r.effective);
+    s->lost_mean += r.lost / seeds;
+    for (int c = 0; c < job->ncauses; c++) {
+      s->cause_mean[c] += (double)r.by_cause[c].count / seeds;
+      s->cause_outside += outside((double)r.by_cause[c].count, rh_cause_expected(job, &job->causes[c]));
+    }
+    rh_incident_replay_free(&r);
+  }
+  s->n_sd = seeds > 1 ? sqrt(fmax(0, (sum2 - seeds * s->n_mean * s->n_mean) / (seeds - 1))) : 0;
+  return 0;
+}
+
+/* A checkpoint's cost to training (the write, or the snapshot when async) and the job's MTBF. */
+static void young_daly(const rh_incident_job *job, double *cost, double *mtbf, double *young,
+                       double *daly) {
+  double expected = rh_incident_expected(job);
+  *cost = job->rec.async ? job->rec.snapshot : job->rec.write;
+  *mtbf = expected > 0 ? job->horizon / expected : INFINITY;
+  *young = *cost > 0 && isfinite(*mtbf) ? rh_young(*cost, *mtbf) : NAN;
+  *daly = *cost > 0 && isfinite(*mtbf) ? rh_daly(*cost, *mtbf) : NAN;
+}
+
+static double at_interval(const rh_incident_job *job, double every, int seeds) {
+  rh_incident_job j = *job;
+  j.rec.every = every;
+  return isfinite(every) && every > 0 ? mean_effective(&j, seeds) : NAN;
+}
+
+static void interval_curve(const rh_incident_job *job, rh_incident_plan *p) {
+  const double lo = 30, hi = 16 * 3600;
+  p->nintervals = RH_PLAN_INTERVALS;
+  p->best_eff = -1;
+  for (int i = 0; i < RH_PLAN_INTERVALS; i++) {
+    p->interval[i] = lo * pow(hi / lo, (double)i / (RH_PLAN_INTERVALS - 1));
+    p->interval_eff[i] = at_interval(job, p->interval[i], RH_PLAN_CURVE_SEEDS);
+    if (p->interval_eff[i] > p->best_eff) {
+      p->best_eff = p->interval_eff[i];
+      p->best = p->interval[i];
+    }
+  }
+  p->daly_eff = at_interval(job, p->daly, RH_PLAN_CURVE_SEEDS);
+}
+
+static void size_curve(const rh_incident_job *job, rh_incident_plan *p) {
+  long per_node = job->nodes > 0 ? job->gpus / job->nodes : 1;
+  p->nsizes = 0;
+  for (int k = -4; k <= 3; k++) {
+    double nodes = ldexp((double)job->nodes, k);
+    if (nodes < 1 || nodes != floor(nodes)) continue;
+    rh_incident_job j = *job;
+    j.nodes = (long)nodes;
+    j.gpus = j.nodes * per_node;
+    int i = p->nsizes++;
+    double cost, young;
+    p->size_gpus[i] = j.gpus;
+    young_daly(&j, &cost, &p->size_mtbf[i], &young, &p->size_daly[i]);
+    p->size_eff_given[i] = mean_effective(&j, RH_PLAN_CURVE_SEEDS);
+    p->size_eff_daly[i] = at_interval(&j, p->size_daly[i], RH_PLAN_CURVE_SEEDS);
+  }
+}
+
+const char *const rh_what_if_names[RH_WHAT_IF_COUNT] = {"hot_spares", "async_checkpoints",
+                                                        "detection_halved"};
+
+/* The job as a what-if changes it; false when it already is so. */
+static bool what_if(const rh_incident_job *job, int which, rh_incident_job *j) {
+  *j = *job;
+  switch (which) {
+  case 0:
+    j->rec.spares = -1;
+    return job->rec.spares >= 0;
+  case 1:
+    j->rec.async = true;
+    return !job->rec.async;
+  default:
+    j->rec.detect[RH_DETECT_HEARTBEAT] /= 2;
+    j->rec.detect[RH_DETECT_TIMEOUT] /= 2;
+    return true;
+  }
+}
+
+int rh_incident_plan_run(const rh_incident_job *job, rh_incident_plan *p) {
+  memset(p, 0, sizeof *p);
+  if (series_run(job, RH_PLAN_SEEDS, &p->series) != 0) return -1;
+  young_daly(job, &p->cost, &p->mtbf, &p->young, &p->daly);
+  interval_curve(job, p);
+  size_curve(job, p);
+  for (int w = 0; w < RH_WHAT_IF_COUNT; w++) {
+    rh_incident_job j;
+    p->what_if_applies[w] = what_if(job, w, &j);
+    p->what_if_eff[w] = p->what_if_applies[w] ? mean_effective(&j, RH_PLAN_SEEDS) : p->series.eff_mean;
+  }
+  return 0;
+}
+
+void rh_incident_plan_free(rh_incident_plan *p) {
+  free(p->series.cause_mean);
+  p->series.cause_mean = NULL;
+}
