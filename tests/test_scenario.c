@@ -105,6 +105,8 @@ static const bad_case bad_cases[] = {
     {"cause_link_one_node", 13, "failures.causes[0]", "cable takes out a link, but the cluster's one node has no network link"},
     {"causes_without_horizon", 12, "failures.causes", "the causes are replayed over failures.horizon_days: give it"},
     {"cause_two_rates", 14, "failures.causes[0]", "give one of count (with failures.exposure), mtbf_hours or at_hours, not several"},
+    {"only_per_keeps_none", 13, "failures.only_per", "keeps none of the 1 causes"},
+    {"cause_zero_detect", 15, "failures.causes[0].detect_s", "expected a number > 0"},
     {"spares_without_repair", 16, "restart.spare_nodes", "a failed node comes back into the spares after restart.repair_hours: give it"},
     {"tree_needs_nccl", 20, "collective.algorithm", "tree is one of NCCL's algorithms: it needs cluster.network_model: nccl"},
     {"protocol_needs_nccl", 20, "collective.protocol", "NCCL's protocols need cluster.network_model: nccl"},

@@ -75,6 +75,16 @@ static const bad_suite bad[] = {
     {"no-scenario.yaml", "series:\n  - name: a\n    scenario: nothere.yaml\n    source: s\n"
                          "    bound: 12\n    efficiency: {2: 90}\n", 3, "scenario",
      "nothere.yaml: No such file or directory (series a)"},
+    {"failure-unknown.yaml", "failures:\n  - name: a\n    scenario: x.yaml\n    mtbf: 3\n", 4,
+     "mtbf", "unknown key"},
+    {"failure-no-count.yaml", "failures:\n  - name: a\n    scenario: x.yaml\n    source: s\n"
+                              "    setup: u\n", 2, "interruptions", "missing"},
+    {"failure-lone-bound.yaml", "failures:\n  - name: a\n    scenario: x.yaml\n    source: s\n"
+                                "    setup: u\n    interruptions: 10\n    effective_percent: 90\n",
+     2, "effective_bound", "go together"},
+    {"failure-bad-cause.yaml", "failures:\n  - name: a\n    scenario: x.yaml\n    source: s\n"
+                               "    setup: u\n    interruptions: 10\n    causes: {gpu: -3}\n", 7,
+     "causes", "expected a number above 0"},
     /* the scenario is there but does not load: its own error, after the suite's line */
     {"bad-scenario.yaml", "series:\n  - name: a\n    scenario: bad-scenario.yaml\n    source: s\n"
                           "    bound: 12\n    efficiency: {2: 90}\n", 3, "scenario",
@@ -176,6 +186,49 @@ static void test_small_suite(void **state) {
   free(path2);
   free(out);
   free(table);
+}
+
+/* A failure series (BLOOM's held-out replay, a fraction of a second): the published count within
+ * its Poisson band passes, a count four times the replay's is OUTSIDE (exit 1), and a scenario
+ * without a replay at scale is bad input. */
+static void test_failure_suite(void **state) {
+  (void)state;
+  const char *counts[] = {"23", "100"};
+  for (int k = 0; k < 2; k++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "failures:\n  - name: bloom\n"
+             "    scenario: %s/scenarios/papers/failures/bloom-176b-heldout.yaml\n"
+             "    source: s\n    setup: u\n    interruptions: %s\n", RH_SOURCE_DIR, counts[k]);
+    char *path = write_suite("failures.yaml", text);
+    char *out = strdup(rh_test_path(tmpdir, k ? "failures-out-1" : "failures-out-0"));
+    char *table = strdup(rh_test_path(tmpdir, "failures.txt"));
+    char *argv[] = {RH_BINARY, "validate", path, "--out", out, NULL};
+    assert_int_equal(rh_test_spawn_expect(argv, table, k), k);
+    char *t = rh_test_slurp(table);
+    assert_non_null(strstr(t, "bloom"));
+    assert_true((strstr(t, "OUTSIDE held out") != NULL) == (k == 1));
+    free(t);
+    free(path);
+    free(out);
+    free(table);
+  }
+  char text[1024];
+  snprintf(text, sizeof text,
+           "failures:\n  - name: r50\n"
+           "    scenario: %s/scenarios/papers/dlperf-resnet50-fp32.yaml\n"
+           "    source: s\n    setup: u\n    interruptions: 3\n", RH_SOURCE_DIR);
+  char *path = write_suite("no-horizon.yaml", text);
+  char *err = strdup(rh_test_path(tmpdir, "no-horizon.txt"));
+  char *argv[] = {RH_BINARY, "validate", path, "--out", rh_test_path(tmpdir, "nh"), NULL};
+  assert_int_equal(rh_test_spawn(argv, "/dev/null", err), 2);
+  char *t = rh_test_slurp(err), want[512];
+  snprintf(want, sizeof want, "%s:3: scenario: failure series r50:", path);
+  assert_non_null(strstr(t, want));
+  assert_non_null(strstr(t, "has no failures.horizon_days"));
+  free(t);
+  free(path);
+  free(err);
 }
 
 /* The shipped one-GPU suite (`rehearsal validate --one-gpu`): every point within its bound; at
@@ -320,6 +373,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_suites),
       cmocka_unit_test(test_small_suite),
+      cmocka_unit_test(test_failure_suite),
       cmocka_unit_test(test_default_out_under_tmpdir),
       cmocka_unit_test(test_shipped_one_gpu),
       cmocka_unit_test(test_one_gpu_coverage),

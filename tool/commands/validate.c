@@ -13,6 +13,7 @@
 #include "output.h"
 #include "suite.h"
 #include "onegpu.h"
+#include "failure_series.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -33,30 +34,39 @@
 #ifndef REHEARSAL_ONEGPU_SUITE
 #define REHEARSAL_ONEGPU_SUITE "scenarios/onegpu/suite.yaml"
 #endif
+#ifndef REHEARSAL_FAILURES_SUITE
+#define REHEARSAL_FAILURES_SUITE "scenarios/papers/failures/suite.yaml"
+#endif
 
 static const char usage_text[] =
-    "usage: rehearsal validate [SUITE | --one-gpu] [--out DIR] [--series NAME]... [--set KEY=VALUE]...\n"
+    "usage: rehearsal validate [SUITE | --one-gpu | --failures] [--out DIR] [--series NAME]...\n"
+    "                          [--set KEY=VALUE]...\n"
     "Runs a suite of published data-parallel results (default: the shipped one,\n"
     "scenarios/papers/suite.yaml): each series' scenario swept over its GPU counts, and per point\n"
     "the published and the predicted scaling efficiency (against one GPU without communication),\n"
     "the error in points and its bound; then the mean and the largest absolute error.  A suite's\n"
     "one-GPU points (--one-gpu: the shipped scenarios/onegpu/suite.yaml) are priced by the kernel\n"
     "model against the samples/s their sources measured on one GPU, held-out and calibration\n"
-    "points scored apart.\n"
+    "points scored apart.  A suite's failure series (--failures: the shipped\n"
+    "scenarios/papers/failures/suite.yaml) replay published incident logs at scale: interruptions\n"
+    "and causes within the Poisson 2-sigma band of the published counts, the effective training\n"
+    "time within its bound; calibration and held-out figures said apart.\n"
     "  --one-gpu      the shipped one-GPU suite\n"
+    "  --failures     the shipped failure suite\n"
     "  --out DIR      where each series' sweep and validate.json go (default: a new directory\n"
     "                 $TMPDIR/rehearsal-validate-XXXXXX, kept and named at the end)\n"
     "  --series NAME  only this series or point (repeatable)\n"
     "  --set K=V      an override for every series (recipe.reducer_ms_per_GB=0: one loss off)\n"
     "      --help, --version\n"
-    "Exit status: 0 every point within its bound, 1 a point outside it (or a sweep failed),\n"
+    "Exit status: 0 every point within its bound, 1 a point outside it (or a sweep or a run\n"
+    "failed),\n"
     "2 bad input.\n";
 
 enum { MAX_PICKS = 64 };
 
 typedef struct validate_flags {
   const char *out;
-  bool one_gpu;
+  bool one_gpu, failures;
   const char *picks[MAX_PICKS];
   int npicks;
 } validate_flags;
@@ -65,6 +75,7 @@ static int validate_option(int c, const char *value, void *arg) {
   validate_flags *f = arg;
   if (c == 'o') f->out = value;
   if (c == '1') f->one_gpu = true;
+  if (c == 'F') f->failures = true;
   if (c == 's') {
     if (f->npicks == MAX_PICKS) {
       rh_cli_why("at most %d series", MAX_PICKS);
@@ -108,21 +119,9 @@ static int sweep(const rh_suite_series *s, const rh_scenario_opts *opts, const c
   }
   char log[4400];
   snprintf(log, sizeof log, "%s.log", dir);
-  pid_t parent = getpid(), pid = fork();
-  if (pid == 0) {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) _exit(1);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    setenv("RH_PROGRESS", "0", 1);
-    execv("/proc/self/exe", argv);
-    _exit(127);
-  }
+  int rc = rh_validate_child(argv, log);
   free(argv);
-  int status;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return rc;
 }
 
 /* samples/s (`key`) of the sweep's point at `gpus` (status ok), or NAN */
@@ -152,6 +151,24 @@ static int check_scenarios(const char *file, const rh_suite *suite, const valida
       return 2;
     }
     rh_scenario_free(&sc);
+  }
+  for (int i = 0; i < suite->nfailures; i++) {
+    const rh_suite_failure *fs = &suite->failures[i];
+    if (!picked(f, fs->name)) continue;
+    rh_scenario sc;
+    char err[1024];
+    if (rh_scenario_load_opts(fs->scenario, opts, &sc, err, sizeof err) != RH_OK) {
+      fprintf(stderr, "rehearsal validate: %s:%d: scenario: failure series %s: %s\n", file,
+              fs->scenario_line, fs->name, err);
+      return 2;
+    }
+    bool at_scale = sc.failures.horizon_s > 0;
+    rh_scenario_free(&sc);
+    if (!at_scale) {
+      fprintf(stderr, "rehearsal validate: %s:%d: scenario: failure series %s: %s has no "
+              "failures.horizon_days to replay\n", file, fs->scenario_line, fs->name, fs->scenario);
+      return 2;
+    }
   }
   for (int i = 0; i < suite->npoints; i++) {
     const rh_suite_point *pt = &suite->points[i];
@@ -301,12 +318,27 @@ static void run_points(const rh_suite *suite, const validate_flags *flags,
       "outside", sc.outside, "sweep_points_beyond_10_percent", sc.sweeps_outside));
 }
 
+/* The suite's failure series, into jroot's "failures". */
+static void run_failures(const rh_suite *suite, const validate_flags *flags,
+                         const rh_scenario_opts *opts, json_t *jroot, tally *t) {
+  json_t *figures = json_array();
+  rh_failures_score sc;
+  rh_failures_run(suite, opts, flags->out, picked_point, flags, figures, &sc);
+  t->outside += sc.outside;
+  t->failed += sc.failed;
+  json_object_set_new(jroot, "failures", json_pack("{s:o, s:{s:i, s:i, s:f, s:f}}", "figures",
+      figures, "summary", "outside", sc.outside, "failed", sc.failed,
+      "held_out_interruptions_max_error_percent", sc.held_out_count_error,
+      "held_out_effective_max_error_points", sc.held_out_effective_error));
+}
+
 /* The picked names are the suite's series or points. */
 static int check_picks(const char *file, const rh_suite *suite, const validate_flags *flags) {
   for (int i = 0; i < flags->npicks; i++) {
     bool found = false;
     for (int s = 0; s < suite->nseries; s++) found = found || !strcmp(suite->series[s].name, flags->picks[i]);
     for (int s = 0; s < suite->npoints; s++) found = found || !strcmp(suite->points[s].name, flags->picks[i]);
+    for (int s = 0; s < suite->nfailures; s++) found = found || !strcmp(suite->failures[s].name, flags->picks[i]);
     if (!found) return rh_cli_error("validate", "--series %s: no such series or point in %s", flags->picks[i], file);
   }
   return 0;
@@ -321,6 +353,8 @@ static int run_suite(const char *file, const rh_suite *suite, const validate_fla
   if (suite->nseries) run_series(suite, flags, opts, jroot, &t);
   if (suite->nseries && suite->npoints) printf("\n");
   if (suite->npoints) run_points(suite, flags, opts, jroot, &t);
+  if ((suite->nseries || suite->npoints) && suite->nfailures) printf("\n");
+  if (suite->nfailures) run_failures(suite, flags, opts, jroot, &t);
   char path[4200];
   snprintf(path, sizeof path, "%s/validate.json", flags->out);
   if (json_dump_file(jroot, path, JSON_INDENT(2)) != 0) {
@@ -337,6 +371,7 @@ int rh_cmd_validate(int argc, char **argv) {
   static const struct option longopts[] = {{"out", required_argument, NULL, 'o'},
                                            {"series", required_argument, NULL, 's'},
                                            {"one-gpu", no_argument, NULL, '1'},
+                                           {"failures", no_argument, NULL, 'F'},
                                            RH_CLI_COMMON_OPTIONS,
                                            {NULL, 0, NULL, 0}};
   validate_flags flags = {0};
@@ -345,11 +380,16 @@ int rh_cmd_validate(int argc, char **argv) {
   int rc = rh_cli_parse("validate", usage_text, argc, argv, "o:s:", longopts, validate_option,
                         &flags, &opts, &first);
   if (rc >= 0) return rc;
-  if (argc - first > 1 || (flags.one_gpu && argc - first > 0)) {
+  if (argc - first > 1 || ((flags.one_gpu || flags.failures) && argc - first > 0) ||
+      (flags.one_gpu && flags.failures)) {
     rh_cli_opts_free(&opts);
-    return rh_cli_error("validate", "one suite file at most (--one-gpu names the shipped one)");
+    return rh_cli_error("validate", "one suite file at most (--one-gpu and --failures name "
+                        "shipped ones)");
   }
-  const char *file = first < argc ? argv[first] : flags.one_gpu ? REHEARSAL_ONEGPU_SUITE : REHEARSAL_SUITE;
+  const char *file = first < argc       ? argv[first]
+                     : flags.one_gpu    ? REHEARSAL_ONEGPU_SUITE
+                     : flags.failures   ? REHEARSAL_FAILURES_SUITE
+                                        : REHEARSAL_SUITE;
   rh_suite suite;
   char err[1024];
   if (rh_suite_load(file, &suite, err, sizeof err)) {

@@ -50,3 +50,11 @@ int rh__incident_pick(const rh_incident_job *job, double u) {
   }
   return last;
 }
+
+double rh_cause_detect(const rh_recovery *r, const rh_cause *c) {
+  return c->own_detect ? c->detect_s : r->detect[c->detect];
+}
+
+double rh_cause_diagnosis(const rh_recovery *r, const rh_cause *c) {
+  return c->own_diagnosis ? c->diagnosis_s : r->diagnosis;
+}

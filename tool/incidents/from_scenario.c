@@ -44,19 +44,25 @@ int rh_incident_job_from(const rh_scenario *sc, double step, double state_bytes,
   rh_cause *causes = calloc(1, m * sizeof *causes + m * sizeof(double));
   if (!causes) return -1;
   double *at = (double *)(causes + m);
+  int kept = 0;
   for (int i = 0; i < n; i++) {
     const rh_scenario_cause *c = &sc->failures.causes[i];
-    causes[i] = (rh_cause){.per = (rh_cause_scope)c->per, .rate = cause_rate(sc, c),
-                           .detect = (rh_detection)c->detection, .out = (rh_takes_out)c->takes_out};
-    snprintf(causes[i].name, sizeof causes[i].name, "%s", c->name);
+    if (sc->failures.only_per && !(sc->failures.only_per & (1u << c->per))) continue;
+    rh_cause *k = &causes[kept];
+    *k = (rh_cause){.per = (rh_cause_scope)c->per, .rate = cause_rate(sc, c),
+                    .detect = (rh_detection)c->detection, .out = (rh_takes_out)c->takes_out,
+                    .own_detect = c->detect_s >= 0, .detect_s = c->detect_s,
+                    .own_diagnosis = c->diagnosis_s >= 0, .diagnosis_s = c->diagnosis_s};
+    snprintf(k->name, sizeof k->name, "%s", c->name);
     if (c->at_hours >= 0) {
-      at[i] = c->at_hours * 3600;
-      causes[i].at = &at[i];
-      causes[i].nat = 1;
+      at[kept] = c->at_hours * 3600;
+      k->at = &at[kept];
+      k->nat = 1;
     }
+    kept++;
   }
   long gpus = rh_scenario_size(sc);
-  *job = (rh_incident_job){.causes = causes, .ncauses = n, .gpus = gpus,
+  *job = (rh_incident_job){.causes = causes, .ncauses = kept, .gpus = gpus,
                            .nodes = sc->cluster.nodes, .horizon = sc->failures.horizon_s,
                            .seed = (uint64_t)sc->failures.seed,
                            .rec = recovery_of(sc, step, state_bytes, gpus)};

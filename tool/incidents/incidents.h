@@ -46,6 +46,8 @@ typedef struct rh_cause {
   rh_takes_out out;
   const double *at;    /* scripted: seconds since the start at which it strikes, ascending */
   int nat;
+  bool own_detect, own_diagnosis; /* false: the recovery's for its kind (rec.detect, rec.diagnosis) */
+  double detect_s, diagnosis_s;   /* its own detection delay and diagnosis */
 } rh_cause;
 
 /* Failures per unit per second from a log: `count` failures in `hours` on `units` of them. */
@@ -107,6 +109,10 @@ typedef struct rh_incident_replay {
   long checkpoints;
   double spare_wait_max;  /* the longest wait for a node */
 } rh_incident_replay;
+
+/* A cause's detection delay and diagnosis: its own, or the recovery's for its kind. */
+double rh_cause_detect(const rh_recovery *r, const rh_cause *c);
+double rh_cause_diagnosis(const rh_recovery *r, const rh_cause *c);
 
 /* One incident's pipeline, the redone work aside: fills cost[DETECT..READ] (cost[REDO] is left
  * as it is) for a failure of `c` (its detection delay `detect`), the wait for a node given. */

@@ -13,7 +13,7 @@ void rh_incident_pipeline(const rh_incident_job *job, const rh_cause *c, double 
   const rh_recovery *r = &job->rec;
   bool planned = c->detect == RH_DETECT_PLANNED;
   cost[RH_COST_DETECT] = planned ? 0 : detect;
-  cost[RH_COST_DIAGNOSIS] = planned ? 0 : r->diagnosis;
+  cost[RH_COST_DIAGNOSIS] = planned ? 0 : rh_cause_diagnosis(r, c);
   cost[RH_COST_WAIT] = wait;
   cost[RH_COST_RELAUNCH] = r->relaunch;
   cost[RH_COST_INIT] = r->init_per_rank * (double)job->gpus;

@@ -116,8 +116,9 @@ static void size_curve(const rh_incident_job *job, rh_incident_plan *p) {
 const char *const rh_what_if_names[RH_WHAT_IF_COUNT] = {"hot_spares", "async_checkpoints",
                                                         "detection_halved"};
 
-/* The job as a what-if changes it; false when it already is so. */
-static bool what_if(const rh_incident_job *job, int which, rh_incident_job *j) {
+/* The job as a what-if changes it (into j, its causes into `causes` when they change); false
+ * when the job already is so. */
+static bool what_if(const rh_incident_job *job, int which, rh_incident_job *j, rh_cause *causes) {
   *j = *job;
   switch (which) {
   case 0:
@@ -126,9 +127,16 @@ static bool what_if(const rh_incident_job *job, int which, rh_incident_job *j) {
   case 1:
     j->rec.async = true;
     return !job->rec.async;
-  default:
+  default: /* a cause's own delay of a timeout's kind is halved too */
     j->rec.detect[RH_DETECT_HEARTBEAT] /= 2;
     j->rec.detect[RH_DETECT_TIMEOUT] /= 2;
+    for (int i = 0; i < job->ncauses; i++) {
+      causes[i] = job->causes[i];
+      if (causes[i].own_detect &&
+          (causes[i].detect == RH_DETECT_HEARTBEAT || causes[i].detect == RH_DETECT_TIMEOUT))
+        causes[i].detect_s /= 2;
+    }
+    j->causes = causes;
     return true;
   }
 }
@@ -139,11 +147,14 @@ int rh_incident_plan_run(const rh_incident_job *job, rh_incident_plan *p) {
   young_daly(job, &p->cost, &p->mtbf, &p->young, &p->daly);
   interval_curve(job, p);
   size_curve(job, p);
+  rh_cause *causes = calloc((size_t)(job->ncauses ? job->ncauses : 1), sizeof *causes);
+  if (!causes) return -1;
   for (int w = 0; w < RH_WHAT_IF_COUNT; w++) {
     rh_incident_job j;
-    p->what_if_applies[w] = what_if(job, w, &j);
+    p->what_if_applies[w] = what_if(job, w, &j, causes);
     p->what_if_eff[w] = p->what_if_applies[w] ? mean_effective(&j, RH_PLAN_SEEDS) : p->series.eff_mean;
   }
+  free(causes);
   return 0;
 }
 

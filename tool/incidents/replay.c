@@ -135,7 +135,7 @@ typedef struct walk {
 static void recover(walk *w, rh_incident *inc, const rh_cause *c, double begin, double detect) {
   const rh_recovery *r = &w->job->rec;
   bool node = c->detect != RH_DETECT_PLANNED && (c->out == RH_OUT_GPU || c->out == RH_OUT_NODE);
-  double wait = node ? take_node(r, &w->spares, begin + detect + r->diagnosis) : 0;
+  double wait = node ? take_node(r, &w->spares, begin + detect + rh_cause_diagnosis(r, c)) : 0;
   rh_incident_pipeline(w->job, c, detect, wait, inc->cost);
   w->rec_begin = begin;
   w->start = begin + recovery_span(inc->cost);
@@ -147,8 +147,9 @@ static void strike_training(walk *w, rh_incident *inc, const rh_cause *c) {
   progress p = progress_over(r, inc->at - w->start);
   w->out->checkpoints += p.checkpoints;
   w->out->checkpointing += p.blocked;
-  double detect = c->detect == RH_DETECT_CHECKSUM ? (isfinite(p.to_cycle_end) ? p.to_cycle_end : 0)
-                                                  : r->detect[c->detect];
+  double detect = c->detect == RH_DETECT_CHECKSUM && !c->own_detect
+                      ? (isfinite(p.to_cycle_end) ? p.to_cycle_end : 0)
+                      : rh_cause_detect(r, c);
   double begin = inc->at;
   if (c->detect == RH_DETECT_PLANNED) { /* drained with a checkpoint: nothing lost */
     w->out->trained += p.trained;
@@ -167,7 +168,7 @@ static void strike_recovering(walk *w, rh_incident *inc, const rh_cause *c) {
   inc->in_recovery = true;
   if (c->detect == RH_DETECT_PLANNED) return; /* folded into the recovery in progress */
   cut(w->out->incidents[w->current].cost, inc->at - w->rec_begin);
-  double detect = c->detect == RH_DETECT_CHECKSUM ? 0 : w->job->rec.detect[c->detect];
+  double detect = c->detect == RH_DETECT_CHECKSUM && !c->own_detect ? 0 : rh_cause_detect(&w->job->rec, c);
   recover(w, inc, c, inc->at, detect);
 }
 

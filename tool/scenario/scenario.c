@@ -556,6 +556,12 @@ static const field cause_fields[] = {
     ENUM_AT("takes_out", false, rh_takes_out_names, AOFF(takes_out),
         "gpu or node (a spare must replace it), link or job (a relaunch mends it); default: "
         "its scope's"),
+    NUM_AT("detect_s", false, 0, true, 1e9, 1, AOFF(detect_s),
+        "seconds until it is noticed, where this cause has its own (an inspection's, a log "
+        "analyser's); default: its detection's restart key"),
+    NUM_AT("diagnosis_s", false, 0, false, 1e9, 1, AOFF(diagnosis_s),
+        "seconds to find and evict its culprit, where this cause has its own; default: "
+        "restart.diagnosis_s"),
     END};
 static const field exposure_fields[] = {
     NUM("gpus", false, 0, true, 1e9, 1, failures.exposure_gpus, "GPUs of the log"),
@@ -576,6 +582,9 @@ static const field failure_fields[] = {
         "the log the causes' counts come from: its GPUs, nodes and hours"),
     ITEMS("causes", cause_fields, ITEMS_CAUSES,
         "failure causes: each a rate, a detection and what it takes out"),
+    NAMES("only_per", rh_cause_scope_names, failures.only_per,
+        "keep only the causes counted per these units (gpu, node, job): [gpu, node] takes a "
+        "log's hardware to another job, leaving its software and maintenance behind"),
     NUM("gpu_mtbf_hours", false, 0, true, 1e12, 1, failures.gpu_mtbf_h,
         "mean time between failures of one GPU; absent: none"),
     NUM("node_mtbf_hours", false, 0, true, 1e12, 1, failures.node_mtbf_h,
@@ -1293,6 +1302,7 @@ static void walk_items(walker *w, const yaml_node_t *n, const field *f, const ch
     else if (causes)
       *(rh_scenario_cause *)it = (rh_scenario_cause){.count = -1, .mtbf_hours = -1,
                                                        .takes_out = -1, .at_hours = -1,
+                                                       .detect_s = -1, .diagnosis_s = -1,
                                                        .line = line_of(item)};
     else
       *(rh_scenario_change *)it = (rh_scenario_change){.add = -1, .remove = -1,
@@ -1923,6 +1933,12 @@ static void check_at_scale(walker *w) {
          "checkpoint: %s", sc->elastic.present ? "not with elastic" : "restart.policy is none");
     return;
   }
+  int kept = 0;
+  for (int i = 0; i < sc->failures.ncauses; i++)
+    kept += !sc->failures.only_per || (sc->failures.only_per & (1u << sc->failures.causes[i].per));
+  if (kept == 0)
+    fail(w, node_at(w->doc, "failures.only_per"), "failures.only_per",
+         "keeps none of the %d causes", sc->failures.ncauses);
   const double units[] = {sc->failures.exposure_gpus, sc->failures.exposure_nodes, 1};
   for (int i = 0; i < sc->failures.ncauses; i++) {
     const rh_scenario_cause *c = &sc->failures.causes[i];

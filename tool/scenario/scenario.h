@@ -52,6 +52,8 @@ typedef struct rh_scenario_cause {
   int detection;      /* rh_detection */
   int takes_out;      /* rh_takes_out; -1: the default of its scope */
   double at_hours;    /* scripted: one failure then; -1: none */
+  double detect_s;    /* its own detection delay; -1: its detection's (restart.*) */
+  double diagnosis_s; /* its own diagnosis; -1: restart.diagnosis_s */
   int line;
 } rh_scenario_cause;
 
@@ -216,6 +218,7 @@ typedef struct rh_scenario {
     rh_scenario_cause *causes;   /* owned */
     int ncauses;
     double exposure_gpus, exposure_nodes, exposure_hours; /* the log the counts come from */
+    unsigned only_per;            /* failures.only_per: the scopes kept (bits of rh_cause_scope); 0: all */
     char *source;                /* owned: where the causes come from */
   } failures;
   struct {

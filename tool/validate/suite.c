@@ -22,6 +22,17 @@
  *       bound: 25                               # percent
  *       sweep: s1                               # optional: a batch sweep's points share it
  *       calibration: the reason                 # optional: a preset's figure was set from it
+ *   failures:                                   # replays at scale against incident logs
+ *     - name: llama3-405b-54days
+ *       scenario: failures/llama3-405b-54days.yaml
+ *       source: The Llama 3 Herd of Models (2024), section 3.3.4, Table 5
+ *       setup: 16,384 H100, 54 days
+ *       interruptions: 466                      # published, over the scenario's horizon
+ *       causes: {faulty_gpu: 148, ...}          # optional: published counts by cause
+ *       effective_percent: 90                   # optional, with effective_bound (points)
+ *       effective_bound: 2
+ *       counts_calibration: the reason          # optional: the rates are the log's own
+ *       effective_calibration: the reason       # optional: a setting was chosen to give it
  */
 #include "suite.h"
 
@@ -228,6 +239,76 @@ static int load_points(reader *r, yaml_node_t *list, const char *dir, rh_suite *
   return 0;
 }
 
+/* causes: {NAME: count, ...} */
+static int failure_causes(reader *r, const yaml_node_t *n, rh_suite_failure *f) {
+  if (!n || n->type != YAML_MAPPING_NODE)
+    return fail(r, n, "causes", "expected a mapping of causes to published counts");
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(r->doc, p->key);
+    if (f->ncauses == RH_SUITE_MAX_CAUSES)
+      return fail(r, k, "causes", "at most %d causes", RH_SUITE_MAX_CAUSES);
+    if (text(r, k, "causes", &f->cause[f->ncauses])) return 2;
+    f->ncauses++;
+    if (number(r, yaml_document_get_node(r->doc, p->value), "causes", 0, INFINITY,
+               &f->cause_count[f->ncauses - 1]))
+      return 2;
+  }
+  return 0;
+}
+
+static int failure_key(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, const char *dir,
+                       rh_suite_failure *f) {
+  if (!strcmp(key, "name")) return text(r, v, "name", &f->name);
+  if (!strcmp(key, "source")) return text(r, v, "source", &f->source);
+  if (!strcmp(key, "setup")) return text(r, v, "setup", &f->setup);
+  if (!strcmp(key, "scenario")) return scenario_path(r, v, dir, &f->scenario, &f->scenario_line);
+  if (!strcmp(key, "interruptions")) return number(r, v, key, 0, INFINITY, &f->interruptions);
+  if (!strcmp(key, "causes")) return failure_causes(r, v, f);
+  if (!strcmp(key, "effective_percent")) return number(r, v, key, 0, 100, &f->effective);
+  if (!strcmp(key, "effective_bound")) return number(r, v, key, 0, 100, &f->effective_bound);
+  if (!strcmp(key, "counts_calibration")) return text(r, v, key, &f->counts_calibration);
+  if (!strcmp(key, "effective_calibration")) return text(r, v, key, &f->effective_calibration);
+  return fail(r, k, key, "unknown key (name, scenario, source, setup, interruptions, causes, "
+                         "effective_percent, effective_bound, counts_calibration, "
+                         "effective_calibration)");
+}
+
+static int one_failure(reader *r, const yaml_node_t *n, const char *dir, rh_suite_failure *f) {
+  if (n->type != YAML_MAPPING_NODE) return fail(r, n, "failures", "each failure series is a mapping");
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(r->doc, p->key);
+    const char *key = scalar(k);
+    if (!key) return fail(r, k, "failures", "a key is a name");
+    if (failure_key(r, key, k, yaml_document_get_node(r->doc, p->value), dir, f)) return 2;
+  }
+  const char *missing = !f->name ? "name" : !f->scenario ? "scenario" : !f->source ? "source"
+                        : !f->setup ? "setup" : !(f->interruptions > 0) ? "interruptions" : NULL;
+  if (missing) return fail(r, n, missing, "missing");
+  if ((f->effective > 0) != (f->effective_bound > 0))
+    return fail(r, n, f->effective > 0 ? "effective_bound" : "effective_percent",
+                "effective_percent and effective_bound go together");
+  if (f->effective_calibration && !(f->effective > 0))
+    return fail(r, n, "effective_calibration", "there is no effective_percent to calibrate");
+  return 0;
+}
+
+static int load_failures(reader *r, yaml_node_t *list, const char *dir, rh_suite *out) {
+  if (!list || list->type != YAML_SEQUENCE_NODE || list->data.sequence.items.top == list->data.sequence.items.start)
+    return fail(r, list, "failures", "expected a list of failure series");
+  int n = (int)(list->data.sequence.items.top - list->data.sequence.items.start);
+  out->failures = calloc((size_t)n, sizeof *out->failures);
+  if (!out->failures) return fail(r, list, "failures", "out of memory");
+  for (int i = 0; i < n; i++) {
+    yaml_node_t *item = yaml_document_get_node(r->doc, list->data.sequence.items.start[i]);
+    out->nfailures = i + 1;
+    if (one_failure(r, item, dir, &out->failures[i])) return 2;
+    for (int j = 0; j < i; j++)
+      if (!strcmp(out->failures[j].name, out->failures[i].name))
+        return fail(r, item, "name", "\"%s\" names two failure series", out->failures[i].name);
+  }
+  return 0;
+}
+
 /* A series' scenario is a file that opens, checked once the whole suite reads well: a series
  * whose sweep could not start would otherwise be found only after the others ran. */
 static int readable(reader *r, const char *scenario, int line, const char *what, const char *name) {
@@ -276,18 +357,22 @@ int rh_suite_load(const char *path, rh_suite *out, char *err, size_t errlen) {
   }
   int rc = 0;
   yaml_node_t *root = yaml_document_get_root_node(&doc);
-  yaml_node_t *list = NULL, *pts = NULL;
+  yaml_node_t *list = NULL, *pts = NULL, *fails = NULL;
   if (!root || root->type != YAML_MAPPING_NODE)
-    rc = fail(&r, root, "series", "expected a mapping with series: [...] or points: [...]");
+    rc = fail(&r, root, "series", "expected a mapping with series: [...], points: [...] or "
+              "failures: [...]");
   for (yaml_node_pair_t *p = rc ? NULL : root->data.mapping.pairs.start;
        p && p < root->data.mapping.pairs.top && !rc; p++) {
     yaml_node_t *k = yaml_document_get_node(&doc, p->key);
     if (scalar(k) && !strcmp(scalar(k), "series")) list = yaml_document_get_node(&doc, p->value);
     else if (scalar(k) && !strcmp(scalar(k), "points")) pts = yaml_document_get_node(&doc, p->value);
-    else rc = fail(&r, k, scalar(k) ? scalar(k) : "?", "unknown key (series, points)");
+    else if (scalar(k) && !strcmp(scalar(k), "failures")) fails = yaml_document_get_node(&doc, p->value);
+    else rc = fail(&r, k, scalar(k) ? scalar(k) : "?", "unknown key (series, points, failures)");
   }
-  if (!rc && !list && !pts) rc = fail(&r, root, "series", "expected a list of series or of points");
+  if (!rc && !list && !pts && !fails)
+    rc = fail(&r, root, "series", "expected a list of series, of points or of failures");
   if (!rc && pts) rc = load_points(&r, pts, dir, out);
+  if (!rc && fails) rc = load_failures(&r, fails, dir, out);
   if (!rc && list && (list->type != YAML_SEQUENCE_NODE || list->data.sequence.items.top ==
                                                               list->data.sequence.items.start))
     rc = fail(&r, list, "series", "expected a list of series");
@@ -309,6 +394,9 @@ int rh_suite_load(const char *path, rh_suite *out, char *err, size_t errlen) {
     rc = readable(&r, out->series[i].scenario, out->series[i].scenario_line, "series", out->series[i].name);
   for (int i = 0; i < out->npoints && !rc; i++)
     rc = readable(&r, out->points[i].scenario, out->points[i].scenario_line, "point", out->points[i].name);
+  for (int i = 0; i < out->nfailures && !rc; i++)
+    rc = readable(&r, out->failures[i].scenario, out->failures[i].scenario_line, "failure series",
+                  out->failures[i].name);
   if (rc) rh_suite_free(out);
   return rc;
 }
@@ -332,6 +420,17 @@ void rh_suite_free(rh_suite *s) {
     for (int j = 0; j < p->nsets; j++) free(p->sets[j]);
   }
   free(s->points);
+  for (int i = 0; i < s->nfailures; i++) {
+    rh_suite_failure *f = &s->failures[i];
+    free(f->name);
+    free(f->scenario);
+    free(f->source);
+    free(f->setup);
+    free(f->counts_calibration);
+    free(f->effective_calibration);
+    for (int j = 0; j < f->ncauses; j++) free(f->cause[j]);
+  }
+  free(s->failures);
   *s = (rh_suite){0};
 }
 

@@ -44,11 +44,30 @@ typedef struct rh_suite_point {
   char *sweep;       /* the batch sweep it belongs to; NULL: none */
 } rh_suite_point;
 
+/* A failure series: a replay at scale (failures.horizon_days) against a published incident log:
+ * its interruptions (and, where the log gives them, each cause's) within the Poisson 2-sigma band
+ * of the published count, its effective training time within `effective_bound` points. */
+enum { RH_SUITE_MAX_CAUSES = 32 };
+typedef struct rh_suite_failure {
+  char *name, *scenario, *source, *setup;
+  int scenario_line;
+  double interruptions;      /* published, over the scenario's horizon */
+  int ncauses;
+  char *cause[RH_SUITE_MAX_CAUSES]; /* published counts by cause (the replay's names) */
+  double cause_count[RH_SUITE_MAX_CAUSES];
+  double effective;          /* published effective training time, %; 0: not published */
+  double effective_bound;    /* points */
+  char *counts_calibration;  /* why the counts are calibration (the log's own rates); NULL: held out */
+  char *effective_calibration; /* why the effective time is; NULL: held out */
+} rh_suite_failure;
+
 typedef struct rh_suite {
   rh_suite_series *series;
   int nseries;
   rh_suite_point *points; /* one-GPU points */
   int npoints;
+  rh_suite_failure *failures;
+  int nfailures;
 } rh_suite;
 
 /* Reads a suite file (series: [...], points: [...], or both); each scenario must be a readable
@@ -60,5 +79,8 @@ void rh_suite_free(rh_suite *s);
 /* The published scaling efficiency (%) of point k of a series: the source's own, or throughput at
  * N over N times the one-GPU throughput. */
 double rh_suite_published_efficiency(const rh_suite_series *s, int k);
+
+/* `rehearsal ARGV[1] ...` in a child, its stdout and stderr into `log`: its exit status, or -1. */
+int rh_validate_child(char *const argv[], const char *log);
 
 #endif
