@@ -515,6 +515,34 @@ static void test_sharding_axes(void **state) {
   free(out);
 }
 
+/* A replay at scale's columns: the same failures at both intervals (the same seeds), more work
+ * redone at the longer one; sweep.csv names the columns. */
+static void test_failure_columns(void **state) {
+  (void)state;
+  char file[400], *out = strdup(rh_test_path(tmpdir, "at-scale"));
+  snprintf(file, sizeof file, "%s/scenarios/papers/failures/bloom-176b-heldout.yaml", RH_SOURCE_DIR);
+  assert_int_equal(RUN("/dev/null", "/dev/null", "sweep", file, "--axis",
+                       "restart.checkpoint_every_minutes=60,175", "--out", out, "--jobs", "2"), 0);
+  char path[400];
+  snprintf(path, sizeof path, "%s/sweep.json", out);
+  json_t *root = json_load_file(path, 0, NULL);
+  json_t *a = json_array_get(json_object_get(root, "points"), 0);
+  json_t *b = json_array_get(json_object_get(root, "points"), 1);
+  double na = json_number_value(json_object_get(a, "interruptions"));
+  assert_true(na > 0);
+  assert_true(na == json_number_value(json_object_get(b, "interruptions")));
+  assert_true(json_number_value(json_object_get(a, "failures_lost_h")) <
+              json_number_value(json_object_get(b, "failures_lost_h")));
+  double e = json_number_value(json_object_get(a, "effective_training"));
+  assert_true(e > 0.9 && e < 1);
+  json_decref(root);
+  snprintf(path, sizeof path, "%s/sweep.csv", out);
+  char *csv = rh_test_slurp(path);
+  assert_non_null(strstr(csv, ",interruptions,effective_training,failures_lost_h,status\n"));
+  free(csv);
+  free(out);
+}
+
 /* The tool on real processes (rehearsal-mpi) cannot run a sweep's points, which run on the
  * simulator: it says so at once, exit 2, nothing written. */
 static void test_mpi_tool_refuses_a_sweep(void **state) {
@@ -569,6 +597,7 @@ int main(void) {
       cmocka_unit_test(test_duplicate_and_conflicting_axes),
       cmocka_unit_test(test_rerun_says_what_it_reused),
       cmocka_unit_test(test_sharding_axes),
+      cmocka_unit_test(test_failure_columns),
       cmocka_unit_test(test_mpi_tool_help_lists_its_commands),
       cmocka_unit_test(test_mpi_tool_refuses_a_sweep),
   };

@@ -292,6 +292,17 @@ static double num(json_t *o, const char *key) {
   return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* The replay at scale's columns (failures.horizon_days): over its seeds, the mean interruptions,
+ * effective training time and hours lost to incidents. */
+static void failure_columns(json_t *root, json_t *row) {
+  json_t *at = json_object_get(json_object_get(root, "failures"), "at_scale");
+  json_t *series = json_object_get(at, "series");
+  if (!json_is_object(series)) return;
+  json_object_set_new(row, "interruptions", json_real(num(series, "interruptions_mean")));
+  json_object_set_new(row, "effective_training", json_real(num(series, "effective_mean")));
+  json_object_set_new(row, "failures_lost_h", json_real(num(series, "lost_mean_s") / 3600));
+}
+
 /* One point's row of sweep.json, from its summary.json. */
 static json_t *point_row(const point *p, const axis *axes, int naxes) {
   char path[4300];
@@ -330,6 +341,7 @@ static json_t *point_row(const point *p, const axis *axes, int naxes) {
     json_t *mem = json_object_get(root, "memory"); /* sharding, checkpointing: what each holds */
     if (json_is_number(json_object_get(mem, "total_GB")))
       json_object_set_new(row, "memory_GB", json_real(num(mem, "total_GB")));
+    failure_columns(root, row);
   }
   json_decref(root);
   return row;
@@ -340,6 +352,18 @@ static const char *const columns[] = {"gpus", "nodes", "step_ms", "compute_ms", 
                                       "ideal_samples_per_s", "scaling_efficiency", NULL};
 /* the columns a model with tokens adds (tokens/s, MFU, the memory of one GPU) */
 static const char *const token_columns[] = {"tokens_per_s", "mfu", "memory_GB", NULL};
+/* the columns of the replay at scale (failures.horizon_days) */
+static const char *const at_scale_columns[] = {"interruptions", "effective_training",
+                                               "failures_lost_h", NULL};
+
+/* The extra CSV columns of a row (empty where it has none). */
+static void extra_fields(FILE *f, json_t *row, const char *const *cols) {
+  for (int c = 0; cols && cols[c]; c++) {
+    json_t *v = json_object_get(row, cols[c]);
+    if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
+    else fprintf(f, ",");
+  }
+}
 
 /* The table, sweep.csv and sweep.json. */
 static int report(const rh_scenario *sc, const char *file, const char *out, const axis *axes,
@@ -357,6 +381,8 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
     if (!(gpus_axis && c == 0)) fprintf(f, ",%s", columns[c]);
   bool tokens = sc->model.tokens_per_sample > 0;
   for (int c = 0; tokens && token_columns[c]; c++) fprintf(f, ",%s", token_columns[c]);
+  bool at_scale = sc->failures.horizon_s > 0;
+  for (int c = 0; at_scale && at_scale_columns[c]; c++) fprintf(f, ",%s", at_scale_columns[c]);
   fprintf(f, ",status\n");
   printf("# rehearsal sweep: %s (%s), %zu points\n", sc->name, file, json_array_size(rows));
   printf("#%5s", "point");
@@ -387,11 +413,8 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
       else if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
       else fprintf(f, ",");
     }
-    for (int c = 0; tokens && token_columns[c]; c++) {
-      json_t *v = json_object_get(row, token_columns[c]);
-      if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
-      else fprintf(f, ",");
-    }
+    extra_fields(f, row, tokens ? token_columns : NULL);
+    extra_fields(f, row, at_scale ? at_scale_columns : NULL);
     const char *status = json_string_value(json_object_get(row, "status"));
     fprintf(f, ",%s\n", status);
     if (json_object_get(row, "step_ms") && tokens)
@@ -407,6 +430,10 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
     else
       printf(" %6s %5s %11s %11s %11s %12s %11s %6s  (see %s/stderr.txt)\n", "-", "-", "-", "-", "-",
              "-", "-", status, json_string_value(json_object_get(row, "dir")));
+    if (json_object_get(row, "interruptions"))
+      printf("%6s failures at scale: %.1f interruptions, effective training time %.2f%%, %.1f h "
+             "lost (mean over seeds)\n", "", num(row, "interruptions"),
+             100 * num(row, "effective_training"), num(row, "failures_lost_h"));
   }
   if (fclose(f) != 0) return 1;
   /* the cluster the points share: what an axis changes is not said (it is the x axis) */
