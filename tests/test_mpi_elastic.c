@@ -11,6 +11,9 @@
  * - A process SIGSTOPped in a fixed-size job under plain mpirun: each survivor reports the stall
  *   within the timeout + 1 s, the job ends, and nothing spins while it waits (the CPU time of the
  *   whole job stays far below what one busy core would burn).
+ * - The same hang in a job that checkpoints, relaunched with --resume as a scheduler's requeue
+ *   would: it reads its last checkpoint back and ends with the parameters of the job that never
+ *   failed.
  * - The same hang in an elastic job: the survivors wait the rendezvous timeout for it, go on
  *   without it, and end with the simulator's parameters.
  * - The elastic mistakes (no commit, lr not rescaled, sampler not reset) give the verdicts and
@@ -243,6 +246,51 @@ static void test_stopped_rank_fixed_size(void **state) {
   free(text);
 }
 
+/* A fixed-size job's hang on real processes, as the replay at scale prices one: noticed at the
+ * collective's timeout, the job ends; the scheduler relaunches it (here the test, as Slurm's
+ * requeue would) with --resume in the same --out, it reads the last checkpoint back, and it ends
+ * with the parameters of the job that never failed (the simulator's, bit for bit). */
+static void test_hang_relaunched_from_checkpoint(void **state) {
+  (void)state;
+  char dir[300], out[300], errp[300];
+  snprintf(dir, sizeof dir, "%s", rh_test_path(tmpdir, "relaunch"));
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "relaunch-0.out"));
+  snprintf(errp, sizeof errp, "%s", rh_test_path(tmpdir, "relaunch-0.err"));
+  char *argv[20] = {0};
+  int k = launch_words(argv, "4");
+  char *first[] = {RH_MPI_BINARY, "run", "tests/scenarios/mpi/hang-checkpointed.yaml", "--out", dir, NULL};
+  for (int i = 0; first[i]; i++) argv[k + i] = first[i];
+  double cpu, wall0, wall1, latest;
+  int rc = spawn_measured(argv, out, errp, &cpu, &wall0);
+  char *err = rh_test_slurp(errp);
+  assert_non_null(err);
+  assert_int_not_equal(rc, 0);
+  assert_int_equal(stall_reports(err, &latest), 3);
+  /* the detection: the collective's timeout, after the hang's step (within a few seconds of the
+   * start, later on a loaded machine) */
+  assert_non_null(strstr(err, "waited 2 s; ranks 1 never issued it"));
+  assert_true(latest >= 2.0 && latest <= 6.0);
+  free(err);
+  snprintf(out, sizeof out, "%s", rh_test_path(tmpdir, "relaunch-1.out"));
+  char *again[] = {RH_MPI_BINARY, "run", "tests/scenarios/mpi/train-checkpointed.yaml", "--out",
+                   dir, "--resume", NULL};
+  for (int i = 0; again[i]; i++) argv[k + i] = again[i];
+  rc = spawn_measured(argv, out, "/dev/null", &cpu, &wall1);
+  char *text = rh_test_slurp(out), hash[20], steady[20];
+  assert_non_null(text);
+  print_message("the hang: noticed %.2f s into the job, the job ended after %.2f s; the relaunch "
+                "resumed and ended after %.2f s\n", latest, wall0, wall1);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(text, "# resumed after"));
+  final_hash(text, hash);
+  free(text);
+  text = on_simulator("tests/scenarios/mpi/train-checkpointed.yaml", "never-failed.out", &rc);
+  assert_int_equal(rc, 0);
+  final_hash(text, steady);
+  free(text);
+  assert_string_equal(hash, steady);
+}
+
 static void test_stopped_rank_elastic(void **state) {
   (void)state;
   const char *scenario = "tests/scenarios/mpi/elastic-hang.yaml";
@@ -457,6 +505,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_stopped_rank_fixed_size),
+      cmocka_unit_test(test_hang_relaunched_from_checkpoint),
       cmocka_unit_test(test_stopped_rank_elastic),
       cmocka_unit_test(test_mistakes_same_verdicts),
       cmocka_unit_test(test_driver_gone),
