@@ -253,6 +253,55 @@ static void test_llama3_series(void **state) {
   rh_scenario_free(&sc);
 }
 
+/* A cause's own detection delay and diagnosis replace the recovery's for its kind: a hang a log
+ * analyser calls after 120 s and sorts out in 900 s, beside one left to the 600 s timeout. */
+static void test_own_detection_and_diagnosis(void **state) {
+  (void)state;
+  static const double at_a[] = {3600}, at_b[] = {7200};
+  rh_cause c[2] = {{.name = "analysed", .per = RH_PER_JOB, .detect = RH_DETECT_TIMEOUT,
+                    .out = RH_OUT_JOB, .at = at_a, .nat = 1, .own_detect = true, .detect_s = 120,
+                    .own_diagnosis = true, .diagnosis_s = 900},
+                   {.name = "plain", .per = RH_PER_JOB, .detect = RH_DETECT_TIMEOUT,
+                    .out = RH_OUT_JOB, .at = at_b, .nat = 1}};
+  rh_incident_job job = {.causes = c, .ncauses = 2, .gpus = 64, .nodes = 8, .horizon = 4 * 3600.0,
+                         .seed = 1, .rec = base_recovery()};
+  rh_incident_replay r;
+  assert_int_equal(rh_incident_replay_run(&job, &r), 0);
+  assert_int_equal(r.n, 2);
+  assert_true(fabs(r.incidents[0].cost[RH_COST_DETECT] - 120) < 1e-9);
+  assert_true(fabs(r.incidents[0].cost[RH_COST_DIAGNOSIS] - 900) < 1e-9);
+  assert_true(fabs(r.incidents[1].cost[RH_COST_DETECT] - 600) < 1e-9);
+  assert_true(fabs(r.incidents[1].cost[RH_COST_DIAGNOSIS] - 120) < 1e-9); /* base_recovery's */
+  assert_accounted(&job, &r);
+  rh_incident_replay_free(&r);
+}
+
+/* failures.only_per: [gpu, node] keeps Table 5's hardware (15 of its 19 causes: software bugs,
+ * NCCL watchdog timeouts, dependencies and planned maintenance are counted per job), each at the
+ * rate count / (units x 1,296 h) of the log. */
+static void test_only_per_keeps_hardware(void **state) {
+  (void)state;
+  rh_scenario sc;
+  char err[512], path[400];
+  snprintf(path, sizeof path, "%s/scenarios/papers/failures/bloom-176b-heldout.yaml", RH_SOURCE_DIR);
+  assert_int_equal(rh_scenario_load(path, &sc, err, sizeof err), RH_OK);
+  rh_incident_job job;
+  assert_int_equal(rh_incident_job_from(&sc, 1, 1e12, &job), 0);
+  assert_int_equal(job.ncauses, 15);
+  for (int i = 0; i < job.ncauses; i++) {
+    const rh_cause *c = &job.causes[i];
+    assert_true(c->per == RH_PER_GPU || c->per == RH_PER_NODE);
+    if (!strcmp(c->name, "faulty_gpu")) assert_true(fabs(c->rate - 148 / (16384 * 1296 * 3600.0)) < 1e-20);
+    if (!strcmp(c->name, "switch_cable")) assert_true(fabs(c->rate - 35 / (2048 * 1296 * 3600.0)) < 1e-20);
+  }
+  /* expected over BLOOM's 109 days on 384 GPUs and 48 nodes: 268 GPU and 88 node failures of
+   * the log, scaled */
+  double expected = (268.0 / 16384 * 384 + 88.0 / 2048 * 48) * (109 * 24.0) / 1296;
+  assert_true(fabs(rh_incident_expected(&job) - expected) < 1e-9 * expected);
+  rh_incident_job_free(&job);
+  rh_scenario_free(&sc);
+}
+
 /* ---- the planner ---- */
 
 /* One random cause per GPU at 1,024 GPUs with a 3 h job MTBF, 60-second sync writes, 60 days. */
@@ -353,6 +402,8 @@ int main(void) {
       cmocka_unit_test(test_poisson_counts),
       cmocka_unit_test(test_same_seed_same_incidents),
       cmocka_unit_test(test_llama3_series),
+      cmocka_unit_test(test_own_detection_and_diagnosis),
+      cmocka_unit_test(test_only_per_keeps_hardware),
       cmocka_unit_test(test_plan_interval_optimum),
       cmocka_unit_test(test_plan_sizes),
       cmocka_unit_test(test_plan_what_ifs),

@@ -107,6 +107,8 @@ static const bad_case bad_cases[] = {
     {"cause_two_rates", 14, "failures.causes[0]", "give one of count (with failures.exposure), mtbf_hours or at_hours, not several"},
     {"only_per_keeps_none", 13, "failures.only_per", "keeps none of the 1 causes"},
     {"cause_zero_detect", 15, "failures.causes[0].detect_s", "expected a number > 0"},
+    {"only_per_empty", 13, "failures.only_per", "an empty list keeps no cause"},
+    {"planned_with_detect", 15, "failures.causes[0]", "a planned stop is neither detected nor diagnosed: no detect_s"},
     {"spares_without_repair", 16, "restart.spare_nodes", "a failed node comes back into the spares after restart.repair_hours: give it"},
     {"tree_needs_nccl", 20, "collective.algorithm", "tree is one of NCCL's algorithms: it needs cluster.network_model: nccl"},
     {"protocol_needs_nccl", 20, "collective.protocol", "NCCL's protocols need cluster.network_model: nccl"},

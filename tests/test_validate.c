@@ -228,6 +228,20 @@ static void test_failure_suite(void **state) {
   assert_non_null(strstr(t, "has no failures.horizon_days"));
   free(t);
   free(path);
+  /* a published cause the replay leaves out (only_per drops Llama 3's planned stops) */
+  snprintf(text, sizeof text,
+           "failures:\n  - name: bloom\n"
+           "    scenario: %s/scenarios/papers/failures/bloom-176b-heldout.yaml\n"
+           "    source: s\n    setup: u\n    interruptions: 23\n    causes: {planned: 1}\n",
+           RH_SOURCE_DIR);
+  path = write_suite("dropped-cause.yaml", text);
+  argv[2] = path;
+  assert_int_equal(rh_test_spawn(argv, "/dev/null", err), 2);
+  t = rh_test_slurp(err);
+  snprintf(want, sizeof want, "%s:7: causes: failure series bloom: planned is not a cause", path);
+  assert_non_null(strstr(t, want));
+  free(t);
+  free(path);
   free(err);
 }
 

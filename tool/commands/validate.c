@@ -50,17 +50,17 @@ static const char usage_text[] =
     "points scored apart.  A suite's failure series (--failures: the shipped\n"
     "scenarios/papers/failures/suite.yaml) replay published incident logs at scale: interruptions\n"
     "and causes within the Poisson 2-sigma band of the published counts, the effective training\n"
-    "time within its bound; calibration and held-out figures said apart.\n"
+    "time within its bound; calibration and held-out figures scored apart.\n"
     "  --one-gpu      the shipped one-GPU suite\n"
     "  --failures     the shipped failure suite\n"
-    "  --out DIR      where each series' sweep and validate.json go (default: a new directory\n"
-    "                 $TMPDIR/rehearsal-validate-XXXXXX, kept and named at the end)\n"
-    "  --series NAME  only this series or point (repeatable)\n"
+    "  --out DIR      where each series' sweep (each failure series' run) and validate.json go\n"
+    "                 (default: a new directory $TMPDIR/rehearsal-validate-XXXXXX, kept and\n"
+    "                 named at the end)\n"
+    "  --series NAME  only this series, point or failure series (repeatable)\n"
     "  --set K=V      an override for every series (recipe.reducer_ms_per_GB=0: one loss off)\n"
     "      --help, --version\n"
-    "Exit status: 0 every point within its bound, 1 a point outside it (or a sweep or a run\n"
-    "failed),\n"
-    "2 bad input.\n";
+    "Exit status: 0 every figure within its bound, 1 one outside it (or a sweep or a run\n"
+    "failed), 2 bad input.\n";
 
 enum { MAX_PICKS = 64 };
 
@@ -136,6 +136,21 @@ static double throughput_at(json_t *root, int gpus, const char *key) {
   return NAN;
 }
 
+/* The first of a failure series' published causes that its scenario does not replay (not among
+ * its causes, or left out by failures.only_per); NULL when there is none. */
+static const char *cause_missing(const rh_suite_failure *fs, const rh_scenario *sc) {
+  for (int c = 0; c < fs->ncauses; c++) {
+    bool found = false;
+    for (int i = 0; i < sc->failures.ncauses && !found; i++) {
+      const rh_scenario_cause *k = &sc->failures.causes[i];
+      found = !strcmp(k->name, fs->cause[c]) &&
+              (!sc->failures.only_per || (sc->failures.only_per & (1u << k->per)));
+    }
+    if (!found) return fs->cause[c];
+  }
+  return NULL;
+}
+
 /* Loads each picked series' and point's scenario with the overrides, before anything runs or is
  * written: a bad one is bad input (exit 2), named by the suite's line and the scenario's error. */
 static int check_scenarios(const char *file, const rh_suite *suite, const validate_flags *f,
@@ -163,12 +178,15 @@ static int check_scenarios(const char *file, const rh_suite *suite, const valida
       return 2;
     }
     bool at_scale = sc.failures.horizon_s > 0;
-    rh_scenario_free(&sc);
-    if (!at_scale) {
+    const char *missing = at_scale ? cause_missing(fs, &sc) : NULL;
+    if (!at_scale)
       fprintf(stderr, "rehearsal validate: %s:%d: scenario: failure series %s: %s has no "
               "failures.horizon_days to replay\n", file, fs->scenario_line, fs->name, fs->scenario);
-      return 2;
-    }
+    else if (missing)
+      fprintf(stderr, "rehearsal validate: %s:%d: causes: failure series %s: %s is not a cause "
+              "its scenario replays (%s)\n", file, fs->causes_line, fs->name, missing, fs->scenario);
+    rh_scenario_free(&sc);
+    if (!at_scale || missing) return 2;
   }
   for (int i = 0; i < suite->npoints; i++) {
     const rh_suite_point *pt = &suite->points[i];
@@ -326,10 +344,11 @@ static void run_failures(const rh_suite *suite, const validate_flags *flags,
   rh_failures_run(suite, opts, flags->out, picked_point, flags, figures, &sc);
   t->outside += sc.outside;
   t->failed += sc.failed;
-  json_object_set_new(jroot, "failures", json_pack("{s:o, s:{s:i, s:i, s:f, s:f}}", "figures",
+  json_t *count = isnan(sc.held_out_count_error) ? json_null() : json_real(sc.held_out_count_error);
+  json_t *eff = isnan(sc.held_out_effective_error) ? json_null() : json_real(sc.held_out_effective_error);
+  json_object_set_new(jroot, "failures", json_pack("{s:o, s:{s:i, s:i, s:o, s:o}}", "figures",
       figures, "summary", "outside", sc.outside, "failed", sc.failed,
-      "held_out_interruptions_max_error_percent", sc.held_out_count_error,
-      "held_out_effective_max_error_points", sc.held_out_effective_error));
+      "held_out_interruptions_max_error_percent", count, "held_out_effective_max_error_points", eff));
 }
 
 /* The picked names are the suite's series or points. */
@@ -380,8 +399,11 @@ int rh_cmd_validate(int argc, char **argv) {
   int rc = rh_cli_parse("validate", usage_text, argc, argv, "o:s:", longopts, validate_option,
                         &flags, &opts, &first);
   if (rc >= 0) return rc;
-  if (argc - first > 1 || ((flags.one_gpu || flags.failures) && argc - first > 0) ||
-      (flags.one_gpu && flags.failures)) {
+  if (flags.one_gpu && flags.failures) {
+    rh_cli_opts_free(&opts);
+    return rh_cli_error("validate", "--one-gpu and --failures name two suites: give one");
+  }
+  if (argc - first > 1 || ((flags.one_gpu || flags.failures) && argc - first > 0)) {
     rh_cli_opts_free(&opts);
     return rh_cli_error("validate", "one suite file at most (--one-gpu and --failures name "
                         "shipped ones)");

@@ -131,8 +131,7 @@ double rh_cause_expected(const rh_incident_job *job, const rh_cause *c);
 /* ---- planner.c: the replay over many seeds, the interval and the size, the what-ifs ---- */
 
 enum {
-  RH_PLAN_SEEDS = 20,       /* the spread and the what-ifs */
-  RH_PLAN_CURVE_SEEDS = 8,  /* each point of a curve */
+  RH_PLAN_SEEDS = 20,       /* every figure: the spread, each point of a curve, the what-ifs */
   RH_PLAN_INTERVALS = 25,   /* 30 s to 16 h, geometric */
   RH_PLAN_SIZES = 8,        /* 1/16 to 8 times the job's nodes */
   RH_WHAT_IF_COUNT = 3
@@ -151,7 +150,7 @@ typedef struct rh_incident_series {
 
 typedef struct rh_incident_plan {
   rh_incident_series series;
-  double mtbf, cost;       /* the job's MTBF; a checkpoint's cost to training (write or snapshot) */
+  double mtbf, cost;       /* the job's MTBF (unplanned failures); a checkpoint's cost to training */
   double young, daly;      /* their optimum intervals (NaN without a cost or failures) */
   int nintervals;
   double interval[RH_PLAN_INTERVALS], interval_eff[RH_PLAN_INTERVALS];
@@ -161,7 +160,7 @@ typedef struct rh_incident_plan {
   long size_gpus[RH_PLAN_SIZES];
   double size_mtbf[RH_PLAN_SIZES], size_daly[RH_PLAN_SIZES];
   double size_eff_given[RH_PLAN_SIZES], size_eff_daly[RH_PLAN_SIZES];
-  bool what_if_applies[RH_WHAT_IF_COUNT]; /* false: the job already is so */
+  bool what_if_applies[RH_WHAT_IF_COUNT]; /* false: it changes nothing for this job */
   double what_if_eff[RH_WHAT_IF_COUNT];   /* mean over RH_PLAN_SEEDS */
 } rh_incident_plan;
 

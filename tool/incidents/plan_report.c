@@ -20,15 +20,23 @@ static void print_series(FILE *out, const rh_incident_job *job, const rh_inciden
 }
 
 static void print_interval(FILE *out, const rh_incident_job *job, const rh_incident_plan *p) {
-  fprintf(out, "  interval: the job's MTBF %.3g h, a checkpoint costs training %.3g s; Young's "
-          "optimum %.3g min, Daly's %.3g min (%.2f%%); the best replayed %.3g min (%.2f%%); "
-          "given %.3g min (%.2f%%)\n", p->mtbf / 3600, p->cost, p->young / 60, p->daly / 60,
-          pct(p->daly_eff), p->best / 60, pct(p->best_eff), job->rec.every / 60,
-          pct(p->series.eff_mean));
+  if (!isfinite(p->mtbf)) {
+    fprintf(out, "  interval: no unplanned failure is expected: no interval to choose\n");
+    return;
+  }
+  fprintf(out, "  interval: the job's MTBF %.3g h (unplanned failures), a checkpoint costs training "
+          "%.3g s", p->mtbf / 3600, p->cost);
+  if (isfinite(p->daly))
+    fprintf(out, "; Young's optimum %.3g min, Daly's %.3g min (%.2f%%)", p->young / 60,
+            p->daly / 60, pct(p->daly_eff));
+  fprintf(out, "; the best replayed %.3g min (%.2f%%); given ", p->best / 60, pct(p->best_eff));
+  if (isfinite(job->rec.every)) fprintf(out, "%.3g min (%.2f%%)\n", job->rec.every / 60, pct(p->series.eff_mean));
+  else fprintf(out, "no checkpoints (%.2f%%)\n", pct(p->series.eff_mean));
 }
 
 static void print_sizes(FILE *out, const rh_incident_job *job, const rh_incident_plan *p) {
-  fprintf(out, "  size: %8s %9s %12s %10s %12s\n", "GPUs", "MTBF h", "at given", "Daly min",
+  fprintf(out, "  size: the job on 1/16 to 8 times its nodes (whole nodes)\n");
+  fprintf(out, "        %8s %9s %12s %10s %12s\n", "GPUs", "MTBF h", "at given", "Daly min",
           "at Daly's");
   for (int i = 0; i < p->nsizes; i++)
     fprintf(out, "        %8ld %9.3g %11.2f%% %10.3g %11.2f%%%s\n", p->size_gpus[i],
@@ -39,13 +47,13 @@ static void print_sizes(FILE *out, const rh_incident_job *job, const rh_incident
 static void print_what_ifs(FILE *out, const rh_incident_plan *p) {
   static const char *const said[RH_WHAT_IF_COUNT] = {"hot spares", "async checkpoints",
                                                      "detection timeouts halved"};
-  fprintf(out, "  what if (mean over %d seeds, %.2f%% as given):", p->series.seeds,
+  fprintf(out, "  what if (%.2f%% as given; no change: already so, or nothing it acts on):",
           pct(p->series.eff_mean));
   for (int w = 0; w < RH_WHAT_IF_COUNT; w++) {
     if (p->what_if_applies[w])
       fprintf(out, "%s %s %+.2f points", w ? ";" : "", said[w],
               pct(p->what_if_eff[w] - p->series.eff_mean));
-    else fprintf(out, "%s %s already", w ? ";" : "", said[w]);
+    else fprintf(out, "%s %s no change", w ? ";" : "", said[w]);
   }
   fputc('\n', out);
 }
@@ -79,12 +87,12 @@ static json_t *plan_json(const rh_incident_job *job, const rh_incident_plan *p) 
     json_object_set_new(what, rh_what_if_names[w],
                         json_pack("{s:b, s:f}", "applies", p->what_if_applies[w], "effective",
                                   p->what_if_eff[w]));
-  return json_pack("{s:o, s:o, s:o, s:o, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "mtbf_s",
+  return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i}", "mtbf_s",
                    num(p->mtbf), "checkpoint_cost_s", num(p->cost), "young_s", num(p->young),
-                   "daly_s", num(p->daly), "given_s", job->rec.every, "effective_daly",
+                   "daly_s", num(p->daly), "given_s", num(job->rec.every), "effective_daly",
                    num(p->daly_eff), "best_s", num(p->best), "effective_best", num(p->best_eff),
-                   "intervals", intervals, "sizes", sizes, "what_if", what, "curve_seeds",
-                   json_integer(RH_PLAN_CURVE_SEEDS));
+                   "intervals", intervals, "sizes", sizes, "what_if", what, "seeds",
+                   RH_PLAN_SEEDS);
 }
 
 void rh_incident_plan_report(FILE *out, json_t *at_scale, const rh_incident_job *job,

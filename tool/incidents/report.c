@@ -58,12 +58,16 @@ static void print_report(FILE *out, const rh_incident_job *job, const rh_inciden
   fprintf(out, "\nfailures at scale: %.4g days of wall time on %ld GPUs (%ld nodes), timing only, "
           "seed %llu\n", hours(job->horizon) / 24, job->gpus, job->nodes,
           (unsigned long long)job->seed);
-  fprintf(out, "  a checkpoint every %.4g min (%s: training waits %.4g s each), the recovery "
-          "pipeline %.4g s before its redone work and any wait for a node\n",
-          job->rec.every / 60, job->rec.async ? "async" : "sync",
-          job->rec.async ? job->rec.snapshot : job->rec.write,
-          job->rec.diagnosis + job->rec.relaunch + job->rec.init_per_rank * (double)job->gpus +
-              job->rec.read);
+  int own = 0;
+  for (int i = 0; i < job->ncauses; i++) own += job->causes[i].own_detect || job->causes[i].own_diagnosis;
+  if (isfinite(job->rec.every))
+    fprintf(out, "  a checkpoint every %.4g min (%s: training waits %.4g s each)", job->rec.every / 60,
+            job->rec.async ? "async" : "sync", job->rec.async ? job->rec.snapshot : job->rec.write);
+  else fprintf(out, "  no checkpoints (a failure loses all since the start or the last relaunch)");
+  fprintf(out, "; the recovery pipeline %.4g s after detection, before the redone work and any wait "
+          "for a node%s\n", job->rec.diagnosis + job->rec.relaunch +
+          job->rec.init_per_rank * (double)job->gpus + job->rec.read,
+          own ? " (by default: some causes have their own detection or diagnosis)" : "");
   print_table(out, job, r);
   fprintf(out, "  interruptions %ld, expected %.1f (2 sigma: %.0f to %.0f)\n", r->n, expected,
           expected - 2 * sqrt(expected), expected + 2 * sqrt(expected));

@@ -1253,6 +1253,9 @@ static void check_cause(walker *w, const yaml_node_t *item, const char *name, rh
     c->takes_out = c->per == RH_PER_GPU ? RH_OUT_GPU : c->per == RH_PER_NODE ? RH_OUT_NODE : RH_OUT_JOB;
   if (c->per == RH_PER_JOB && c->takes_out == RH_OUT_GPU)
     fail(w, item, name, "takes_out: gpu needs a rate per gpu (per: gpu), not per job");
+  if (c->detection == RH_DETECT_PLANNED && (c->detect_s >= 0 || c->diagnosis_s >= 0))
+    fail(w, item, name, "a planned stop is neither detected nor diagnosed: no %s",
+         c->detect_s >= 0 ? "detect_s" : "diagnosis_s");
 }
 
 static void walk_items(walker *w, const yaml_node_t *n, const field *f, const char *name) {
@@ -1936,7 +1939,12 @@ static void check_at_scale(walker *w) {
   int kept = 0;
   for (int i = 0; i < sc->failures.ncauses; i++)
     kept += !sc->failures.only_per || (sc->failures.only_per & (1u << sc->failures.causes[i].per));
-  if (kept == 0)
+  bool given;
+  const yaml_node_t *only = key_at(w->doc, "failures.only_per", &given);
+  if (given && !sc->failures.only_per) /* an empty list */
+    fail(w, only, "failures.only_per", "name the scopes kept (gpu, node, job); an empty list keeps "
+         "no cause");
+  else if (kept == 0)
     fail(w, node_at(w->doc, "failures.only_per"), "failures.only_per",
          "keeps none of the %d causes", sc->failures.ncauses);
   const double units[] = {sc->failures.exposure_gpus, sc->failures.exposure_nodes, 1};

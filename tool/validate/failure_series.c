@@ -55,25 +55,29 @@ static bool figure(const char *series, const char *what, double published, doubl
   return within;
 }
 
-static double band(double n) { return 2 * sqrt(n); }
+/* The Poisson 2-sigma band of a published count n, its low end no less than 0. */
+static double band_low(double n) { return fmax(0, n - 2 * sqrt(n)); }
+static double band_high(double n) { return n + 2 * sqrt(n); }
+
+/* The larger of a running largest |error| (NaN: none yet) and x. */
+static double largest(double so_far, double x) { return isnan(so_far) ? fabs(x) : fmax(so_far, fabs(x)); }
 
 /* The figures of one series from its summary's at_scale.series. */
 static void score_series(const rh_suite_failure *f, json_t *series, json_t *list,
                          rh_failures_score *sc) {
   double n = jnum(series, "interruptions_mean");
-  bool ok = figure(f->name, "interruptions", f->interruptions, n, f->interruptions -
-                   band(f->interruptions), f->interruptions + band(f->interruptions),
-                   f->counts_calibration, list);
+  bool ok = figure(f->name, "interruptions", f->interruptions, n, band_low(f->interruptions),
+                   band_high(f->interruptions), f->counts_calibration, list);
   sc->outside += !ok;
   double err = 100 * (n / f->interruptions - 1);
-  if (!f->counts_calibration) sc->held_out_count_error = fmax(sc->held_out_count_error, fabs(err));
+  if (!f->counts_calibration) sc->held_out_count_error = largest(sc->held_out_count_error, err);
   json_t *means = json_object_get(series, "cause_means");
   for (int c = 0; c < f->ncauses; c++) {
     double m = jnum(means, f->cause[c]), pub = f->cause_count[c];
     char what[96];
     snprintf(what, sizeof what, "  %s", f->cause[c]);
-    sc->outside += !figure(f->name, what, pub, isfinite(m) ? m : 0, pub - band(pub),
-                           pub + band(pub), f->counts_calibration, list);
+    sc->outside += !figure(f->name, what, pub, isfinite(m) ? m : 0, band_low(pub), band_high(pub),
+                           f->counts_calibration, list);
   }
   if (f->effective > 0) {
     double e = 100 * jnum(series, "effective_mean");
@@ -81,14 +85,14 @@ static void score_series(const rh_suite_failure *f, json_t *series, json_t *list
                            f->effective - f->effective_bound, f->effective + f->effective_bound,
                            f->effective_calibration, list);
     if (!f->effective_calibration)
-      sc->held_out_effective_error = fmax(sc->held_out_effective_error, fabs(e - f->effective));
+      sc->held_out_effective_error = largest(sc->held_out_effective_error, e - f->effective);
   }
 }
 
 void rh_failures_run(const rh_suite *suite, const rh_scenario_opts *opts, const char *out,
                      bool (*picked)(const void *arg, const char *name), const void *arg,
                      json_t *list, rh_failures_score *sc) {
-  *sc = (rh_failures_score){0};
+  *sc = (rh_failures_score){.held_out_count_error = NAN, .held_out_effective_error = NAN};
   printf("%-26s %-26s %10s %10s %10s %10s\n", "# failure series", "figure", "published",
          "replayed", "low", "high");
   printf("%-26s %-26s %10s %10s\n", "#", "", "", "(mean over seeds)");
@@ -108,8 +112,11 @@ void rh_failures_run(const rh_suite *suite, const rh_scenario_opts *opts, const 
     }
     json_decref(root);
   }
-  printf("\nheld out: interruptions off by %.1f%% at most, effective training time by %.2f "
-         "points at most; %d figure%s outside %s band%s\n", sc->held_out_count_error,
-         sc->held_out_effective_error, sc->outside, sc->outside == 1 ? "" : "s",
+  printf("\nheld out: ");
+  if (isnan(sc->held_out_count_error)) printf("no interruption count");
+  else printf("interruptions off by %.1f%% at most", sc->held_out_count_error);
+  if (isnan(sc->held_out_effective_error)) printf(", no effective training time");
+  else printf(", effective training time by %.2f points at most", sc->held_out_effective_error);
+  printf("; %d figure%s outside %s band%s\n", sc->outside, sc->outside == 1 ? "" : "s",
          sc->outside == 1 ? "its" : "their", sc->failed ? ", some runs failed" : "");
 }

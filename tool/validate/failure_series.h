@@ -13,8 +13,8 @@
 
 typedef struct rh_failures_score {
   int outside, failed;
-  double held_out_count_error;     /* largest |error| of a held-out interruption count, % */
-  double held_out_effective_error; /* largest |error| of a held-out effective time, points */
+  double held_out_count_error;     /* largest |error| of a held-out interruption count, %; NaN: none */
+  double held_out_effective_error; /* largest |error| of a held-out effective time, points; NaN: none */
 } rh_failures_score;
 
 /* Runs every picked failure series (picks NULL: all) into OUT/NAME, prints the table and appends

@@ -243,6 +243,7 @@ static int load_points(reader *r, yaml_node_t *list, const char *dir, rh_suite *
 static int failure_causes(reader *r, const yaml_node_t *n, rh_suite_failure *f) {
   if (!n || n->type != YAML_MAPPING_NODE)
     return fail(r, n, "causes", "expected a mapping of causes to published counts");
+  f->causes_line = (int)n->start_mark.line + 1;
   for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
     yaml_node_t *k = yaml_document_get_node(r->doc, p->key);
     if (f->ncauses == RH_SUITE_MAX_CAUSES)

@@ -52,7 +52,7 @@ typedef struct rh_suite_failure {
   char *name, *scenario, *source, *setup;
   int scenario_line;
   double interruptions;      /* published, over the scenario's horizon */
-  int ncauses;
+  int ncauses, causes_line;
   char *cause[RH_SUITE_MAX_CAUSES]; /* published counts by cause (the replay's names) */
   double cause_count[RH_SUITE_MAX_CAUSES];
   double effective;          /* published effective training time, %; 0: not published */
