@@ -365,26 +365,25 @@ static void extra_fields(FILE *f, json_t *row, const char *const *cols) {
   }
 }
 
-/* The table, sweep.csv and sweep.json. */
-static int report(const rh_scenario *sc, const char *file, const char *out, const axis *axes,
-                  int naxes, json_t *rows) {
-  char *csv = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&csv, &len);
-  if (!f) return 1;
-  /* an axis of GPU counts is the gpus column itself: one column of that name */
-  bool gpus_axis = false;
-  for (int i = 0; i < naxes; i++) gpus_axis = gpus_axis || strcmp(axes[i].key, "gpus") == 0;
+/* What sweep.csv and the table show of a scenario's points. */
+typedef struct view {
+  const axis *axes;
+  int naxes;
+  bool gpus_axis, tokens, at_scale;
+} view;
+
+/* sweep.csv's header and the table's. */
+static void headers(FILE *f, const rh_scenario *sc, const char *file, const view *v, size_t n) {
+  const axis *axes = v->axes;
+  int naxes = v->naxes;
   fprintf(f, "point");
   for (int i = 0; i < naxes; i++) fprintf(f, ",%s", axes[i].key);
   for (int c = 0; columns[c]; c++)
-    if (!(gpus_axis && c == 0)) fprintf(f, ",%s", columns[c]);
-  bool tokens = sc->model.tokens_per_sample > 0;
-  for (int c = 0; tokens && token_columns[c]; c++) fprintf(f, ",%s", token_columns[c]);
-  bool at_scale = sc->failures.horizon_s > 0;
-  for (int c = 0; at_scale && at_scale_columns[c]; c++) fprintf(f, ",%s", at_scale_columns[c]);
+    if (!(v->gpus_axis && c == 0)) fprintf(f, ",%s", columns[c]);
+  for (int c = 0; v->tokens && token_columns[c]; c++) fprintf(f, ",%s", token_columns[c]);
+  for (int c = 0; v->at_scale && at_scale_columns[c]; c++) fprintf(f, ",%s", at_scale_columns[c]);
   fprintf(f, ",status\n");
-  printf("# rehearsal sweep: %s (%s), %zu points\n", sc->name, file, json_array_size(rows));
+  printf("# rehearsal sweep: %s (%s), %zu points\n", sc->name, file, n);
   printf("#%5s", "point");
   for (int i = 0; i < naxes; i++)
     if (strcmp(axes[i].key, "gpus") != 0) printf(" %18s", axes[i].key); /* (the gpus column) */
@@ -394,50 +393,56 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
   for (int i = 0; i < naxes; i++)
     if (strcmp(axes[i].key, "gpus") != 0) printf(" %18s", "");
   printf(" %6s %5s %11s %11s %11s %12s %11s\n", "", "", "(ms)", "(ms)", "(ms)", "(samples/s)", "(%)");
-  size_t i;
-  json_t *row;
-  json_array_foreach(rows, i, row) {
-    json_t *set = json_object_get(row, "set");
-    fprintf(f, "%lld", (long long)json_integer_value(json_object_get(row, "point")));
-    printf("%6lld", (long long)json_integer_value(json_object_get(row, "point")));
-    for (int a = 0; a < naxes; a++) {
-      const char *v = json_string_value(json_object_get(set, axes[a].key));
-      bool quote = strchr(v, ',') || strchr(v, '"');
-      fprintf(f, quote ? ",\"%s\"" : ",%s", v); /* a list value: one CSV field */
-      if (strcmp(axes[a].key, "gpus") != 0) printf(" %18s", v);
-    }
-    for (int c = 0; columns[c]; c++) {
-      if (gpus_axis && c == 0) continue;
-      json_t *v = json_object_get(row, columns[c]);
-      if (json_is_integer(v)) fprintf(f, ",%lld", (long long)json_integer_value(v));
-      else if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
-      else fprintf(f, ",");
-    }
-    extra_fields(f, row, tokens ? token_columns : NULL);
-    extra_fields(f, row, at_scale ? at_scale_columns : NULL);
-    const char *status = json_string_value(json_object_get(row, "status"));
-    fprintf(f, ",%s\n", status);
-    if (json_object_get(row, "step_ms") && tokens)
-      printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s  %.6g tokens/s, MFU %.1f%%, "
-             "%.2f GB a GPU\n", num(row, "gpus"), num(row, "nodes"), num(row, "step_ms"),
-             num(row, "compute_ms"), num(row, "comm_wait_ms"), num(row, "samples_per_s"),
-             100 * num(row, "scaling_efficiency"), status, num(row, "tokens_per_s"),
-             100 * num(row, "mfu"), num(row, "memory_GB"));
-    else if (json_object_get(row, "step_ms"))
-      printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s\n", num(row, "gpus"), num(row, "nodes"),
-             num(row, "step_ms"), num(row, "compute_ms"), num(row, "comm_wait_ms"),
-             num(row, "samples_per_s"), 100 * num(row, "scaling_efficiency"), status);
-    else
-      printf(" %6s %5s %11s %11s %11s %12s %11s %6s  (see %s/stderr.txt)\n", "-", "-", "-", "-", "-",
-             "-", "-", status, json_string_value(json_object_get(row, "dir")));
-    if (json_object_get(row, "interruptions"))
-      printf("%6s failures at scale: %.1f interruptions, effective training time %.2f%%, %.1f h "
-             "lost (mean over seeds)\n", "", num(row, "interruptions"),
-             100 * num(row, "effective_training"), num(row, "failures_lost_h"));
+}
+
+/* One point: its line of sweep.csv and of the table. */
+static void row_out(FILE *f, json_t *row, const view *vw) {
+  const axis *axes = vw->axes;
+  int naxes = vw->naxes;
+  bool gpus_axis = vw->gpus_axis, tokens = vw->tokens, at_scale = vw->at_scale;
+  json_t *set = json_object_get(row, "set");
+  fprintf(f, "%lld", (long long)json_integer_value(json_object_get(row, "point")));
+  printf("%6lld", (long long)json_integer_value(json_object_get(row, "point")));
+  for (int a = 0; a < naxes; a++) {
+    const char *v = json_string_value(json_object_get(set, axes[a].key));
+    bool quote = strchr(v, ',') || strchr(v, '"');
+    fprintf(f, quote ? ",\"%s\"" : ",%s", v); /* a list value: one CSV field */
+    if (strcmp(axes[a].key, "gpus") != 0) printf(" %18s", v);
   }
-  if (fclose(f) != 0) return 1;
+  for (int c = 0; columns[c]; c++) {
+    if (gpus_axis && c == 0) continue;
+    json_t *v = json_object_get(row, columns[c]);
+    if (json_is_integer(v)) fprintf(f, ",%lld", (long long)json_integer_value(v));
+    else if (json_is_number(v)) fprintf(f, ",%.9g", json_number_value(v));
+    else fprintf(f, ",");
+  }
+  extra_fields(f, row, tokens ? token_columns : NULL);
+  extra_fields(f, row, at_scale ? at_scale_columns : NULL);
+  const char *status = json_string_value(json_object_get(row, "status"));
+  fprintf(f, ",%s\n", status);
+  if (json_object_get(row, "step_ms") && tokens)
+    printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s  %.6g tokens/s, MFU %.1f%%, "
+           "%.2f GB a GPU\n", num(row, "gpus"), num(row, "nodes"), num(row, "step_ms"),
+           num(row, "compute_ms"), num(row, "comm_wait_ms"), num(row, "samples_per_s"),
+           100 * num(row, "scaling_efficiency"), status, num(row, "tokens_per_s"),
+           100 * num(row, "mfu"), num(row, "memory_GB"));
+  else if (json_object_get(row, "step_ms"))
+    printf(" %6.0f %5.0f %11.4f %11.4f %11.4f %12.1f %11.2f %6s\n", num(row, "gpus"), num(row, "nodes"),
+           num(row, "step_ms"), num(row, "compute_ms"), num(row, "comm_wait_ms"),
+           num(row, "samples_per_s"), 100 * num(row, "scaling_efficiency"), status);
+  else
+    printf(" %6s %5s %11s %11s %11s %12s %11s %6s  (see %s/stderr.txt)\n", "-", "-", "-", "-", "-",
+           "-", "-", status, json_string_value(json_object_get(row, "dir")));
+  if (json_object_get(row, "interruptions"))
+    printf("%6s failures at scale: %.1f interruptions, effective training time %.2f%%, %.1f h "
+           "lost (mean over seeds)\n", "", num(row, "interruptions"),
+           100 * num(row, "effective_training"), num(row, "failures_lost_h"));
+}
+
+/* The cluster the points share, in words, into buf. */
+static void shared_cluster(const rh_scenario *sc, const axis *axes, int naxes, char *cluster,
+                           size_t size) {
   /* the cluster the points share: what an axis changes is not said (it is the x axis) */
-  char cluster[256];
   const rh_cluster *cl = &sc->cluster;
   bool by_nodes = false, by_gpus = false, by_nic = false;
   for (int a = 0; a < naxes; a++) {
@@ -445,23 +450,43 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
     by_gpus = by_gpus || !strcmp(axes[a].key, "cluster.gpus_per_node");
     by_nic = by_nic || !strncmp(axes[a].key, "cluster.network", 15);
   }
-  int at = by_nodes && by_gpus ? snprintf(cluster, sizeof cluster, "GPUs")
-           : by_nodes ? snprintf(cluster, sizeof cluster, "nodes of %d GPUs", cl->gpus_per_node[0])
-           : by_gpus  ? snprintf(cluster, sizeof cluster, "%d node%s", cl->nodes, cl->nodes == 1 ? "" : "s")
-                      : snprintf(cluster, sizeof cluster, "%d node%s x %d GPUs", cl->nodes,
+  int at = by_nodes && by_gpus ? snprintf(cluster, size, "GPUs")
+           : by_nodes ? snprintf(cluster, size, "nodes of %d GPUs", cl->gpus_per_node[0])
+           : by_gpus  ? snprintf(cluster, size, "%d node%s", cl->nodes, cl->nodes == 1 ? "" : "s")
+                      : snprintf(cluster, size, "%d node%s x %d GPUs", cl->nodes,
                                  cl->nodes == 1 ? "" : "s", cl->gpus_per_node[0]);
   /* the rate the points were timed at, as `run` names it: a roofline's peak, or the sustained rate
    * (a roofline's sustained rate is only what a model without shapes would run at) */
   if (sc->compute.roofline)
-    at += snprintf(cluster + at, sizeof cluster - (size_t)at, " (roofline of %.4g TFLOP/s %s)",
+    at += snprintf(cluster + at, size - (size_t)at, " (roofline of %.4g TFLOP/s %s)",
                    sc->compute.peak / 1e12, sc->compute.peak_from >= 0
                    ? rh_precision_names[sc->compute.peak_from] : "peak");
   else
-    at += snprintf(cluster + at, sizeof cluster - (size_t)at, " (%.4g TFLOP/s)", cl->gpu_flops / 1e12);
-  at += snprintf(cluster + at, sizeof cluster - (size_t)at, ", %.4g GB/s intra-node", cl->intra_bw / 1e9);
+    at += snprintf(cluster + at, size - (size_t)at, " (%.4g TFLOP/s)", cl->gpu_flops / 1e12);
+  at += snprintf(cluster + at, size - (size_t)at, ", %.4g GB/s intra-node", cl->intra_bw / 1e9);
   if (!by_nic)
-    snprintf(cluster + at, sizeof cluster - (size_t)at, ", %d x %.4g Gb/s NIC", cl->nics_per_node,
+    snprintf(cluster + at, size - (size_t)at, ", %d x %.4g Gb/s NIC", cl->nics_per_node,
              cl->nic_bw * 8 / 1e9);
+}
+
+/* The table, sweep.csv and sweep.json. */
+static int report(const rh_scenario *sc, const char *file, const char *out, const axis *axes,
+                  int naxes, json_t *rows) {
+  char *csv = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&csv, &len);
+  if (!f) return 1;
+  /* an axis of GPU counts is the gpus column itself: one column of that name */
+  view vw = {.axes = axes, .naxes = naxes, .tokens = sc->model.tokens_per_sample > 0,
+             .at_scale = sc->failures.horizon_s > 0};
+  for (int i = 0; i < naxes; i++) vw.gpus_axis = vw.gpus_axis || strcmp(axes[i].key, "gpus") == 0;
+  headers(f, sc, file, &vw, json_array_size(rows));
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) row_out(f, row, &vw);
+  if (fclose(f) != 0) return 1;
+  char cluster[256];
+  shared_cluster(sc, axes, naxes, cluster, sizeof cluster);
   json_t *jaxes = json_array();
   for (int a = 0; a < naxes; a++) {
     json_t *vals = json_array();

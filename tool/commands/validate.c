@@ -141,11 +141,8 @@ static double throughput_at(json_t *root, int gpus, const char *key) {
 static const char *cause_missing(const rh_suite_failure *fs, const rh_scenario *sc) {
   for (int c = 0; c < fs->ncauses; c++) {
     bool found = false;
-    for (int i = 0; i < sc->failures.ncauses && !found; i++) {
-      const rh_scenario_cause *k = &sc->failures.causes[i];
-      found = !strcmp(k->name, fs->cause[c]) &&
-              (!sc->failures.only_per || (sc->failures.only_per & (1u << k->per)));
-    }
+    for (int i = 0; i < sc->failures.ncauses && !found; i++)
+      found = !strcmp(sc->failures.causes[i].name, fs->cause[c]) && rh_scenario_cause_kept(sc, i);
     if (!found) return fs->cause[c];
   }
   return NULL;

@@ -47,7 +47,7 @@ int rh_incident_job_from(const rh_scenario *sc, double step, double state_bytes,
   int kept = 0;
   for (int i = 0; i < n; i++) {
     const rh_scenario_cause *c = &sc->failures.causes[i];
-    if (sc->failures.only_per && !(sc->failures.only_per & (1u << c->per))) continue;
+    if (!rh_scenario_cause_kept(sc, i)) continue;
     rh_cause *k = &causes[kept];
     *k = (rh_cause){.per = (rh_cause_scope)c->per, .rate = cause_rate(sc, c),
                     .detect = (rh_detection)c->detection, .out = (rh_takes_out)c->takes_out,

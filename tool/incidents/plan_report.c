@@ -38,10 +38,14 @@ static void print_sizes(FILE *out, const rh_incident_job *job, const rh_incident
   fprintf(out, "  size: the job on 1/16 to 8 times its nodes (whole nodes)\n");
   fprintf(out, "        %8s %9s %12s %10s %12s\n", "GPUs", "MTBF h", "at given", "Daly min",
           "at Daly's");
-  for (int i = 0; i < p->nsizes; i++)
-    fprintf(out, "        %8ld %9.3g %11.2f%% %10.3g %11.2f%%%s\n", p->size_gpus[i],
-            p->size_mtbf[i] / 3600, pct(p->size_eff_given[i]), p->size_daly[i] / 60,
-            pct(p->size_eff_daly[i]), p->size_gpus[i] == job->gpus ? "  (this job)" : "");
+  for (int i = 0; i < p->nsizes; i++) {
+    fprintf(out, "        %8ld %9.3g %11.2f%%", p->size_gpus[i], p->size_mtbf[i] / 3600,
+            pct(p->size_eff_given[i]));
+    if (isfinite(p->size_daly[i]))
+      fprintf(out, " %10.3g %11.2f%%", p->size_daly[i] / 60, pct(p->size_eff_daly[i]));
+    else fprintf(out, " %10s %12s", "-", "-");
+    fputs(p->size_gpus[i] == job->gpus ? "  (this job)\n" : "\n", out);
+  }
 }
 
 static void print_what_ifs(FILE *out, const rh_incident_plan *p) {

@@ -1920,6 +1920,10 @@ static void check_length(walker *w) {
          "missing (required: or recipe.steps, or recipe.duration)");
 }
 
+bool rh_scenario_cause_kept(const rh_scenario *sc, int i) {
+  return !sc->failures.only_per || (sc->failures.only_per & (1u << sc->failures.causes[i].per));
+}
+
 /* The replay at scale: its causes, their counts' log, and the recovery it relaunches with. */
 static void check_at_scale(walker *w) {
   rh_scenario *sc = w->sc;
@@ -1937,8 +1941,7 @@ static void check_at_scale(walker *w) {
     return;
   }
   int kept = 0;
-  for (int i = 0; i < sc->failures.ncauses; i++)
-    kept += !sc->failures.only_per || (sc->failures.only_per & (1u << sc->failures.causes[i].per));
+  for (int i = 0; i < sc->failures.ncauses; i++) kept += rh_scenario_cause_kept(sc, i);
   bool given;
   const yaml_node_t *only = key_at(w->doc, "failures.only_per", &given);
   if (given && !sc->failures.only_per) /* an empty list */

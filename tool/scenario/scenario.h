@@ -306,6 +306,10 @@ void rh_scenario_launch_free(rh_scenario_launch *l);
  * and MiB, a longer job more. */
 void rh_scenario_cost(long gpus, double *seconds, double *mib);
 
+/* Whether the scenario's failure cause i is replayed: failures.only_per keeps its scope (or
+ * there is no only_per). */
+bool rh_scenario_cause_kept(const rh_scenario *sc, int i);
+
 /* Ranks in the scenario's cluster. */
 int rh_scenario_size(const rh_scenario *sc);
 
