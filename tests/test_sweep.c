@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
@@ -535,10 +536,23 @@ static void test_failure_columns(void **state) {
               json_number_value(json_object_get(b, "failures_lost_h")));
   double e = json_number_value(json_object_get(a, "effective_training"));
   assert_true(e > 0.9 && e < 1);
+  /* the table by cause adds up to the totals */
+  json_t *by = json_object_get(a, "failures_by_cause"), *c;
+  const char *name;
+  double n = 0, lost = 0;
+  json_object_foreach(by, name, c) {
+    n += json_number_value(json_object_get(c, "count"));
+    lost += json_number_value(json_object_get(c, "lost_h"));
+  }
+  assert_true(fabs(n - na) < 1e-9 * na);
+  assert_true(fabs(lost - json_number_value(json_object_get(a, "failures_lost_h"))) < 1e-6);
   json_decref(root);
   snprintf(path, sizeof path, "%s/sweep.csv", out);
   char *csv = rh_test_slurp(path);
-  assert_non_null(strstr(csv, ",interruptions,effective_training,failures_lost_h,status\n"));
+  assert_non_null(strstr(csv, ",interruptions,effective_training,failures_lost_h,faulty_gpu_count,"
+                              "faulty_gpu_lost_h,gpu_hbm3_count,"));
+  assert_non_null(strstr(csv, ",system_memory_count,system_memory_lost_h,status\n"));
+  assert_null(strstr(csv, "software_bug")); /* only_per left it out */
   free(csv);
   free(out);
 }

@@ -301,6 +301,13 @@ static void failure_columns(json_t *root, json_t *row) {
   json_object_set_new(row, "interruptions", json_real(num(series, "interruptions_mean")));
   json_object_set_new(row, "effective_training", json_real(num(series, "effective_mean")));
   json_object_set_new(row, "failures_lost_h", json_real(num(series, "lost_mean_s") / 3600));
+  json_t *by = json_object(), *counts = json_object_get(series, "cause_means");
+  json_t *lost = json_object_get(series, "cause_lost_mean_s"), *v;
+  const char *name;
+  json_object_foreach(counts, name, v)
+    json_object_set_new(by, name, json_pack("{s:f, s:f}", "count", json_number_value(v), "lost_h",
+                                            num(lost, name) / 3600));
+  json_object_set_new(row, "failures_by_cause", by);
 }
 
 /* One point's row of sweep.json, from its summary.json. */
@@ -367,10 +374,26 @@ static void extra_fields(FILE *f, json_t *row, const char *const *cols) {
 
 /* What sweep.csv and the table show of a scenario's points. */
 typedef struct view {
+  const rh_scenario *sc;
   const axis *axes;
   int naxes;
   bool gpus_axis, tokens, at_scale;
 } view;
+
+/* The replay at scale's table by cause: two columns a cause the scenario replays, its mean count
+ * and hours lost (`header`: their names), empty where a point has none. */
+static void cause_fields(FILE *f, const view *v, json_t *row, bool header) {
+  const rh_scenario *sc = v->sc;
+  json_t *by = json_object_get(row, "failures_by_cause");
+  for (int i = 0; v->at_scale && i < sc->failures.ncauses; i++) {
+    if (!rh_scenario_cause_kept(sc, i)) continue;
+    const char *name = sc->failures.causes[i].name;
+    json_t *c = json_object_get(by, name);
+    if (header) fprintf(f, ",%s_count,%s_lost_h", name, name);
+    else if (c) fprintf(f, ",%.9g,%.9g", num(c, "count"), num(c, "lost_h"));
+    else fprintf(f, ",,");
+  }
+}
 
 /* sweep.csv's header and the table's. */
 static void headers(FILE *f, const rh_scenario *sc, const char *file, const view *v, size_t n) {
@@ -382,6 +405,7 @@ static void headers(FILE *f, const rh_scenario *sc, const char *file, const view
     if (!(v->gpus_axis && c == 0)) fprintf(f, ",%s", columns[c]);
   for (int c = 0; v->tokens && token_columns[c]; c++) fprintf(f, ",%s", token_columns[c]);
   for (int c = 0; v->at_scale && at_scale_columns[c]; c++) fprintf(f, ",%s", at_scale_columns[c]);
+  cause_fields(f, v, NULL, true);
   fprintf(f, ",status\n");
   printf("# rehearsal sweep: %s (%s), %zu points\n", sc->name, file, n);
   printf("#%5s", "point");
@@ -418,6 +442,7 @@ static void row_out(FILE *f, json_t *row, const view *vw) {
   }
   extra_fields(f, row, tokens ? token_columns : NULL);
   extra_fields(f, row, at_scale ? at_scale_columns : NULL);
+  cause_fields(f, vw, row, false);
   const char *status = json_string_value(json_object_get(row, "status"));
   fprintf(f, ",%s\n", status);
   if (json_object_get(row, "step_ms") && tokens)
@@ -477,7 +502,7 @@ static int report(const rh_scenario *sc, const char *file, const char *out, cons
   FILE *f = open_memstream(&csv, &len);
   if (!f) return 1;
   /* an axis of GPU counts is the gpus column itself: one column of that name */
-  view vw = {.axes = axes, .naxes = naxes, .tokens = sc->model.tokens_per_sample > 0,
+  view vw = {.sc = sc, .axes = axes, .naxes = naxes, .tokens = sc->model.tokens_per_sample > 0,
              .at_scale = sc->failures.horizon_s > 0};
   for (int i = 0; i < naxes; i++) vw.gpus_axis = vw.gpus_axis || strcmp(axes[i].key, "gpus") == 0;
   headers(f, sc, file, &vw, json_array_size(rows));

@@ -145,7 +145,8 @@ typedef struct rh_incident_series {
   double lost_mean;        /* seconds of incidents */
   int n_outside;           /* seeds whose count left the 2-sigma band of the expected count */
   int cause_outside;       /* (seed, cause) counts outside their cause's band */
-  double *cause_mean;      /* owned, per cause */
+  double *cause_mean;      /* owned, per cause: its mean count */
+  double *cause_lost;      /* owned, per cause: its mean seconds lost (after cause_mean) */
 } rh_incident_series;
 
 typedef struct rh_incident_plan {

@@ -65,14 +65,17 @@ static void print_what_ifs(FILE *out, const rh_incident_plan *p) {
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 static json_t *series_json(const rh_incident_job *job, const rh_incident_series *s) {
-  json_t *causes = json_object();
-  for (int c = 0; c < job->ncauses; c++)
+  json_t *causes = json_object(), *lost = json_object();
+  for (int c = 0; c < job->ncauses; c++) {
     json_object_set_new(causes, job->causes[c].name, json_real(s->cause_mean[c]));
-  return json_pack("{s:i, s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:o}", "seeds", s->seeds,
+    json_object_set_new(lost, job->causes[c].name, json_real(s->cause_lost[c]));
+  }
+  return json_pack("{s:i, s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:o, s:o}", "seeds", s->seeds,
                    "interruptions_mean", s->n_mean, "interruptions_sd", s->n_sd,
                    "seeds_outside_band", s->n_outside, "cause_counts_outside_band",
                    s->cause_outside, "effective_mean", s->eff_mean, "effective_min", s->eff_min,
-                   "effective_max", s->eff_max, "lost_mean_s", s->lost_mean, "cause_means", causes);
+                   "effective_max", s->eff_max, "lost_mean_s", s->lost_mean, "cause_means", causes,
+                   "cause_lost_mean_s", lost);
 }
 
 static json_t *plan_json(const rh_incident_job *job, const rh_incident_plan *p) {

@@ -38,10 +38,11 @@ static bool outside(double count, double expected) {
 }
 
 static int series_run(const rh_incident_job *job, int seeds, rh_incident_series *s) {
+  size_t n = (size_t)(job->ncauses ? job->ncauses : 1);
   *s = (rh_incident_series){.seeds = seeds, .eff_min = INFINITY, .eff_max = -INFINITY,
-                            .cause_mean = calloc((size_t)(job->ncauses ? job->ncauses : 1),
-                                                 sizeof(double))};
+                            .cause_mean = calloc(2 * n, sizeof(double))};
   if (!s->cause_mean) return -1;
+  s->cause_lost = s->cause_mean + n;
   rh_incident_job j = *job;
   double sum2 = 0, expected = rh_incident_expected(job);
   for (int k = 0; k < seeds; k++) {
@@ -57,6 +58,8 @@ static int series_run(const rh_incident_job *job, int seeds, rh_incident_series 
     s->lost_mean += r.lost / seeds;
     for (int c = 0; c < job->ncauses; c++) {
       s->cause_mean[c] += (double)r.by_cause[c].count / seeds;
+      for (int part = 0; part < RH_COST_COUNT; part++)
+        s->cause_lost[c] += r.by_cause[c].cost[part] / seeds;
       s->cause_outside += outside((double)r.by_cause[c].count, rh_cause_expected(job, &job->causes[c]));
     }
     rh_incident_replay_free(&r);
@@ -192,6 +195,6 @@ int rh_incident_plan_run(const rh_incident_job *job, rh_incident_plan *p) {
 }
 
 void rh_incident_plan_free(rh_incident_plan *p) {
-  free(p->series.cause_mean);
-  p->series.cause_mean = NULL;
+  free(p->series.cause_mean); /* and cause_lost after it */
+  p->series.cause_mean = p->series.cause_lost = NULL;
 }
