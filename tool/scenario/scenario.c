@@ -2350,7 +2350,7 @@ static void check_whole(walker *w) {
     int k = 0;
     for (int id = 0; id < RH_SETTING_COUNT; id++) {
       const char *v = sc->settings.variable[id];
-      int x = (int)sc->settings.value[id];
+      double x = sc->settings.value[id]; /* a choice's index for these two; bytes for others */
       bool nccl_only = id == RH_SETTING_PROTOCOL ? x != RH_PROTO_AUTO
                        : id == RH_SETTING_ALGORITHM && (x == RH_ALGO_TREE || x == RH_ALGO_NVLS);
       if (!v || strncmp(v, "NCCL_", 5) != 0 || !nccl_only || k >= 2) continue;
