@@ -22,10 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #ifndef REHEARSAL_SUITE
@@ -103,25 +99,8 @@ static int sweep(const rh_suite_series *s, const rh_scenario_opts *opts, const c
   int n = snprintf(axis, sizeof axis, "gpus=1");
   for (int k = 0; k < s->ncounts && n > 0 && (size_t)n < sizeof axis; k++)
     n += snprintf(axis + n, sizeof axis - (size_t)n, ",%d", s->gpus[k]);
-  int argc = 0;
-  char **argv = calloc((size_t)(8 + 2 * opts->nsets), sizeof *argv);
-  if (!argv) return -1;
-  argv[argc++] = "rehearsal";
-  argv[argc++] = "sweep";
-  argv[argc++] = s->scenario;
-  argv[argc++] = "--axis";
-  argv[argc++] = axis;
-  argv[argc++] = "--out";
-  argv[argc++] = (char *)dir;
-  for (int i = 0; i < opts->nsets; i++) {
-    argv[argc++] = "--set";
-    argv[argc++] = (char *)opts->sets[i];
-  }
-  char log[4400];
-  snprintf(log, sizeof log, "%s.log", dir);
-  int rc = rh_validate_child(argv, log);
-  free(argv);
-  return rc;
+  const char *head[] = {"sweep", s->scenario, "--axis", axis};
+  return rh_validate_child(head, 4, opts, dir);
 }
 
 /* samples/s (`key`) of the sweep's point at `gpus` (status ok), or NAN */

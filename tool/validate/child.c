@@ -1,8 +1,12 @@
 /*
  * child.c: a command of this program run in a child for `rehearsal validate` (a sweep of a
- * series, a run of a failure series), its output in a log file, killed if validate dies.
+ * series, a run of a failure series) with `--out DIR` and the command line's --set overrides, its
+ * output in DIR.log, killed if validate dies.
  */
 #include "suite.h"
+#include "scenario.h"
+
+#include <stdio.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int rh_validate_child(char *const argv[], const char *log) {
+/* Runs argv in a child, its stdout and stderr into `log`: its exit status, or -1. */
+static int spawn(char *const argv[], const char *log) {
   pid_t parent = getpid(), pid = fork();
   if (pid == 0) {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
@@ -26,4 +31,24 @@ int rh_validate_child(char *const argv[], const char *log) {
   int status;
   if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int rh_validate_child(const char *const head[], int nhead, const rh_scenario_opts *opts,
+                      const char *dir) {
+  char **argv = calloc((size_t)(nhead + 4 + 2 * opts->nsets), sizeof *argv);
+  if (!argv) return -1;
+  int argc = 0;
+  argv[argc++] = "rehearsal";
+  for (int i = 0; i < nhead; i++) argv[argc++] = (char *)head[i];
+  argv[argc++] = "--out";
+  argv[argc++] = (char *)dir;
+  for (int i = 0; i < opts->nsets; i++) {
+    argv[argc++] = "--set";
+    argv[argc++] = (char *)opts->sets[i];
+  }
+  char log[4400];
+  snprintf(log, sizeof log, "%s.log", dir);
+  int rc = spawn(argv, log);
+  free(argv);
+  return rc;
 }

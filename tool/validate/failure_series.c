@@ -15,24 +15,10 @@
 
 /* `rehearsal run SCENARIO --out DIR [--set ...]`, its log DIR.log; its summary.json, or NULL. */
 static json_t *run_series(const rh_suite_failure *f, const rh_scenario_opts *opts, const char *dir) {
-  char **argv = calloc((size_t)(6 + 2 * opts->nsets), sizeof *argv);
-  if (!argv) return NULL;
-  int argc = 0;
-  argv[argc++] = "rehearsal";
-  argv[argc++] = "run";
-  argv[argc++] = f->scenario;
-  argv[argc++] = "--out";
-  argv[argc++] = (char *)dir;
-  for (int i = 0; i < opts->nsets; i++) {
-    argv[argc++] = "--set";
-    argv[argc++] = (char *)opts->sets[i];
-  }
-  char log[4400], summary[4400];
-  snprintf(log, sizeof log, "%s.log", dir);
+  const char *head[] = {"run", f->scenario};
+  char summary[4400];
   snprintf(summary, sizeof summary, "%s/summary.json", dir);
-  int st = rh_validate_child(argv, log);
-  free(argv);
-  return st == 0 ? json_load_file(summary, 0, NULL) : NULL;
+  return rh_validate_child(head, 2, opts, dir) == 0 ? json_load_file(summary, 0, NULL) : NULL;
 }
 
 static double jnum(json_t *o, const char *key) {

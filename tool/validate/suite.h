@@ -80,7 +80,10 @@ void rh_suite_free(rh_suite *s);
  * N over N times the one-GPU throughput. */
 double rh_suite_published_efficiency(const rh_suite_series *s, int k);
 
-/* `rehearsal ARGV[1] ...` in a child, its stdout and stderr into `log`: its exit status, or -1. */
-int rh_validate_child(char *const argv[], const char *log);
+/* `rehearsal HEAD... --out DIR [--set K=V]...` (opts' overrides) in a child, its stdout and stderr
+ * into DIR.log: its exit status, or -1. */
+struct rh_scenario_opts;
+int rh_validate_child(const char *const head[], int nhead, const struct rh_scenario_opts *opts,
+                      const char *dir);
 
 #endif
